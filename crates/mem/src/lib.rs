@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Shared memory for nvmemu: the only crate with `unsafe`.
+//!
+//! Owns: mappings of file descriptors shared with another process (client RAM, the doorbell
+//! page, DMA buffers), anonymous mappings (the malloc namespace), bounds-checked volatile access
+//! to them, and the table that turns a client's IOVA into a place in one of those mappings.
+//! May depend on: no internal crate. Must never: hand out a Rust reference (`&[u8]`, `&T`) into
+//! memory another process can write, or let a mapping be unmapped while a `MmapRegion` handle
+//! to it exists.
+//!
+//! Memory another party writes can change under us at any moment, so every access is a copy
+//! (`read_obj`, `copy_to`, ...) or an atomic (`load_acquire_u32`, `store_release_u32`); a value
+//! read once is validated on the copy, never re-read.
+
+mod guest;
+mod memfd;
+mod mmap;
+
+pub use guest::{Access, DmaBacking, DmaError, DmaRegion, GuestMemory, Iova};
+pub use memfd::{create_memfd, page_size_of};
+pub use mmap::{MemError, MmapRegion, Protection};
