@@ -47,7 +47,7 @@ pub struct DmaRegion {
 }
 
 /// Why an IOVA could not be used.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum DmaError {
     /// No region covers the whole `[iova, iova + len)` range.
     #[error("IOVA {iova:#x} + {len:#x} is not inside one DMA region")]
@@ -85,13 +85,21 @@ pub enum DmaError {
         /// Size named.
         size: u64,
     },
-    /// Zero size or `iova + size` overflows.
-    #[error("region {iova:#x} + {size:#x} is empty or wraps")]
+    /// Zero size, `iova + size` wraps past the end of the address space, or the region is
+    /// larger than the mapping backing it.
+    #[error("region {iova:#x} + {size:#x} is empty, wraps or exceeds its mapping")]
     BadRange {
         /// First IOVA named.
         iova: u64,
         /// Size named.
         size: u64,
+    },
+    /// The access to a translated mapping failed (a bug: translate checks bounds and
+    /// protection first). Carries the `MemError` rendered as text so `DmaError` stays `Eq`.
+    #[error("memory access failed: {reason}")]
+    Mem {
+        /// The `MemError` message, with its source if any.
+        reason: String,
     },
 }
 
@@ -108,15 +116,49 @@ impl GuestMemory {
     }
 
     /// A copy of this table with `region` added; fails on overlap, zero size or wrap.
+    ///
+    /// A region may end exactly at the top of the address space (`iova + size == 2^64`).
+    /// A `Mapped` region whose mapping is shorter than `size` is `BadRange`.
     pub fn with_region(&self, region: DmaRegion) -> Result<GuestMemory, DmaError> {
-        let _ = region;
-        todo!()
+        let (iova, size) = (region.iova.0, region.size);
+        let bad = DmaError::BadRange { iova, size };
+        let last = last_byte(iova, size).ok_or(bad.clone())?;
+        let short = match &region.backing {
+            DmaBacking::Mapped(m) => m.len() < size,
+            DmaBacking::NoFd => false,
+        };
+        if short {
+            return Err(bad);
+        }
+        let idx = self.regions.partition_point(|r| r.iova.0 < iova);
+        let overlaps_prev = idx
+            .checked_sub(1)
+            .and_then(|i| self.regions.get(i))
+            .is_some_and(|prev| region_last(prev) >= iova);
+        let overlaps_next = self
+            .regions
+            .get(idx)
+            .is_some_and(|next| next.iova.0 <= last);
+        if overlaps_prev || overlaps_next {
+            return Err(DmaError::Overlap { iova, size });
+        }
+        let mut regions = self.regions.clone();
+        // idx <= len: partition_point never returns more than the length.
+        regions.insert(idx, region);
+        Ok(GuestMemory { regions })
     }
 
     /// A copy of this table without the region that is exactly `[iova, iova + size)`.
     pub fn without_region(&self, iova: Iova, size: u64) -> Result<GuestMemory, DmaError> {
-        let _ = (iova, size);
-        todo!()
+        let idx = self
+            .regions
+            .binary_search_by_key(&iova, |r| r.iova)
+            .ok()
+            .filter(|&i| self.regions.get(i).is_some_and(|r| r.size == size))
+            .ok_or(DmaError::NoSuchRegion { iova: iova.0, size })?;
+        let mut regions = self.regions.clone();
+        regions.remove(idx);
+        Ok(GuestMemory { regions })
     }
 
     /// The regions, sorted by IOVA.
@@ -126,39 +168,300 @@ impl GuestMemory {
 
     /// Resolve `[iova, iova + len)` to a mapping and the offset inside it. The range must lie
     /// in one fd-backed region that allows `access`. Binary search: O(log regions).
+    ///
+    /// `len == 0` is allowed but `iova` must still fall inside a region. Errors, in order of
+    /// checking: `NotMapped` (no single region covers the range, even if two adjacent ones
+    /// do together), `NoFd`, `ReadOnly` (`Access::Write` to a region without WRITE).
+    #[inline]
     pub fn translate(
         &self,
         iova: Iova,
         len: u64,
         access: Access,
     ) -> Result<(&Arc<MmapRegion>, u64), DmaError> {
-        let _ = (iova, len, access);
-        todo!()
+        let not_mapped = DmaError::NotMapped { iova: iova.0, len };
+        let idx = self.regions.partition_point(|r| r.iova <= iova);
+        let region = idx
+            .checked_sub(1)
+            .and_then(|i| self.regions.get(i))
+            .ok_or(not_mapped.clone())?;
+        // partition_point guarantees region.iova <= iova, so this cannot underflow.
+        let offset = iova.0 - region.iova.0;
+        if offset >= region.size || len > region.size - offset {
+            return Err(not_mapped);
+        }
+        let DmaBacking::Mapped(mmap) = &region.backing else {
+            return Err(DmaError::NoFd { iova: iova.0 });
+        };
+        if access == Access::Write && !region.writable {
+            return Err(DmaError::ReadOnly { iova: iova.0 });
+        }
+        Ok((mmap, offset))
     }
 
     /// Copy a `T` out of client memory at `iova`.
+    #[inline]
     pub fn read_obj<T: zerocopy::FromBytes>(&self, iova: Iova) -> Result<T, DmaError> {
-        let _ = iova;
-        todo!()
+        let (m, off) = self.translate(iova, size_of::<T>() as u64, Access::Read)?;
+        Ok(m.read_obj(off)?)
     }
 
     /// Copy `src` into client memory at `iova`.
+    #[inline]
     pub fn write_bytes(&self, iova: Iova, src: &[u8]) -> Result<(), DmaError> {
-        let _ = (iova, src);
-        todo!()
+        let (m, off) = self.translate(iova, src.len() as u64, Access::Write)?;
+        Ok(m.copy_from(off, src)?)
     }
 
     /// Copy client memory at `iova` into `dst`.
+    #[inline]
     pub fn read_bytes(&self, iova: Iova, dst: &mut [u8]) -> Result<(), DmaError> {
-        let _ = (iova, dst);
-        todo!()
+        let (m, off) = self.translate(iova, dst.len() as u64, Access::Read)?;
+        Ok(m.copy_to(off, dst)?)
     }
 }
 
+/// The last byte of `[iova, iova + size)`, or `None` when `size` is 0 or the range wraps.
+fn last_byte(iova: u64, size: u64) -> Option<u64> {
+    iova.checked_add(size.checked_sub(1)?)
+}
+
+/// The last byte of a region already in the table (validated on insert).
+fn region_last(r: &DmaRegion) -> u64 {
+    r.iova.0.saturating_add(r.size.saturating_sub(1))
+}
+
 impl From<MemError> for DmaError {
-    fn from(_: MemError) -> DmaError {
-        // translate() checks bounds first, so a MemError after it means a bug, reported as
-        // unmapped memory rather than a panic.
-        DmaError::NotMapped { iova: 0, len: 0 }
+    fn from(e: MemError) -> DmaError {
+        let reason = match std::error::Error::source(&e) {
+            Some(src) => format!("{e}: {src}"),
+            None => e.to_string(),
+        };
+        DmaError::Mem { reason }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapped(iova: u64, size: u64, writable: bool) -> DmaRegion {
+        DmaRegion {
+            iova: Iova(iova),
+            size,
+            writable,
+            backing: DmaBacking::Mapped(Arc::new(MmapRegion::anonymous(size).unwrap())),
+        }
+    }
+
+    fn nofd(iova: u64, size: u64) -> DmaRegion {
+        DmaRegion {
+            iova: Iova(iova),
+            size,
+            writable: true,
+            backing: DmaBacking::NoFd,
+        }
+    }
+
+    fn iovas(g: &GuestMemory) -> Vec<u64> {
+        g.regions().iter().map(|r| r.iova.0).collect()
+    }
+
+    #[test]
+    fn regions_are_kept_sorted_and_adjacent_ones_are_allowed() {
+        let g = GuestMemory::new()
+            .with_region(mapped(0x3000, 0x1000, true))
+            .unwrap()
+            .with_region(mapped(0x1000, 0x1000, true))
+            .unwrap()
+            .with_region(mapped(0x2000, 0x1000, true))
+            .unwrap()
+            .with_region(nofd(0x4000, 0x1000))
+            .unwrap();
+        assert_eq!(iovas(&g), [0x1000, 0x2000, 0x3000, 0x4000]);
+    }
+
+    #[test]
+    fn overlaps_are_rejected_and_leave_the_table_unchanged() {
+        let g = GuestMemory::new()
+            .with_region(mapped(0x2000, 0x2000, true))
+            .unwrap();
+        for (iova, size) in [
+            (0x2000, 0x1000),  // same start
+            (0x1000, 0x1001),  // last byte of new = first of old
+            (0x3fff, 0x10),    // first byte of new = last of old
+            (0x1000, 0x10000), // covers it
+            (0x2800, 0x100),   // inside it
+        ] {
+            assert_eq!(
+                g.with_region(nofd(iova, size)).unwrap_err(),
+                DmaError::Overlap { iova, size },
+                "{iova:#x}+{size:#x}"
+            );
+        }
+        assert_eq!(iovas(&g), [0x2000]);
+    }
+
+    #[test]
+    fn empty_wrapping_and_undersized_regions_are_bad_ranges() {
+        let g = GuestMemory::new();
+        assert_eq!(
+            g.with_region(nofd(0x1000, 0)).unwrap_err(),
+            DmaError::BadRange {
+                iova: 0x1000,
+                size: 0
+            }
+        );
+        assert_eq!(
+            g.with_region(nofd(u64::MAX, 2)).unwrap_err(),
+            DmaError::BadRange {
+                iova: u64::MAX,
+                size: 2
+            }
+        );
+        // Ending exactly at the top of the address space is fine.
+        let top = g.with_region(nofd(u64::MAX - 0xfff, 0x1000)).unwrap();
+        assert_eq!(
+            top.translate(Iova(u64::MAX), 1, Access::Read).unwrap_err(),
+            DmaError::NoFd { iova: u64::MAX }
+        );
+        let mut small = mapped(0x1000, 0x1000, true);
+        small.size = 0x2000;
+        assert_eq!(
+            g.with_region(small).unwrap_err(),
+            DmaError::BadRange {
+                iova: 0x1000,
+                size: 0x2000
+            }
+        );
+    }
+
+    #[test]
+    fn unmap_needs_an_exact_match() {
+        let g = GuestMemory::new()
+            .with_region(mapped(0x1000, 0x1000, true))
+            .unwrap()
+            .with_region(mapped(0x2000, 0x1000, true))
+            .unwrap();
+        assert_eq!(
+            g.without_region(Iova(0x1000), 0x2000).unwrap_err(),
+            DmaError::NoSuchRegion {
+                iova: 0x1000,
+                size: 0x2000
+            }
+        );
+        assert_eq!(
+            g.without_region(Iova(0x1800), 0x800).unwrap_err(),
+            DmaError::NoSuchRegion {
+                iova: 0x1800,
+                size: 0x800
+            }
+        );
+        let g2 = g.without_region(Iova(0x1000), 0x1000).unwrap();
+        assert_eq!(iovas(&g2), [0x2000]);
+        assert_eq!(iovas(&g), [0x1000, 0x2000], "the old snapshot is untouched");
+        assert!(g2.without_region(Iova(0x1000), 0x1000).is_err());
+    }
+
+    #[test]
+    fn translate_edges() {
+        let g = GuestMemory::new()
+            .with_region(mapped(0x1000, 0x1000, true))
+            .unwrap()
+            .with_region(mapped(0x2000, 0x1000, true))
+            .unwrap();
+        let (m, off) = g.translate(Iova(0x1fff), 1, Access::Read).unwrap();
+        assert_eq!((m.len(), off), (0x1000, 0xfff));
+        let (_, off) = g.translate(Iova(0x1000), 0x1000, Access::Write).unwrap();
+        assert_eq!(off, 0);
+        // One byte too long, even though the next region is adjacent.
+        assert_eq!(
+            g.translate(Iova(0x1fff), 2, Access::Read).unwrap_err(),
+            DmaError::NotMapped {
+                iova: 0x1fff,
+                len: 2
+            }
+        );
+        assert_eq!(
+            g.translate(Iova(0x1000), 0x2000, Access::Read).unwrap_err(),
+            DmaError::NotMapped {
+                iova: 0x1000,
+                len: 0x2000
+            }
+        );
+        // Last byte of the second region, and one past it.
+        let (_, off) = g.translate(Iova(0x2fff), 1, Access::Read).unwrap();
+        assert_eq!(off, 0xfff);
+        assert!(matches!(
+            g.translate(Iova(0x3000), 1, Access::Read),
+            Err(DmaError::NotMapped { .. })
+        ));
+        // Before the first region, and a huge length that would overflow.
+        assert!(matches!(
+            g.translate(Iova(0xfff), 1, Access::Read),
+            Err(DmaError::NotMapped { .. })
+        ));
+        assert!(matches!(
+            g.translate(Iova(0x1800), u64::MAX, Access::Read),
+            Err(DmaError::NotMapped { .. })
+        ));
+        // Zero length still needs a covering region.
+        assert_eq!(g.translate(Iova(0x2fff), 0, Access::Read).unwrap().1, 0xfff);
+        assert!(g.translate(Iova(0x3000), 0, Access::Read).is_err());
+        assert!(
+            GuestMemory::new()
+                .translate(Iova(0), 0, Access::Read)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn nofd_and_read_only_regions() {
+        let g = GuestMemory::new()
+            .with_region(nofd(0x1000, 0x1000))
+            .unwrap()
+            .with_region(mapped(0x2000, 0x1000, false))
+            .unwrap();
+        assert_eq!(
+            g.translate(Iova(0x1800), 4, Access::Read).unwrap_err(),
+            DmaError::NoFd { iova: 0x1800 }
+        );
+        assert_eq!(
+            g.translate(Iova(0x2004), 4, Access::Write).unwrap_err(),
+            DmaError::ReadOnly { iova: 0x2004 }
+        );
+        assert_eq!(
+            g.write_bytes(Iova(0x2004), &[1]).unwrap_err(),
+            DmaError::ReadOnly { iova: 0x2004 }
+        );
+        assert_eq!(g.read_obj::<u32>(Iova(0x2004)).unwrap(), 0);
+    }
+
+    #[test]
+    fn bytes_and_objects_round_trip() {
+        let g = GuestMemory::new()
+            .with_region(mapped(0x10_0000, 0x2000, true))
+            .unwrap();
+        g.write_bytes(Iova(0x10_0ffe), &[1, 2, 3, 4]).unwrap();
+        let mut out = [0u8; 4];
+        g.read_bytes(Iova(0x10_0ffe), &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3, 4]);
+        assert_eq!(g.read_obj::<u32>(Iova(0x10_0ffe)).unwrap(), 0x0403_0201);
+        assert!(matches!(
+            g.read_obj::<u64>(Iova(0x10_1ffc)),
+            Err(DmaError::NotMapped { len: 8, .. })
+        ));
+        assert!(g.write_bytes(Iova(0x10_1fff), &[0, 0]).is_err());
+    }
+
+    #[test]
+    fn mem_errors_convert_with_their_message() {
+        let e = DmaError::from(MemError::Misaligned { offset: 3 });
+        assert_eq!(
+            e,
+            DmaError::Mem {
+                reason: "atomic access at offset 0x3 is not aligned".into()
+            }
+        );
     }
 }

@@ -12,6 +12,11 @@
 //! (`read_obj`, `copy_to`, ...) or an atomic (`load_acquire_u32`, `store_release_u32`); a value
 //! read once is validated on the copy, never re-read.
 
+#![deny(missing_docs)]
+
+#[cfg(not(all(target_pointer_width = "64", target_endian = "little")))]
+compile_error!("nvmemu-mem builds only for little-endian 64-bit targets (u64 offsets are usize)");
+
 mod guest;
 mod memfd;
 mod mmap;
