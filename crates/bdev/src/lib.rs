@@ -1,3 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
-//! nvmemu-bdev (skeleton; see ../shared/STYLE.md for what this crate owns).
+//! Block backends for nvmemu namespaces (SPDK's "bdev" layer).
+//!
+//! Owns: the storage behind a namespace and its I/O counters. A [`Bdev`] is a byte-addressed
+//! device of `num_blocks` blocks of `block_size` bytes:
+//! - **Malloc**: private anonymous memory (`MmapRegion::anonymous`, MAP_NORESERVE), zero
+//!   until written and committed only when touched, so a 4 GiB namespace is free until used.
+//!   Deallocate and large Write Zeroes give pages back to the kernel.
+//! - **Null**: no storage; reads return zeroes, writes are dropped (SPDK's null bdev).
+//!
+//! Data moves between the bdev and a caller's [`MmapRegion`] (client memory the controller
+//! has already translated) with one bounds-checked copy; no allocation, lock or syscall on
+//! the read/write/compare path. Every method re-checks its byte range and returns
+//! [`BdevError`] instead of panicking.
+//!
+//! May depend on: `nvmemu-mem` (for the buffers and the storage mapping). Must never: parse
+//! NVMe commands (the controller turns LBAs into byte ranges), hold a lock on the I/O path,
+//! or use `unsafe`.
+//!
+//! [`MmapRegion`]: nvmemu_mem::MmapRegion
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod bdev;
+mod error;
+mod stats;
+
+pub use bdev::{Bdev, BdevKind, WRITE_ZEROES_DISCARD_THRESHOLD};
+pub use error::{BdevError, BdevErrorKind, BdevOp};
+pub use stats::{BdevStats, BdevStatsSnapshot};

@@ -254,6 +254,14 @@ impl MmapRegion {
         self.page_size
     }
 
+    /// Check that `[offset, offset + len)` lies inside the window (`OutOfBounds` otherwise),
+    /// without touching memory: for callers that validate a buffer they then ignore (a null
+    /// namespace dropping a write).
+    #[inline]
+    pub fn check_range(&self, offset: u64, len: u64) -> Result<(), MemError> {
+        self.span(offset, len).map(|_| ())
+    }
+
     /// Pointer to `[offset, offset + len)` of the window, or `OutOfBounds`.
     #[inline(always)]
     fn span(&self, offset: u64, len: u64) -> Result<*mut u8, MemError> {
@@ -639,6 +647,16 @@ mod tests {
         assert!(m.copy_from(4095, &[1, 2]).is_err());
         assert!(m.discard(1, 4096).is_err());
         assert!(m.is_zero(4000, 97).is_err());
+        m.check_range(0, 4096).unwrap();
+        m.check_range(4096, 0).unwrap();
+        assert!(matches!(
+            m.check_range(1, 4096),
+            Err(MemError::OutOfBounds {
+                offset: 1,
+                len: 4096,
+                size: 4096
+            })
+        ));
     }
 
     #[test]
