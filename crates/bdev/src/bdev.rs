@@ -542,6 +542,31 @@ mod tests {
     }
 
     #[test]
+    fn pollers_on_several_threads_share_one_bdev() {
+        let b = std::sync::Arc::new(Bdev::malloc("shared", 512, 64).unwrap());
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    let io = buf(4096);
+                    io.host.fill(0, 4096, t + 1).unwrap();
+                    for _ in 0..50 {
+                        b.write(u64::from(t) * 4096, &io.target, 0, 4096).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for t in 0..4u8 {
+            assert_eq!(read_back(&b, u64::from(t) * 4096, 4096), vec![t + 1; 4096]);
+        }
+        let s = b.stats().snapshot();
+        assert_eq!((s.num_write_ops, s.bytes_written), (200, 200 * 4096));
+    }
+
+    #[test]
     fn four_gib_malloc_is_lazy() {
         let b = Bdev::malloc("big", 4096, 1 << 20).unwrap();
         assert_eq!(b.size_bytes(), 4 << 30);

@@ -2,8 +2,8 @@
 //! Shared memory for nvmemu: the only crate with `unsafe`.
 //!
 //! Owns: mappings of file descriptors shared with another process (client RAM, the doorbell
-//! page, DMA buffers), anonymous mappings (the malloc namespace), bounds-checked volatile access
-//! to them, and the table that turns a client's IOVA into a place in one of those mappings.
+//! page, DMA buffers), anonymous mappings (the malloc namespace), bounds-checked raw-pointer access
+//! to them (copies and atomics), and the table that turns a client's IOVA into a place in one of those mappings.
 //! May depend on: no internal crate. Must never: hand out a Rust reference (`&[u8]`, `&T`) into
 //! memory another process can write, or let a mapping be unmapped while a `MmapRegion` handle
 //! to it exists.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! An owned memory mapping with bounds-checked volatile access (unmapped on Drop).
+//! An owned memory mapping with bounds-checked raw-pointer access (unmapped on Drop).
 
 use std::ffi::c_void;
 use std::os::fd::BorrowedFd;
@@ -303,7 +303,8 @@ impl MmapRegion {
         Ok(p)
     }
 
-    /// Copy a `T` out of the mapping (one volatile read of `size_of::<T>()` bytes).
+    /// Copy a `T` out of the mapping (one raw unaligned copy of `size_of::<T>()` bytes into
+    /// a local; validate the copy, never re-read the mapping).
     #[inline]
     pub fn read_obj<T: FromBytes>(&self, offset: u64) -> Result<T, MemError> {
         let src = self.span(offset, size_of::<T>() as u64)?;
@@ -828,6 +829,43 @@ mod tests {
         assert!(b.is_zero(50, 3 * 4096).unwrap());
         assert_eq!(b.read_obj::<u8>(49).unwrap(), 0xcc);
         assert_eq!(b.read_obj::<u8>(50 + 3 * 4096).unwrap(), 0xcc);
+    }
+
+    #[test]
+    fn discard_on_a_memfd_returns_its_pages() {
+        let fd = create_memfd("punch", 64 * 4096, false).unwrap();
+        let m = MmapRegion::map_shared(fd.as_fd(), 0, 64 * 4096, Protection::ReadWrite).unwrap();
+        m.fill(0, 64 * 4096, 1).unwrap();
+        let before = fs::fstat(&fd).unwrap().st_blocks;
+        m.discard(0, 64 * 4096).unwrap();
+        let after = fs::fstat(&fd).unwrap().st_blocks;
+        assert!(after < before, "blocks {before} -> {after}");
+        assert!(m.is_zero(0, 64 * 4096).unwrap());
+    }
+
+    #[test]
+    fn concurrent_writers_on_disjoint_ranges() {
+        let m = std::sync::Arc::new(MmapRegion::anonymous(8 * 4096).unwrap());
+        let threads: Vec<_> = (0..8u8)
+            .map(|t| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        m.fill(u64::from(t) * 4096, 4096, t + 1).unwrap();
+                        m.store_release_u32(u64::from(t) * 4096, u32::from(t))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for t in 0..8u8 {
+            let base = u64::from(t) * 4096;
+            assert_eq!(m.load_acquire_u32(base).unwrap(), u32::from(t));
+            assert_eq!(m.read_obj::<u8>(base + 4095).unwrap(), t + 1);
+        }
     }
 
     #[test]
