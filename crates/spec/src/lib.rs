@@ -15,15 +15,22 @@
 #[cfg(not(all(target_endian = "little", target_pointer_width = "64")))]
 compile_error!("nvmemu supports little-endian 64-bit targets only");
 
+pub mod command;
+pub mod features;
+pub mod identify;
 pub mod ids;
+pub mod log_page;
 pub mod opcode;
 pub mod queue_entry;
 pub mod regs;
+pub mod sgl;
 pub mod status;
 
+pub use command::{AdminCommand, DataPtr, DsmAttributes, IoCommand};
 pub use ids::{Cid, Lba, Nsid, Qid};
 pub use opcode::{AdminOpcode, IoOpcode};
-pub use queue_entry::{Cqe, Sqe};
+pub use queue_entry::{Cqe, Psdt, Sqe};
+pub use sgl::{SglDescriptor, SglKind};
 pub use status::{Sct, Status};
 
 /// The memory page size this project uses for PRPs (CC.MPS = 0).

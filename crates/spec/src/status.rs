@@ -61,6 +61,8 @@ statuses! {
     ABORT_REQUESTED = (Generic, 0x07, false);
     /// Command Aborted due to SQ Deletion.
     ABORTED_SQ_DELETION = (Generic, 0x08, false);
+    /// Command Sequence Error.
+    COMMAND_SEQUENCE_ERROR = (Generic, 0x0C, true);
     /// Invalid Namespace or Format.
     INVALID_NAMESPACE = (Generic, 0x0B, true);
     /// Invalid SGL Segment Descriptor.

@@ -1,0 +1,529 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Typed decode of submission queue entries (NVMe Base 1.4, 5 "Admin Command Set" and NVM
+//! Command Set 6).
+//!
+//! An SQE is copied out of the ring once and decoded here into a command with named,
+//! one-based fields; handlers never look at raw dwords. Decoding never panics: unknown
+//! opcodes become `Unknown`, fields that cannot be honoured at all (reserved PSDT, fused
+//! operations) become a `Status`.
+
+use crate::features::{FeatureId, FeatureSelect};
+use crate::identify::Cns;
+use crate::log_page::LogPageId;
+use crate::queue_entry::Psdt;
+use crate::sgl::SglDescriptor;
+use crate::{AdminOpcode, Cid, IoOpcode, Lba, Nsid, Qid, Sqe, Status};
+
+/// Where a command's data lives (DPTR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataPtr {
+    /// PRP Entry 1 and PRP Entry 2 (NVMe Base 1.4, 4.3).
+    Prp {
+        /// PRP1: first data page, may carry an offset.
+        prp1: u64,
+        /// PRP2: second data page or a PRP list pointer.
+        prp2: u64,
+    },
+    /// The first SGL descriptor (NVMe Base 1.4, 4.4).
+    Sgl(SglDescriptor),
+}
+
+impl DataPtr {
+    /// Decode the DPTR of `sqe` according to CDW0.PSDT. Metadata is not supported, so both
+    /// SGL variants describe data the same way; the reserved value is Invalid Field.
+    pub fn decode(sqe: &Sqe) -> Result<DataPtr, Status> {
+        match sqe.psdt() {
+            Psdt::Prp => Ok(DataPtr::Prp {
+                prp1: sqe.dptr1,
+                prp2: sqe.dptr2,
+            }),
+            Psdt::SglMptrContiguous | Psdt::SglMptrSgl => {
+                Ok(DataPtr::Sgl(SglDescriptor::from_dptr(sqe.dptr1, sqe.dptr2)))
+            }
+            Psdt::Reserved => Err(Status::INVALID_FIELD),
+        }
+    }
+}
+
+/// Dataset Management attributes (CDW11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DsmAttributes {
+    /// Integral Dataset for Read.
+    pub idr: bool,
+    /// Integral Dataset for Write.
+    pub idw: bool,
+    /// Deallocate.
+    pub deallocate: bool,
+}
+
+/// A decoded NVM command set I/O command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoCommand {
+    /// Flush the volatile write cache.
+    Flush {
+        /// Namespace (broadcast allowed).
+        nsid: Nsid,
+    },
+    /// Write `blocks` logical blocks from `dptr` at `slba`.
+    Write {
+        /// Namespace.
+        nsid: Nsid,
+        /// Starting LBA.
+        slba: Lba,
+        /// Number of logical blocks, one-based (1..=65536).
+        blocks: u32,
+        /// Force Unit Access.
+        fua: bool,
+        /// Data.
+        dptr: DataPtr,
+    },
+    /// Read `blocks` logical blocks at `slba` into `dptr`.
+    Read {
+        /// Namespace.
+        nsid: Nsid,
+        /// Starting LBA.
+        slba: Lba,
+        /// Number of logical blocks, one-based.
+        blocks: u32,
+        /// Force Unit Access.
+        fua: bool,
+        /// Data.
+        dptr: DataPtr,
+    },
+    /// Compare `blocks` logical blocks at `slba` with the data at `dptr`.
+    Compare {
+        /// Namespace.
+        nsid: Nsid,
+        /// Starting LBA.
+        slba: Lba,
+        /// Number of logical blocks, one-based.
+        blocks: u32,
+        /// Data.
+        dptr: DataPtr,
+    },
+    /// Write zeroes to `blocks` logical blocks at `slba`.
+    WriteZeroes {
+        /// Namespace.
+        nsid: Nsid,
+        /// Starting LBA.
+        slba: Lba,
+        /// Number of logical blocks, one-based.
+        blocks: u32,
+        /// Deallocate (DEAC).
+        deallocate: bool,
+        /// Force Unit Access.
+        fua: bool,
+    },
+    /// Dataset Management over `ranges` 16-byte range entries at `dptr`.
+    DatasetManagement {
+        /// Namespace.
+        nsid: Nsid,
+        /// Number of ranges, one-based (1..=256).
+        ranges: u16,
+        /// Attributes.
+        attrs: DsmAttributes,
+        /// The range list.
+        dptr: DataPtr,
+    },
+    /// An opcode this controller does not implement.
+    Unknown(u8),
+}
+
+const fn lba(sqe: &Sqe) -> Lba {
+    Lba((sqe.cdw10 as u64) | ((sqe.cdw11 as u64) << 32))
+}
+
+const fn nlb(sqe: &Sqe) -> u32 {
+    (sqe.cdw12 & 0xFFFF) + 1
+}
+
+const fn bit(dw: u32, n: u32) -> bool {
+    dw & (1 << n) != 0
+}
+
+const fn lo16(dw: u32) -> u16 {
+    (dw & 0xFFFF) as u16
+}
+
+const fn hi16(dw: u32) -> u16 {
+    (dw >> 16) as u16
+}
+
+fn reject_fused(sqe: &Sqe) -> Result<(), Status> {
+    if sqe.fuse() != 0 {
+        Err(Status::INVALID_FIELD)
+    } else {
+        Ok(())
+    }
+}
+
+impl IoCommand {
+    /// Decode an I/O SQE.
+    pub fn decode(sqe: &Sqe) -> Result<IoCommand, Status> {
+        reject_fused(sqe)?;
+        let nsid = Nsid(sqe.nsid);
+        Ok(match IoOpcode::from(sqe.opcode()) {
+            IoOpcode::Flush => IoCommand::Flush { nsid },
+            IoOpcode::Write => IoCommand::Write {
+                nsid,
+                slba: lba(sqe),
+                blocks: nlb(sqe),
+                fua: bit(sqe.cdw12, 30),
+                dptr: DataPtr::decode(sqe)?,
+            },
+            IoOpcode::Read => IoCommand::Read {
+                nsid,
+                slba: lba(sqe),
+                blocks: nlb(sqe),
+                fua: bit(sqe.cdw12, 30),
+                dptr: DataPtr::decode(sqe)?,
+            },
+            IoOpcode::Compare => IoCommand::Compare {
+                nsid,
+                slba: lba(sqe),
+                blocks: nlb(sqe),
+                dptr: DataPtr::decode(sqe)?,
+            },
+            IoOpcode::WriteZeroes => IoCommand::WriteZeroes {
+                nsid,
+                slba: lba(sqe),
+                blocks: nlb(sqe),
+                deallocate: bit(sqe.cdw12, 25),
+                fua: bit(sqe.cdw12, 30),
+            },
+            IoOpcode::DatasetManagement => IoCommand::DatasetManagement {
+                nsid,
+                ranges: (sqe.cdw10 & 0xFF) as u16 + 1,
+                attrs: DsmAttributes {
+                    idr: bit(sqe.cdw11, 0),
+                    idw: bit(sqe.cdw11, 1),
+                    deallocate: bit(sqe.cdw11, 2),
+                },
+                dptr: DataPtr::decode(sqe)?,
+            },
+            IoOpcode::Unknown(op) => IoCommand::Unknown(op),
+        })
+    }
+}
+
+/// A decoded admin command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminCommand {
+    /// Delete I/O Submission Queue.
+    DeleteIoSq {
+        /// Queue to delete.
+        qid: Qid,
+    },
+    /// Create I/O Submission Queue.
+    CreateIoSq {
+        /// New queue id.
+        qid: Qid,
+        /// Entries, one-based (QSIZE + 1).
+        size: u32,
+        /// Physically Contiguous.
+        pc: bool,
+        /// Queue Priority (QPRIO).
+        prio: u8,
+        /// Completion queue this SQ posts to.
+        cqid: Qid,
+        /// Ring base address (PRP1).
+        base: u64,
+    },
+    /// Get Log Page.
+    GetLogPage {
+        /// Log page.
+        lid: LogPageId,
+        /// Log Specific Field.
+        lsp: u8,
+        /// Retain Asynchronous Event.
+        rae: bool,
+        /// Number of dwords to return, one-based (NUMDU:NUMDL + 1).
+        dwords: u32,
+        /// Byte offset into the log (LPOU:LPOL).
+        offset: u64,
+        /// Namespace.
+        nsid: Nsid,
+        /// Destination.
+        dptr: DataPtr,
+    },
+    /// Delete I/O Completion Queue.
+    DeleteIoCq {
+        /// Queue to delete.
+        qid: Qid,
+    },
+    /// Create I/O Completion Queue.
+    CreateIoCq {
+        /// New queue id.
+        qid: Qid,
+        /// Entries, one-based (QSIZE + 1).
+        size: u32,
+        /// Physically Contiguous.
+        pc: bool,
+        /// Interrupts Enabled.
+        ien: bool,
+        /// Interrupt Vector.
+        iv: u16,
+        /// Ring base address (PRP1).
+        base: u64,
+    },
+    /// Identify.
+    Identify {
+        /// Controller or Namespace Structure.
+        cns: Cns,
+        /// Controller Identifier (CDW10 31:16).
+        cntid: u16,
+        /// Namespace.
+        nsid: Nsid,
+        /// Destination (4096 bytes).
+        dptr: DataPtr,
+    },
+    /// Abort.
+    Abort {
+        /// Submission queue of the command to abort.
+        sqid: Qid,
+        /// Command to abort.
+        cid: Cid,
+    },
+    /// Set Features.
+    SetFeatures {
+        /// Feature.
+        fid: FeatureId,
+        /// Save (SV).
+        save: bool,
+        /// Namespace.
+        nsid: Nsid,
+        /// The feature-specific value (CDW11); `features` decodes it per FID.
+        value: u32,
+    },
+    /// Get Features.
+    GetFeatures {
+        /// Feature.
+        fid: FeatureId,
+        /// Select (SEL).
+        sel: FeatureSelect,
+        /// Namespace.
+        nsid: Nsid,
+        /// Feature-specific input (CDW11), e.g. the vector for Interrupt Vector Configuration.
+        value: u32,
+    },
+    /// Asynchronous Event Request.
+    AsyncEventRequest,
+    /// Keep Alive.
+    KeepAlive,
+    /// Doorbell Buffer Config.
+    DoorbellBufferConfig {
+        /// Shadow doorbell buffer (PRP1).
+        shadow: u64,
+        /// EventIdx buffer (PRP2).
+        event_idx: u64,
+    },
+    /// An opcode this controller does not implement.
+    Unknown(u8),
+}
+
+impl AdminCommand {
+    /// Decode an admin SQE. Admin commands use PRPs only (NVMe over PCIe), so any other PSDT
+    /// is Invalid Field, as are fused operations.
+    pub fn decode(sqe: &Sqe) -> Result<AdminCommand, Status> {
+        reject_fused(sqe)?;
+        if sqe.psdt() != Psdt::Prp {
+            return Err(Status::INVALID_FIELD);
+        }
+        let nsid = Nsid(sqe.nsid);
+        let dptr = DataPtr::Prp {
+            prp1: sqe.dptr1,
+            prp2: sqe.dptr2,
+        };
+        Ok(match AdminOpcode::from(sqe.opcode()) {
+            AdminOpcode::DeleteIoSq => AdminCommand::DeleteIoSq {
+                qid: Qid(lo16(sqe.cdw10)),
+            },
+            AdminOpcode::CreateIoSq => AdminCommand::CreateIoSq {
+                qid: Qid(lo16(sqe.cdw10)),
+                size: u32::from(hi16(sqe.cdw10)) + 1,
+                pc: bit(sqe.cdw11, 0),
+                prio: ((sqe.cdw11 >> 1) & 0x3) as u8,
+                cqid: Qid(hi16(sqe.cdw11)),
+                base: sqe.dptr1,
+            },
+            AdminOpcode::GetLogPage => AdminCommand::GetLogPage {
+                lid: LogPageId::from((sqe.cdw10 & 0xFF) as u8),
+                lsp: ((sqe.cdw10 >> 8) & 0x1F) as u8,
+                rae: bit(sqe.cdw10, 15),
+                dwords: ((u32::from(lo16(sqe.cdw11)) << 16) | u32::from(hi16(sqe.cdw10)))
+                    .saturating_add(1),
+                offset: u64::from(sqe.cdw12) | (u64::from(sqe.cdw13) << 32),
+                nsid,
+                dptr,
+            },
+            AdminOpcode::DeleteIoCq => AdminCommand::DeleteIoCq {
+                qid: Qid(lo16(sqe.cdw10)),
+            },
+            AdminOpcode::CreateIoCq => AdminCommand::CreateIoCq {
+                qid: Qid(lo16(sqe.cdw10)),
+                size: u32::from(hi16(sqe.cdw10)) + 1,
+                pc: bit(sqe.cdw11, 0),
+                ien: bit(sqe.cdw11, 1),
+                iv: hi16(sqe.cdw11),
+                base: sqe.dptr1,
+            },
+            AdminOpcode::Identify => AdminCommand::Identify {
+                cns: Cns::from((sqe.cdw10 & 0xFF) as u8),
+                cntid: hi16(sqe.cdw10),
+                nsid,
+                dptr,
+            },
+            AdminOpcode::Abort => AdminCommand::Abort {
+                sqid: Qid(lo16(sqe.cdw10)),
+                cid: Cid(hi16(sqe.cdw10)),
+            },
+            AdminOpcode::SetFeatures => AdminCommand::SetFeatures {
+                fid: FeatureId::from((sqe.cdw10 & 0xFF) as u8),
+                save: bit(sqe.cdw10, 31),
+                nsid,
+                value: sqe.cdw11,
+            },
+            AdminOpcode::GetFeatures => AdminCommand::GetFeatures {
+                fid: FeatureId::from((sqe.cdw10 & 0xFF) as u8),
+                sel: FeatureSelect::from(((sqe.cdw10 >> 8) & 0x7) as u8),
+                nsid,
+                value: sqe.cdw11,
+            },
+            AdminOpcode::AsyncEventRequest => AdminCommand::AsyncEventRequest,
+            AdminOpcode::KeepAlive => AdminCommand::KeepAlive,
+            AdminOpcode::DoorbellBufferConfig => AdminCommand::DoorbellBufferConfig {
+                shadow: sqe.dptr1,
+                event_idx: sqe.dptr2,
+            },
+            AdminOpcode::Unknown(op) => AdminCommand::Unknown(op),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sgl::SglKind;
+
+    fn sqe(op: u8, psdt: Psdt) -> Sqe {
+        Sqe {
+            cdw0: Sqe::make_cdw0(op, psdt, Cid(9)),
+            ..Sqe::default()
+        }
+    }
+
+    #[test]
+    fn read_is_one_based_and_keeps_the_sgl() {
+        let d = SglDescriptor::new(SglKind::DataBlock {
+            addr: 0x4000,
+            len: 8192,
+        });
+        let (p1, p2) = d.to_dptr();
+        let s = Sqe {
+            nsid: 1,
+            cdw10: 0x10,
+            cdw11: 0x1,
+            cdw12: 1 | (1 << 30),
+            dptr1: p1,
+            dptr2: p2,
+            ..sqe(0x02, Psdt::SglMptrContiguous)
+        };
+        assert_eq!(
+            IoCommand::decode(&s),
+            Ok(IoCommand::Read {
+                nsid: Nsid(1),
+                slba: Lba(0x1_0000_0010),
+                blocks: 2,
+                fua: true,
+                dptr: DataPtr::Sgl(d)
+            })
+        );
+    }
+
+    #[test]
+    fn every_opcode_decodes_without_panic() {
+        for op in 0..=u8::MAX {
+            for psdt in [Psdt::Prp, Psdt::SglMptrContiguous, Psdt::Reserved] {
+                let s = Sqe {
+                    cdw10: u32::MAX,
+                    cdw11: u32::MAX,
+                    cdw12: u32::MAX,
+                    ..sqe(op, psdt)
+                };
+                let _ = IoCommand::decode(&s);
+                let _ = AdminCommand::decode(&s);
+            }
+        }
+    }
+
+    #[test]
+    fn reserved_psdt_and_fused_are_invalid_field() {
+        assert_eq!(
+            IoCommand::decode(&sqe(0x02, Psdt::Reserved)),
+            Err(Status::INVALID_FIELD)
+        );
+        let mut s = sqe(0x01, Psdt::Prp);
+        s.cdw0 |= 1 << 8;
+        assert_eq!(IoCommand::decode(&s), Err(Status::INVALID_FIELD));
+        assert_eq!(
+            AdminCommand::decode(&sqe(0x06, Psdt::SglMptrContiguous)),
+            Err(Status::INVALID_FIELD)
+        );
+    }
+
+    #[test]
+    fn queue_creation_fields() {
+        let s = Sqe {
+            cdw10: 3 | (1023 << 16),
+            cdw11: 0b11 | (5 << 16),
+            dptr1: 0x10_0000,
+            ..sqe(0x05, Psdt::Prp)
+        };
+        assert_eq!(
+            AdminCommand::decode(&s),
+            Ok(AdminCommand::CreateIoCq {
+                qid: Qid(3),
+                size: 1024,
+                pc: true,
+                ien: true,
+                iv: 5,
+                base: 0x10_0000
+            })
+        );
+        let s = Sqe {
+            cdw10: 0xFFFF << 16,
+            cdw11: 1 | (2 << 16),
+            ..sqe(0x01, Psdt::Prp)
+        };
+        assert!(matches!(
+            AdminCommand::decode(&s),
+            Ok(AdminCommand::CreateIoSq {
+                size: 65536,
+                cqid: Qid(2),
+                pc: true,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn get_log_page_dwords_and_offset() {
+        let s = Sqe {
+            cdw10: 0x02 | (1 << 15) | (0x7F << 16),
+            cdw11: 0x1,
+            cdw12: 0x200,
+            cdw13: 0x1,
+            ..sqe(0x02, Psdt::Prp)
+        };
+        assert!(matches!(
+            AdminCommand::decode(&s),
+            Ok(AdminCommand::GetLogPage {
+                lid: LogPageId::SmartHealth,
+                rae: true,
+                dwords: 0x1_0080,
+                offset: 0x1_0000_0200,
+                ..
+            })
+        ));
+    }
+}
