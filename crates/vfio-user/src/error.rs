@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Error types of the framing layer, the server loop and the client.
+
+use std::io;
+
+use crate::Errno;
+use crate::wire::Command;
+
+/// A failure of the byte stream itself; the connection cannot continue.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// A socket call failed.
+    #[error("Socket I/O failed")]
+    Io(#[from] io::Error),
+    /// The peer closed the socket in the middle of a message.
+    #[error("Peer closed the socket after {received} of {expected} bytes of a message")]
+    Truncated {
+        /// Bytes the message should have had (header or payload part).
+        expected: usize,
+        /// Bytes that arrived.
+        received: usize,
+    },
+    /// A message to send is larger than `msg_size` can describe.
+    #[error("Message of {size} bytes is too large to send")]
+    TooLarge {
+        /// Size of the message.
+        size: usize,
+    },
+    /// More fds were given to send than one message can carry.
+    #[error("Cannot send {count} fds in one message")]
+    TooManyFds {
+        /// Number of fds.
+        count: usize,
+    },
+}
+
+/// Why [`crate::serve_connection`] dropped a connection.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    /// Reading or writing the socket failed, or the client broke the framing.
+    #[error("Connection failed")]
+    Frame(#[from] FrameError),
+}
+
+/// A failed [`crate::Client`] call.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Connecting to the socket failed.
+    #[error("Cannot connect to the vfio-user socket")]
+    Connect(#[source] io::Error),
+    /// Reading or writing the socket failed.
+    #[error("Connection failed")]
+    Frame(#[from] FrameError),
+    /// The server closed the connection before replying.
+    #[error("Server closed the connection")]
+    Closed,
+    /// The server answered with an error reply.
+    #[error("Server rejected {command:?} with errno {errno}")]
+    Remote {
+        /// The rejected command.
+        command: Command,
+        /// The server's errno.
+        errno: Errno,
+    },
+    /// The server's reply did not follow the protocol.
+    #[error("Malformed reply to {command:?}: {reason}")]
+    BadReply {
+        /// The command that was answered.
+        command: Command,
+        /// What was wrong.
+        reason: &'static str,
+    },
+    /// A request argument cannot be sent (too large, too many fds).
+    #[error("Invalid request: {reason}")]
+    InvalidRequest {
+        /// What was wrong.
+        reason: &'static str,
+    },
+}

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The server's listening socket, `<dir>/cntrl` (the name SPDK's client connects to).
+
+use std::fs;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+
+use crate::stop::{Readiness, StopSignal};
+
+/// File name of the socket inside the listen directory.
+pub const SOCKET_NAME: &str = "cntrl";
+/// Default permission bits of the socket: owner only.
+pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
+
+/// A bound vfio-user socket. Dropping it removes the socket file (if it is still ours).
+#[derive(Debug)]
+pub struct Listener {
+    listener: UnixListener,
+    path: PathBuf,
+    /// (device, inode) of the socket we created, to avoid removing someone else's file.
+    identity: Option<(u64, u64)>,
+}
+
+impl Listener {
+    /// Binds `dir/cntrl` with permission bits `mode` (use [`DEFAULT_SOCKET_MODE`]).
+    ///
+    /// A stale socket file at that path is removed first; any other kind of file is left alone
+    /// and the bind fails with `AlreadyExists`. `dir` must exist. Between `bind` and `chmod` the
+    /// socket briefly has the process umask's permissions.
+    pub fn bind(dir: &Path, mode: u32) -> io::Result<Self> {
+        let path = dir.join(SOCKET_NAME);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_socket() => fs::remove_file(&path)?,
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a socket", path.display()),
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let listener = UnixListener::bind(&path)?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode))?;
+        listener.set_nonblocking(true)?;
+        let identity = fs::symlink_metadata(&path).ok().map(|m| (m.dev(), m.ino()));
+        Ok(Self {
+            listener,
+            path,
+            identity,
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Waits for the next client; `None` once `stop` fires. The stream is blocking.
+    pub fn accept(&self, stop: &StopSignal) -> io::Result<Option<UnixStream>> {
+        loop {
+            if stop.wait_readable(self.listener.as_fd())? == Readiness::Stopped {
+                return Ok(None);
+            }
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(false)?;
+                    return Ok(Some(stream));
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::Interrupted
+                            | io::ErrorKind::ConnectionAborted
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let ours = fs::symlink_metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
+            .is_some_and(|id| Some(id) == self.identity);
+        if ours {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_socket_is_replaced_and_mode_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = UnixListener::bind(dir.path().join(SOCKET_NAME)).unwrap();
+        drop(stale); // leaves the socket file behind
+        let l = Listener::bind(dir.path(), DEFAULT_SOCKET_MODE).unwrap();
+        let meta = fs::symlink_metadata(l.path()).unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let path = l.path().to_path_buf();
+        drop(l);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn regular_file_is_not_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(SOCKET_NAME), b"keep").unwrap();
+        let err = Listener::bind(dir.path(), DEFAULT_SOCKET_MODE).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(dir.path().join(SOCKET_NAME)).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn accept_returns_client_then_none_on_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = Listener::bind(dir.path(), 0o640).unwrap();
+        let stop = StopSignal::new().unwrap();
+        let _c = UnixStream::connect(l.path()).unwrap();
+        assert!(l.accept(&stop).unwrap().is_some());
+        let s2 = stop.clone();
+        let t = std::thread::spawn(move || {
+            let r = l.accept(&s2).unwrap();
+            r.is_none()
+        });
+        stop.fire();
+        assert!(t.join().unwrap());
+    }
+}

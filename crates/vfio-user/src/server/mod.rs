@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The per-connection server: session state, request routing and replies.
+//!
+//! Each command family has its own file; this module only routes and sends.
+
+mod device;
+mod dma;
+mod irq;
+mod region;
+mod version;
+
+pub use version::SERVER_CAPABILITIES;
+
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+
+use tracing::debug;
+
+use crate::Errno;
+use crate::device::Device;
+use crate::error::{ConnectionError, FrameError};
+use crate::frame::{Channel, Frame, Incoming};
+use crate::stop::StopSignal;
+use crate::wire::{Command, Header, MAX_PAYLOAD, msg_flags};
+
+/// Where a connection is in the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Session {
+    /// Nothing but VERSION is accepted yet.
+    AwaitingVersion,
+    /// VERSION succeeded.
+    Negotiated {
+        /// Most fds the client accepts per message (spec default 1).
+        client_max_fds: u32,
+    },
+}
+
+/// A successful reply: payload plus at most one fd (a region fd).
+#[derive(Debug, Default)]
+pub(crate) struct Reply<'a> {
+    pub payload: Vec<u8>,
+    pub fd: Option<BorrowedFd<'a>>,
+}
+
+impl Reply<'static> {
+    /// A reply with this payload and no fd.
+    pub fn bytes(payload: Vec<u8>) -> Self {
+        Self { payload, fd: None }
+    }
+}
+
+/// Serves one client until it disconnects or `stop` fires.
+///
+/// Returns `Ok` on a clean EOF between messages or when stopped, and an error when the socket
+/// fails or the client closes it in the middle of a message. Calls `device.disconnected()`
+/// exactly once before returning, in every case.
+pub fn serve_connection(
+    stream: UnixStream,
+    device: &mut dyn Device,
+    stop: &StopSignal,
+) -> Result<(), ConnectionError> {
+    let result = run(stream, device, stop);
+    device.disconnected();
+    result.map_err(ConnectionError::from)
+}
+
+fn run(stream: UnixStream, device: &mut dyn Device, stop: &StopSignal) -> Result<(), FrameError> {
+    let mut channel = Channel::new(stream, MAX_PAYLOAD);
+    let mut session = Session::AwaitingVersion;
+    loop {
+        match channel.recv(Some(stop))? {
+            Incoming::Eof | Incoming::Stopped => return Ok(()),
+            Incoming::Rejected { header, errno } => {
+                debug!(target: "guest", ?header, %errno, "vfio-user: message rejected by framing");
+                if wants_reply(&header) {
+                    send_error(&mut channel, &header, errno)?;
+                }
+            }
+            Incoming::Frame(frame) => {
+                handle_frame(&mut channel, &mut session, device, frame)?;
+            }
+        }
+    }
+}
+
+/// Whether `header` is a command that expects an answer.
+fn wants_reply(header: &Header) -> bool {
+    header.msg_type() == msg_flags::TYPE_COMMAND && !header.no_reply()
+}
+
+fn handle_frame(
+    channel: &mut Channel,
+    session: &mut Session,
+    device: &mut dyn Device,
+    frame: Frame,
+) -> Result<(), FrameError> {
+    let Frame {
+        header,
+        payload,
+        fds,
+    } = frame;
+    if header.msg_type() != msg_flags::TYPE_COMMAND {
+        // We never send requests, so no reply is expected from the client.
+        debug!(target: "guest", ?header, "vfio-user: dropping unexpected non-command message");
+        return Ok(());
+    }
+    match dispatch(session, device, &header, &payload, fds) {
+        Ok(reply) if !header.no_reply() => {
+            let fds: Vec<BorrowedFd<'_>> = reply.fd.into_iter().collect();
+            let out = reply_header(&header, msg_flags::TYPE_REPLY, 0);
+            channel.send(out, &[&reply.payload], &fds)
+        }
+        Ok(_) => Ok(()),
+        Err(errno) => {
+            debug!(target: "guest", command = ?header.command(), %errno, "vfio-user: request failed");
+            if header.no_reply() {
+                Ok(())
+            } else {
+                send_error(channel, &header, errno)
+            }
+        }
+    }
+}
+
+fn reply_header(request: &Header, flags: u32, error: u32) -> Header {
+    Header {
+        msg_id: request.msg_id,
+        command: request.command,
+        msg_size: 0,
+        flags,
+        error,
+    }
+}
+
+fn send_error(channel: &mut Channel, request: &Header, errno: Errno) -> Result<(), FrameError> {
+    let raw = u32::try_from(errno.raw_os_error())
+        .ok()
+        .filter(|e| *e != 0)
+        .unwrap_or_else(|| Errno::IO.raw_os_error().unsigned_abs());
+    let out = reply_header(request, msg_flags::TYPE_REPLY | msg_flags::ERROR, raw);
+    channel.send(out, &[], &[])
+}
+
+/// Routes one well-framed command. Fds not handed to the device are closed on return.
+pub(crate) fn dispatch<'d>(
+    session: &mut Session,
+    device: &'d mut dyn Device,
+    header: &Header,
+    payload: &[u8],
+    fds: Vec<OwnedFd>,
+) -> Result<Reply<'d>, Errno> {
+    let command = header.command();
+    let client_max_fds = match (*session, command) {
+        (Session::AwaitingVersion, Command::Version) => {
+            let (reply, client_max_fds) = version::handle(payload)?;
+            *session = Session::Negotiated { client_max_fds };
+            return Ok(reply);
+        }
+        (Session::AwaitingVersion, _) => {
+            debug!(target: "guest", ?command, "vfio-user: command before VERSION");
+            return Err(Errno::INVAL);
+        }
+        (Session::Negotiated { .. }, Command::Version) => {
+            debug!(target: "guest", "vfio-user: repeated VERSION");
+            return Err(Errno::INVAL);
+        }
+        (Session::Negotiated { client_max_fds }, _) => client_max_fds,
+    };
+    match command {
+        Command::Version => Err(Errno::INVAL),
+        Command::DmaMap => dma::map(device, payload, fds),
+        Command::DmaUnmap => dma::unmap(device, payload),
+        Command::DeviceGetInfo => device::info(&*device, payload),
+        Command::DeviceGetRegionInfo => region::info(&*device, payload, client_max_fds),
+        Command::DeviceGetIrqInfo => irq::info(&*device, payload),
+        Command::DeviceSetIrqs => irq::set(device, payload, fds),
+        Command::RegionRead => region::read(device, payload),
+        Command::RegionWrite => region::write(device, payload),
+        Command::DeviceReset => device::reset(device),
+        Command::DeviceGetRegionIoFds
+        | Command::DmaRead
+        | Command::DmaWrite
+        | Command::DirtyPages
+        | Command::RegionWriteMulti
+        | Command::DeviceFeature
+        | Command::MigDataRead
+        | Command::MigDataWrite
+        | Command::Unknown(_) => {
+            debug!(target: "guest", ?command, "vfio-user: unsupported command");
+            Err(Errno::NOTSUP)
+        }
+    }
+}
