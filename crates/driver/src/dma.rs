@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The driver's DMA memory: one memfd-backed pool, registered with the device once, carved
+//! into page-aligned buffers by a first-fit free list.
+//!
+//! The pool is allocated at attach time. Queues, PRP list pages and the caller's I/O buffers
+//! are all `DmaBuf`s cut from it; the I/O path only borrows them, it never allocates.
+//! A buffer's pages return to the free list when the last `DmaBuf` sharing them is dropped.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use nvmemu_mem::{Iova, MemError, MmapRegion, Protection, create_memfd, page_size_of};
+use zerocopy::{FromBytes, Immutable, IntoBytes};
+
+/// Allocation granularity: the NVMe memory page (CC.MPS = 0).
+pub const DMA_PAGE: u64 = nvmemu_spec::PAGE_SIZE;
+
+/// Why a DMA allocation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DmaAllocError {
+    /// No free extent is large enough.
+    #[error("DMA pool exhausted: {requested} bytes requested, largest free extent {largest_free} bytes")]
+    Exhausted {
+        /// Bytes requested (rounded up to pages).
+        requested: u64,
+        /// Largest free extent.
+        largest_free: u64,
+    },
+    /// A zero-byte allocation or pool.
+    #[error("zero-sized DMA allocation")]
+    ZeroSize,
+    /// A slice outside its parent buffer.
+    #[error("slice {offset:#x} + {len:#x} is outside a buffer of {size:#x} bytes")]
+    BadSlice {
+        /// Offset of the slice.
+        offset: u64,
+        /// Length of the slice.
+        len: u64,
+        /// Length of the parent.
+        size: u64,
+    },
+    /// Creating or mapping the pool memory failed.
+    #[error("creating the DMA pool failed")]
+    Mem(#[from] MemError),
+}
+
+/// Free extents in pages, sorted by start, never adjacent (coalesced on free).
+#[derive(Debug, Default)]
+struct FreeList {
+    extents: Vec<(u64, u64)>,
+}
+
+impl FreeList {
+    fn new(pages: u64) -> FreeList {
+        FreeList {
+            extents: vec![(0, pages)],
+        }
+    }
+
+    /// First fit: take `pages` from the first extent that holds them.
+    fn alloc(&mut self, pages: u64) -> Option<u64> {
+        let idx = self.extents.iter().position(|&(_, n)| n >= pages)?;
+        let (start, n) = self.extents.get(idx).copied()?;
+        if n == pages {
+            self.extents.remove(idx);
+        } else if let Some(e) = self.extents.get_mut(idx) {
+            *e = (start + pages, n - pages);
+        }
+        Some(start)
+    }
+
+    fn free(&mut self, start: u64, pages: u64) {
+        let idx = self.extents.partition_point(|&(s, _)| s < start);
+        self.extents.insert(idx, (start, pages));
+        // Merge with the successor, then with the predecessor.
+        if let (Some(&(s, n)), Some(&(ns, nn))) = (self.extents.get(idx), self.extents.get(idx + 1))
+        {
+            if s + n == ns {
+                self.extents[idx] = (s, n + nn);
+                self.extents.remove(idx + 1);
+            }
+        }
+        if idx > 0 {
+            if let (Some(&(ps, pn)), Some(&(s, n))) =
+                (self.extents.get(idx - 1), self.extents.get(idx))
+            {
+                if ps + pn == s {
+                    self.extents[idx - 1] = (ps, pn + n);
+                    self.extents.remove(idx);
+                }
+            }
+        }
+    }
+
+    fn largest(&self) -> u64 {
+        self.extents.iter().map(|&(_, n)| n).max().unwrap_or(0)
+    }
+
+    fn free_pages(&self) -> u64 {
+        self.extents.iter().map(|&(_, n)| n).sum()
+    }
+}
+
+#[derive(Debug)]
+struct PoolInner {
+    region: Arc<MmapRegion>,
+    fd: OwnedFd,
+    iova: Iova,
+    size: u64,
+    free: Mutex<FreeList>,
+}
+
+impl PoolInner {
+    fn free_list(&self) -> std::sync::MutexGuard<'_, FreeList> {
+        // A panic while holding the lock cannot leave the list inconsistent (each operation
+        // completes its Vec edits before returning), so a poisoned lock is still usable.
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A pool of DMA memory: one memfd (hugetlb when available), mapped once in this process and
+/// registered with the device at `iova()`. Cheap to clone; clones share the pool.
+#[derive(Debug, Clone)]
+pub struct DmaPool {
+    inner: Arc<PoolInner>,
+}
+
+impl DmaPool {
+    /// Create a pool of at least `bytes` bytes (rounded up to the memfd's page size) whose
+    /// device address is `iova`.
+    pub fn new(bytes: u64, iova: Iova) -> Result<DmaPool, DmaAllocError> {
+        if bytes == 0 {
+            return Err(DmaAllocError::ZeroSize);
+        }
+        let fd = create_memfd("nvmemu-driver-dma", bytes, true)?;
+        let page = page_size_of(fd.as_fd())?.max(DMA_PAGE);
+        let size = bytes
+            .checked_next_multiple_of(page)
+            .ok_or(DmaAllocError::ZeroSize)?;
+        let region = MmapRegion::map_shared(fd.as_fd(), 0, size, Protection::ReadWrite)?;
+        Ok(DmaPool {
+            inner: Arc::new(PoolInner {
+                region: Arc::new(region),
+                fd,
+                iova,
+                size,
+                free: Mutex::new(FreeList::new(size / DMA_PAGE)),
+            }),
+        })
+    }
+
+    /// The memfd backing the pool (passed to DMA_MAP).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.inner.fd.as_fd()
+    }
+
+    /// Device address of the first byte.
+    pub fn iova(&self) -> Iova {
+        self.inner.iova
+    }
+
+    /// Pool size in bytes.
+    pub fn size(&self) -> u64 {
+        self.inner.size
+    }
+
+    /// Bytes not allocated.
+    pub fn free_bytes(&self) -> u64 {
+        self.inner.free_list().free_pages() * DMA_PAGE
+    }
+
+    /// Allocate `len` bytes, page aligned, zero-filled.
+    pub fn alloc(&self, len: u64) -> Result<DmaBuf, DmaAllocError> {
+        if len == 0 {
+            return Err(DmaAllocError::ZeroSize);
+        }
+        let pages = len.div_ceil(DMA_PAGE);
+        let start = {
+            let mut free = self.inner.free_list();
+            match free.alloc(pages) {
+                Some(s) => s,
+                None => {
+                    return Err(DmaAllocError::Exhausted {
+                        requested: pages * DMA_PAGE,
+                        largest_free: free.largest() * DMA_PAGE,
+                    });
+                }
+            }
+        };
+        let alloc = Arc::new(Allocation {
+            pool: Arc::clone(&self.inner),
+            start_page: start,
+            pages,
+        });
+        let buf = DmaBuf {
+            offset: start * DMA_PAGE,
+            len,
+            alloc,
+        };
+        buf.fill(0, len, 0)?;
+        Ok(buf)
+    }
+
+    /// Allocate `count` buffers of `each` bytes (one allocation, sliced): a per-thread slab
+    /// of I/O buffers, made once before the I/O loop.
+    pub fn alloc_slab(&self, count: usize, each: u64) -> Result<Vec<DmaBuf>, DmaAllocError> {
+        let each_pages = each.div_ceil(DMA_PAGE) * DMA_PAGE;
+        let total = each_pages
+            .checked_mul(count as u64)
+            .ok_or(DmaAllocError::ZeroSize)?;
+        let whole = self.alloc(total)?;
+        (0..count as u64)
+            .map(|i| whole.slice(i * each_pages, each))
+            .collect()
+    }
+}
+
+/// Pages taken from a pool; returned when the last `DmaBuf` referring to them drops.
+#[derive(Debug)]
+struct Allocation {
+    pool: Arc<PoolInner>,
+    start_page: u64,
+    pages: u64,
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        self.pool.free_list().free(self.start_page, self.pages);
+    }
+}
+
+/// A buffer in the DMA pool: a device address plus a window of the pool mapping.
+///
+/// The device may write it at any time while a command is in flight, so it is never a Rust
+/// slice: data moves in and out with `copy_from`/`copy_to`. Clones and slices share the
+/// pages; an in-flight command holds a clone, so the pages are not reused before it completes.
+#[derive(Debug, Clone)]
+pub struct DmaBuf {
+    alloc: Arc<Allocation>,
+    /// Offset of the window inside the pool mapping.
+    offset: u64,
+    len: u64,
+}
+
+impl DmaBuf {
+    /// Device address of the first byte.
+    pub fn iova(&self) -> Iova {
+        Iova(self.alloc.pool.iova.0 + self.offset)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for an empty buffer (never produced by the allocator).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A window `[offset, offset + len)` of this buffer sharing its pages.
+    pub fn slice(&self, offset: u64, len: u64) -> Result<DmaBuf, DmaAllocError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(DmaBuf {
+                alloc: Arc::clone(&self.alloc),
+                offset: self.offset + offset,
+                len,
+            }),
+            _ => Err(DmaAllocError::BadSlice {
+                offset,
+                len,
+                size: self.len,
+            }),
+        }
+    }
+
+    /// The pool mapping and the offset of this buffer inside it (for region-to-region copies).
+    pub fn region(&self) -> (&Arc<MmapRegion>, u64) {
+        (&self.alloc.pool.region, self.offset)
+    }
+
+    fn check(&self, offset: u64, len: u64) -> Result<u64, MemError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(self.offset + offset),
+            _ => Err(MemError::OutOfBounds {
+                offset,
+                len,
+                size: self.len,
+            }),
+        }
+    }
+
+    /// Copy `src` into the buffer at `offset`.
+    pub fn copy_from(&self, offset: u64, src: &[u8]) -> Result<(), MemError> {
+        let at = self.check(offset, src.len() as u64)?;
+        self.alloc.pool.region.copy_from(at, src)
+    }
+
+    /// Copy `dst.len()` bytes at `offset` out of the buffer.
+    pub fn copy_to(&self, offset: u64, dst: &mut [u8]) -> Result<(), MemError> {
+        let at = self.check(offset, dst.len() as u64)?;
+        self.alloc.pool.region.copy_to(at, dst)
+    }
+
+    /// Set `len` bytes at `offset` to `byte`.
+    pub fn fill(&self, offset: u64, len: u64, byte: u8) -> Result<(), MemError> {
+        let at = self.check(offset, len)?;
+        self.alloc.pool.region.fill(at, len, byte)
+    }
+
+    /// Copy a `T` out of the buffer at `offset`.
+    pub fn read_obj<T: FromBytes>(&self, offset: u64) -> Result<T, MemError> {
+        let at = self.check(offset, size_of::<T>() as u64)?;
+        self.alloc.pool.region.read_obj(at)
+    }
+
+    /// Copy a `T` into the buffer at `offset`.
+    pub fn write_obj<T: IntoBytes + Immutable>(
+        &self,
+        offset: u64,
+        value: &T,
+    ) -> Result<(), MemError> {
+        let at = self.check(offset, size_of::<T>() as u64)?;
+        self.alloc.pool.region.write_obj(at, value)
+    }
+
+    /// Atomic 16-bit Acquire load at `offset` (a CQE's status/phase word).
+    pub(crate) fn load_acquire_u16(&self, offset: u64) -> Result<u16, MemError> {
+        let at = self.check(offset, 2)?;
+        self.alloc.pool.region.load_acquire_u16(at)
+    }
+
+    /// Atomic 16-bit Release store at `offset` (tests: a fake device posting a CQE).
+    #[cfg(any(test, feature = "test-utils"))]
+    pub(crate) fn store_release_u16(&self, offset: u64, value: u16) -> Result<(), MemError> {
+        let at = self.check(offset, 2)?;
+        self.alloc.pool.region.store_release_u16(at, value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_list_first_fit_and_coalesce() {
+        let mut f = FreeList::new(10);
+        assert_eq!(f.alloc(3), Some(0));
+        assert_eq!(f.alloc(3), Some(3));
+        assert_eq!(f.alloc(5), None);
+        assert_eq!(f.alloc(4), Some(6));
+        assert_eq!(f.free_pages(), 0);
+        f.free(3, 3);
+        f.free(0, 3);
+        assert_eq!(f.extents, vec![(0, 6)]);
+        f.free(6, 4);
+        assert_eq!(f.extents, vec![(0, 10)]);
+        assert_eq!(f.largest(), 10);
+    }
+
+    #[test]
+    fn free_list_merges_with_predecessor_only() {
+        let mut f = FreeList::new(8);
+        let a = f.alloc(2).unwrap();
+        let b = f.alloc(2).unwrap();
+        let _c = f.alloc(2).unwrap();
+        f.free(a, 2);
+        f.free(b, 2);
+        assert_eq!(f.extents, vec![(0, 4), (6, 2)]);
+    }
+
+    #[test]
+    fn pool_buffers_are_disjoint_and_returned_on_drop() {
+        let pool = DmaPool::new(64 * 1024, Iova(1 << 32)).unwrap();
+        let total = pool.free_bytes();
+        let a = pool.alloc(5000).unwrap();
+        let b = pool.alloc(4096).unwrap();
+        assert_eq!(a.iova(), Iova(1 << 32));
+        assert_eq!(b.iova(), Iova((1 << 32) + 8192));
+        a.copy_from(0, &[0xAA; 5000]).unwrap();
+        b.copy_from(0, &[0xBB; 4096]).unwrap();
+        let mut out = [0u8; 4];
+        a.copy_to(4996, &mut out).unwrap();
+        assert_eq!(out, [0xAA; 4]);
+        assert!(a.copy_to(4998, &mut out).is_err());
+        let s = a.slice(4096, 904).unwrap();
+        assert_eq!(s.iova(), Iova((1 << 32) + 4096));
+        drop(a);
+        // The slice still holds the pages.
+        assert_eq!(pool.free_bytes(), total - 3 * 4096);
+        drop(s);
+        drop(b);
+        assert_eq!(pool.free_bytes(), total);
+    }
+
+    #[test]
+    fn pool_exhaustion_is_an_error() {
+        let pool = DmaPool::new(16 * 1024, Iova(0)).unwrap();
+        let size = pool.size();
+        let _all = pool.alloc(size).unwrap();
+        assert!(matches!(
+            pool.alloc(1),
+            Err(DmaAllocError::Exhausted { requested: 4096, largest_free: 0 })
+        ));
+    }
+
+    #[test]
+    fn slab_slices_are_page_strided() {
+        let pool = DmaPool::new(64 * 1024, Iova(0x10_0000)).unwrap();
+        let slab = pool.alloc_slab(3, 512).unwrap();
+        assert_eq!(slab.len(), 3);
+        assert_eq!(slab[1].iova().0 - slab[0].iova().0, 4096);
+        assert_eq!(slab[2].len(), 512);
+    }
+}

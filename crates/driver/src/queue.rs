@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: Apache-2.0
+//! One submission/completion queue pair from the host side: the SQ and CQ rings in DMA
+//! memory, the doorbells, and a fixed command table whose slot index is the CID.
+//!
+//! Used by both the admin queue and the I/O queue pairs. Plain state plus borrowed memory:
+//! no locks, no allocation after construction.
+
+use std::sync::Arc;
+
+use nvmemu_mem::{MemError, MmapRegion};
+use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
+
+use crate::dma::{DmaBuf, DmaPool};
+use crate::error::NvmeError;
+use crate::prp::{self, PrpListSink, Prps};
+
+/// SQE size (CC.IOSQES = 6).
+pub(crate) const SQE_BYTES: u64 = 64;
+/// CQE size (CC.IOCQES = 4).
+pub(crate) const CQE_BYTES: u64 = 16;
+/// Offset of the status/phase word inside a CQE.
+const CQE_STATUS_OFFSET: u64 = 14;
+
+/// A command slot: free, or in flight with the caller's token and a hold on its buffer.
+#[derive(Debug)]
+enum Slot {
+    Free,
+    InFlight {
+        token: u64,
+        /// Keeps the data pages allocated until the device is done with them.
+        _buf: Option<DmaBuf>,
+    },
+}
+
+/// The doorbell pair of one queue, inside the mapped doorbell area.
+#[derive(Debug)]
+pub(crate) struct Doorbells {
+    /// The doorbell area (BAR0 offset 0x1000 is offset 0 here).
+    pub region: Arc<MmapRegion>,
+    /// Offset of the SQ tail doorbell in `region`.
+    pub sq_tail: u64,
+    /// Offset of the CQ head doorbell in `region`.
+    pub cq_head: u64,
+}
+
+impl Doorbells {
+    /// Doorbells of `qid` for stride `4 << dstrd`; fails if they lie outside the mapping.
+    pub fn new(region: Arc<MmapRegion>, qid: Qid, dstrd: u32) -> Result<Doorbells, MemError> {
+        let base = nvmemu_spec::regs::DOORBELL_BASE;
+        let sq_tail = nvmemu_spec::regs::sq_tail_doorbell(qid.0, dstrd) - base;
+        let cq_head = nvmemu_spec::regs::cq_head_doorbell(qid.0, dstrd) - base;
+        if cq_head + 4 > region.len() {
+            return Err(MemError::OutOfBounds {
+                offset: cq_head,
+                len: 4,
+                size: region.len(),
+            });
+        }
+        Ok(Doorbells {
+            region,
+            sq_tail,
+            cq_head,
+        })
+    }
+}
+
+/// Where one slot's PRP list goes.
+struct SlotList<'a> {
+    buf: &'a DmaBuf,
+    offset: u64,
+    len: u64,
+}
+
+impl PrpListSink for SlotList<'_> {
+    fn iova(&self) -> u64 {
+        self.buf.iova().0 + self.offset
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn write_entry(&mut self, offset: u64, value: u64) -> Result<(), MemError> {
+        self.buf.write_obj(self.offset + offset, &value)
+    }
+}
+
+/// A host-side queue pair.
+#[derive(Debug)]
+pub(crate) struct Ring {
+    qid: Qid,
+    depth: u16,
+    sq: DmaBuf,
+    cq: DmaBuf,
+    /// Next SQ slot the host writes.
+    sq_tail: u16,
+    /// Tail value last written to the doorbell.
+    rung_tail: u16,
+    /// Last SQ head the controller reported (SQHD).
+    sq_head: u16,
+    /// Next CQ slot the host reads.
+    cq_head: u16,
+    /// Phase tag expected for new entries on this pass of the CQ.
+    phase: bool,
+    db: Doorbells,
+    /// Command table; index = CID. `depth - 1` slots, so the SQ can never overflow.
+    slots: Vec<Slot>,
+    /// Free slot indices (a stack).
+    free: Vec<u16>,
+    /// PRP list space, `list_bytes` per slot.
+    prp: Option<DmaBuf>,
+    list_bytes: u64,
+}
+
+impl Ring {
+    /// Allocate the rings (`depth` entries each) and `list_bytes` of PRP list space per slot.
+    pub fn new(
+        pool: &DmaPool,
+        qid: Qid,
+        depth: u16,
+        list_bytes: u64,
+        db: Doorbells,
+    ) -> Result<Ring, crate::dma::DmaAllocError> {
+        let depth = depth.max(2);
+        let sq = pool.alloc(u64::from(depth) * SQE_BYTES)?;
+        let cq = pool.alloc(u64::from(depth) * CQE_BYTES)?;
+        let nslots = depth - 1;
+        let prp = if list_bytes > 0 {
+            Some(pool.alloc(u64::from(nslots) * list_bytes)?)
+        } else {
+            None
+        };
+        Ok(Ring {
+            qid,
+            depth,
+            sq,
+            cq,
+            sq_tail: 0,
+            rung_tail: 0,
+            sq_head: 0,
+            cq_head: 0,
+            phase: true,
+            db,
+            slots: (0..nslots).map(|_| Slot::Free).collect(),
+            free: (0..nslots).rev().collect(),
+            prp,
+            list_bytes,
+        })
+    }
+
+    pub fn qid(&self) -> Qid {
+        self.qid
+    }
+
+    pub fn depth(&self) -> u16 {
+        self.depth
+    }
+
+    pub fn sq(&self) -> &DmaBuf {
+        &self.sq
+    }
+
+    pub fn cq(&self) -> &DmaBuf {
+        &self.cq
+    }
+
+    /// Number of command slots (`depth - 1`).
+    pub fn slots(&self) -> u16 {
+        // `slots.len() == depth - 1 <= u16::MAX`.
+        u16::try_from(self.slots.len()).unwrap_or(u16::MAX)
+    }
+
+    /// Commands in flight.
+    pub fn outstanding(&self) -> u16 {
+        self.slots() - u16::try_from(self.free.len()).unwrap_or(0)
+    }
+
+    /// Largest transfer one slot's PRP space can describe at any dword-aligned start.
+    pub fn list_capacity(&self) -> u64 {
+        prp::max_transfer_for(self.list_bytes)
+    }
+
+    fn next(&self, i: u16) -> u16 {
+        if i + 1 == self.depth { 0 } else { i + 1 }
+    }
+
+    /// Write `sqe` to the SQ with its CID set to a free slot and PRPs for `data` (a buffer
+    /// and the byte count to transfer), holding a clone of the buffer until completion.
+    /// The doorbell is not rung: call `ring`.
+    pub fn push(
+        &mut self,
+        mut sqe: Sqe,
+        token: u64,
+        data: Option<(&DmaBuf, u64)>,
+    ) -> Result<Cid, NvmeError> {
+        let full = || NvmeError::QueueFull {
+            qid: self.qid,
+            slots: self.slots(),
+        };
+        if self.next(self.sq_tail) == self.sq_head {
+            return Err(full());
+        }
+        let Some(&slot) = self.free.last() else {
+            return Err(full());
+        };
+        if let Some((buf, bytes)) = data {
+            if bytes > buf.len() {
+                return Err(NvmeError::BufferTooSmall {
+                    needed: bytes,
+                    len: buf.len(),
+                });
+            }
+            let Prps { prp1, prp2 } = match &self.prp {
+                Some(space) => {
+                    let mut list = SlotList {
+                        buf: space,
+                        offset: u64::from(slot) * self.list_bytes,
+                        len: self.list_bytes,
+                    };
+                    prp::build(buf.iova().0, bytes, &mut list)?
+                }
+                None => {
+                    let mut none = NoList;
+                    prp::build(buf.iova().0, bytes, &mut none)?
+                }
+            };
+            sqe.dptr1 = prp1;
+            sqe.dptr2 = prp2;
+        }
+        let cid = Cid(slot);
+        sqe.cdw0 = (sqe.cdw0 & 0xFFFF) | (u32::from(cid.0) << 16);
+        self.sq
+            .write_obj(u64::from(self.sq_tail) * SQE_BYTES, &sqe)?;
+        self.free.pop();
+        if let Some(s) = self.slots.get_mut(usize::from(slot)) {
+            *s = Slot::InFlight {
+                token,
+                _buf: data.map(|(b, _)| b.clone()),
+            };
+        }
+        self.sq_tail = self.next(self.sq_tail);
+        Ok(cid)
+    }
+
+    /// Publish every SQE pushed since the last call with one tail doorbell write.
+    pub fn ring(&mut self) -> Result<(), NvmeError> {
+        if self.sq_tail != self.rung_tail {
+            // Release: the SQE copies above become visible before the new tail; pairs with
+            // the controller's Acquire load of the SQ tail doorbell.
+            self.db
+                .region
+                .store_release_u32(self.db.sq_tail, u32::from(self.sq_tail))?;
+            self.rung_tail = self.sq_tail;
+        }
+        Ok(())
+    }
+
+    /// Reap up to `max` completions, calling `f(token, &cqe)` for each, then write the CQ head
+    /// doorbell once. A completion for a CID that is not in flight, or for another SQ, stops
+    /// the batch with an error (the entry is consumed and the head doorbell still written).
+    pub fn poll(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(u64, &Cqe),
+    ) -> Result<usize, NvmeError> {
+        let mut reaped = 0;
+        let mut failure = None;
+        while reaped < max {
+            let off = u64::from(self.cq_head) * CQE_BYTES;
+            // Acquire: pairs with the controller's Release store of this word after the rest
+            // of the CQE, so the body read below is not older than the phase tag.
+            let status_phase = self.cq.load_acquire_u16(off + CQE_STATUS_OFFSET)?;
+            if (status_phase & 1 != 0) != self.phase {
+                break;
+            }
+            let mut cqe: Cqe = self.cq.read_obj(off)?;
+            cqe.status_phase = status_phase;
+            self.cq_head = self.next(self.cq_head);
+            if self.cq_head == 0 {
+                self.phase = !self.phase;
+            }
+            reaped += 1;
+            if let Err(e) = self.complete(&cqe, &mut f) {
+                failure = Some(e);
+                break;
+            }
+        }
+        if reaped > 0 {
+            // Release: our reads of the consumed CQEs happen before the controller may reuse
+            // their slots; pairs with its Acquire load of the CQ head doorbell.
+            self.db
+                .region
+                .store_release_u32(self.db.cq_head, u32::from(self.cq_head))?;
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(reaped),
+        }
+    }
+
+    fn complete(&mut self, cqe: &Cqe, f: &mut impl FnMut(u64, &Cqe)) -> Result<(), NvmeError> {
+        if cqe.sq_id != self.qid.0 {
+            return Err(NvmeError::WrongSqid {
+                qid: self.qid,
+                sqid: cqe.sq_id,
+            });
+        }
+        if cqe.sq_head >= self.depth {
+            return Err(NvmeError::BadSqHead {
+                qid: self.qid,
+                sqhd: cqe.sq_head,
+                depth: self.depth,
+            });
+        }
+        let unknown = NvmeError::UnknownCid {
+            qid: self.qid,
+            cid: Cid(cqe.cid),
+        };
+        let Some(slot) = self.slots.get_mut(usize::from(cqe.cid)) else {
+            return Err(unknown);
+        };
+        let Slot::InFlight { token, .. } = std::mem::replace(slot, Slot::Free) else {
+            return Err(unknown);
+        };
+        self.free.push(cqe.cid);
+        self.sq_head = cqe.sq_head;
+        f(token, cqe);
+        Ok(())
+    }
+}
+
+/// The sink for rings without PRP list space: any write means the transfer needs a list.
+struct NoList;
+
+impl PrpListSink for NoList {
+    fn iova(&self) -> u64 {
+        0
+    }
+    fn len(&self) -> u64 {
+        0
+    }
+    fn write_entry(&mut self, offset: u64, _value: u64) -> Result<(), MemError> {
+        Err(MemError::OutOfBounds {
+            offset,
+            len: 8,
+            size: 0,
+        })
+    }
+}
+
+/// A completion's result: DW0 on success, the status otherwise.
+pub(crate) fn result_of(cqe: &Cqe) -> Result<u32, NvmeError> {
+    let status: Status = cqe.status();
+    if status.is_success() {
+        Ok(cqe.dw0)
+    } else {
+        Err(NvmeError::Status(status))
+    }
+}
+
+#[cfg(test)]
+mod tests;

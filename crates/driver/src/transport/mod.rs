@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+//! How the driver reaches a device: BAR0 registers, the doorbell mapping, DMA registration
+//! and PCI config space. The NVMe logic above it never sees a socket.
+
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+use nvmemu_mem::{Iova, MemError, MmapRegion};
+
+mod vfio_user;
+
+pub use vfio_user::VfioUserTransport;
+
+/// Offset of the PCI Command register in config space.
+pub const PCI_COMMAND: u64 = 0x04;
+/// PCI Command: Bus Master Enable.
+pub const PCI_COMMAND_MASTER: u16 = 1 << 2;
+/// PCI Command: Memory Space Enable.
+pub const PCI_COMMAND_MEMORY: u16 = 1 << 1;
+/// PCI Command: INTx Disable.
+pub const PCI_COMMAND_INTX_DISABLE: u16 = 1 << 10;
+
+/// Why a transport operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The underlying link (socket, protocol) failed during `op`.
+    #[error("{op} failed")]
+    Link {
+        /// The operation (e.g. "REGION_READ").
+        op: &'static str,
+        /// What the link reported.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The device does not expose what the driver needs (e.g. no mappable doorbell area).
+    #[error("device unsupported: {0}")]
+    Unsupported(String),
+    /// A register access with a width other than 4 or 8 bytes, or at a bad offset.
+    #[error("bad register access at {offset:#x}")]
+    BadAccess {
+        /// BAR0 offset.
+        offset: u64,
+    },
+    /// Mapping the doorbell area failed.
+    #[error("mapping the doorbell area failed")]
+    Mem(#[from] MemError),
+}
+
+/// A device the driver can bring up: NVMe BAR0 registers, the doorbell page, DMA and config
+/// space. Register accesses are control-path only; doorbells go through the mapping returned
+/// by `map_doorbells`, so the I/O path never calls into the transport.
+pub trait Transport: Send {
+    /// Read a 32-bit BAR0 register at `offset` (below the doorbells).
+    fn read_reg32(&mut self, offset: u64) -> Result<u32, TransportError>;
+    /// Read a 64-bit BAR0 register at `offset` (CAP, ASQ, ACQ).
+    fn read_reg64(&mut self, offset: u64) -> Result<u64, TransportError>;
+    /// Write a 32-bit BAR0 register.
+    fn write_reg32(&mut self, offset: u64, value: u32) -> Result<(), TransportError>;
+    /// Write a 64-bit BAR0 register.
+    fn write_reg64(&mut self, offset: u64, value: u64) -> Result<(), TransportError>;
+    /// Map the doorbell area: a mapping whose offset 0 is BAR0 offset 0x1000 and which is at
+    /// least 0x1000 bytes long. Called once per attach.
+    fn map_doorbells(&mut self) -> Result<Arc<MmapRegion>, TransportError>;
+    /// Let the device reach `size` bytes of `fd` from `fd_offset` at `iova`, read and write.
+    fn dma_map(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        fd_offset: u64,
+        iova: Iova,
+        size: u64,
+    ) -> Result<(), TransportError>;
+    /// Undo a `dma_map` of exactly `[iova, iova + size)`.
+    fn dma_unmap(&mut self, iova: Iova, size: u64) -> Result<(), TransportError>;
+    /// Read a 16-bit PCI config space register.
+    fn config_read16(&mut self, offset: u64) -> Result<u16, TransportError>;
+    /// Write a 16-bit PCI config space register.
+    fn config_write16(&mut self, offset: u64, value: u16) -> Result<(), TransportError>;
+}
+
+/// Turn on bus mastering and memory decoding and disable INTx, as SPDK's client does
+/// before enabling the controller (it polls, and never takes interrupts).
+pub fn enable_bus_master(t: &mut dyn Transport) -> Result<(), TransportError> {
+    let cmd = t.config_read16(PCI_COMMAND)?;
+    t.config_write16(
+        PCI_COMMAND,
+        cmd | PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY | PCI_COMMAND_INTX_DISABLE,
+    )
+}
