@@ -15,7 +15,7 @@ use crate::wire::{HEADER_SIZE, Header, MAX_PAYLOAD};
 
 /// A device that accepts everything, so the fuzzer reaches every reply builder.
 #[derive(Debug, Default)]
-struct AcceptAll;
+pub(crate) struct AcceptAll;
 
 impl Device for AcceptAll {
     fn device_info(&self) -> DeviceInfo {

@@ -55,6 +55,9 @@ impl Client {
 
     /// Negotiates VERSION over an already connected stream (e.g. one end of a socketpair).
     pub fn from_stream(stream: UnixStream) -> Result<Client, ClientError> {
+        stream
+            .set_nonblocking(false)
+            .map_err(ClientError::Connect)?;
         let mut client = Client {
             channel: Channel::new(stream, MAX_PAYLOAD),
             next_id: 0,

@@ -65,6 +65,8 @@ pub fn serve_connection(
 }
 
 fn run(stream: UnixStream, device: &mut dyn Device, stop: &StopSignal) -> Result<(), FrameError> {
+    // Blocking I/O; readiness and stop are handled by polling before each read.
+    stream.set_nonblocking(false)?;
     let mut channel = Channel::new(stream, MAX_PAYLOAD);
     let mut session = Session::AwaitingVersion;
     loop {
@@ -188,6 +190,49 @@ pub(crate) fn dispatch<'d>(
         | Command::Unknown(_) => {
             debug!(target: "guest", ?command, "vfio-user: unsupported command");
             Err(Errno::NOTSUP)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzz::AcceptAll;
+
+    fn run(session: Session, command: u16, payload: &[u8]) -> (Result<usize, Errno>, Session) {
+        let mut s = session;
+        let header = Header {
+            msg_id: 1,
+            command,
+            msg_size: 0,
+            flags: 0,
+            error: 0,
+        };
+        let mut dev = AcceptAll;
+        let r = dispatch(&mut s, &mut dev, &header, payload, Vec::new()).map(|r| r.payload.len());
+        (r, s)
+    }
+
+    #[test]
+    fn session_transitions() {
+        const NEW: Session = Session::AwaitingVersion;
+        const READY: Session = Session::Negotiated { client_max_fds: 1 };
+        let spdk = [0u8, 0, 1, 0];
+        let info = [16u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        type Row<'a> = (Session, u16, &'a [u8], Result<(), Errno>, Session);
+        let table: [Row<'_>; 7] = [
+            (NEW, 1, &spdk, Ok(()), READY),
+            (NEW, 1, &[1, 0, 0, 0], Err(Errno::INVAL), NEW),
+            (NEW, 4, &info, Err(Errno::INVAL), NEW),
+            (NEW, 99, &[], Err(Errno::INVAL), NEW),
+            (READY, 1, &spdk, Err(Errno::INVAL), READY),
+            (READY, 4, &info, Ok(()), READY),
+            (READY, 99, &[], Err(Errno::NOTSUP), READY),
+        ];
+        for (from, cmd, payload, want, to) in table {
+            let (got, after) = run(from, cmd, payload);
+            assert_eq!(got.map(drop), want, "{from:?} cmd {cmd}");
+            assert_eq!(after, to, "{from:?} cmd {cmd}");
         }
     }
 }
