@@ -110,7 +110,9 @@ impl Controller {
         transport::enable_bus_master(t)?;
         let cap = Cap(t.read_reg64(regs::CAP)?);
         if !cap.supports_nvm() {
-            return Err(DriverError::Unsupported("CAP.CSS lacks the NVM command set".into()));
+            return Err(DriverError::Unsupported(
+                "CAP.CSS lacks the NVM command set".into(),
+            ));
         }
         if cap.mpsmin() != 0 {
             return Err(DriverError::Unsupported(format!(
@@ -165,7 +167,9 @@ impl Controller {
                     lba_size,
                     identify: id,
                 }),
-                None => tracing::debug!(nsid = nsid.0, "skipping namespace with unusable LBA format"),
+                None => {
+                    tracing::debug!(nsid = nsid.0, "skipping namespace with unusable LBA format")
+                }
             }
         }
         ctrl.namespaces = Arc::from(namespaces);
@@ -184,7 +188,11 @@ impl Controller {
         let granted = nsqa.min(ncqa);
         let n = u16::try_from(granted.min(u32::from(opts.io_queues))).unwrap_or(opts.io_queues);
         if n < opts.io_queues {
-            tracing::warn!(requested = opts.io_queues, granted, "fewer I/O queues than requested");
+            tracing::warn!(
+                requested = opts.io_queues,
+                granted,
+                "fewer I/O queues than requested"
+            );
         }
         let depth = clamp_depth(opts.queue_depth, self.cap);
         let list_bytes = prp::list_bytes_for(self.max_transfer);
@@ -194,9 +202,10 @@ impl Controller {
             let ring = Ring::new(&self.pool, qid, depth, list_bytes, db)?;
             self.admin_checked(commands::create_io_cq(qid, depth, ring.cq().iova().0), None)?;
             self.io_qids.push(qid);
-            if let Err(e) =
-                self.admin_checked(commands::create_io_sq(qid, depth, ring.sq().iova().0, qid), None)
-            {
+            if let Err(e) = self.admin_checked(
+                commands::create_io_sq(qid, depth, ring.sq().iova().0, qid),
+                None,
+            ) {
                 // The CQ exists without its SQ: delete it so shutdown's bookkeeping holds.
                 let _ = self.admin_checked(commands::delete_io_cq(qid), None);
                 self.io_qids.pop();
@@ -274,9 +283,14 @@ impl Controller {
 
     /// Active Namespace ID list (CNS 02h) from NSID 1, issued now.
     pub fn active_namespaces(&mut self) -> Result<Vec<Nsid>, DriverError> {
-        let page =
-            self.admin_read(commands::identify(cns::ACTIVE_NS_LIST, Nsid(0)), IDENTIFY_BYTES)?;
-        Ok(identify::parse_ns_list(&page).into_iter().map(Nsid).collect())
+        let page = self.admin_read(
+            commands::identify(cns::ACTIVE_NS_LIST, Nsid(0)),
+            IDENTIFY_BYTES,
+        )?;
+        Ok(identify::parse_ns_list(&page)
+            .into_iter()
+            .map(Nsid)
+            .collect())
     }
 
     /// Get Log Page `lid` for `nsid`: `bytes` bytes (a multiple of 4, at most 64 KiB) from
@@ -288,7 +302,7 @@ impl Controller {
         bytes: u32,
         offset: u64,
     ) -> Result<Vec<u8>, DriverError> {
-        if bytes == 0 || bytes % 4 != 0 || u64::from(bytes) > ADMIN_MAX_TRANSFER {
+        if bytes == 0 || !bytes.is_multiple_of(4) || u64::from(bytes) > ADMIN_MAX_TRANSFER {
             return Err(DriverError::InvalidOption(format!(
                 "log page length {bytes} must be a non-zero multiple of 4 up to 64 KiB"
             )));

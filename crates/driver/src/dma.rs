@@ -19,7 +19,9 @@ pub const DMA_PAGE: u64 = nvmemu_spec::PAGE_SIZE;
 #[derive(Debug, thiserror::Error)]
 pub enum DmaAllocError {
     /// No free extent is large enough.
-    #[error("DMA pool exhausted: {requested} bytes requested, largest free extent {largest_free} bytes")]
+    #[error(
+        "DMA pool exhausted: {requested} bytes requested, largest free extent {largest_free} bytes"
+    )]
     Exhausted {
         /// Bytes requested (rounded up to pages).
         requested: u64,
@@ -70,25 +72,23 @@ impl FreeList {
     }
 
     fn free(&mut self, start: u64, pages: u64) {
-        let idx = self.extents.partition_point(|&(s, _)| s < start);
+        let mut idx = self.extents.partition_point(|&(s, _)| s < start);
         self.extents.insert(idx, (start, pages));
-        // Merge with the successor, then with the predecessor.
-        if let (Some(&(s, n)), Some(&(ns, nn))) = (self.extents.get(idx), self.extents.get(idx + 1))
+        // Merge with the predecessor, then with the successor.
+        if let Some(prev) = idx.checked_sub(1)
+            && let (Some(&(ps, pn)), Some(&(s, n))) =
+                (self.extents.get(prev), self.extents.get(idx))
+            && ps + pn == s
         {
-            if s + n == ns {
-                self.extents[idx] = (s, n + nn);
-                self.extents.remove(idx + 1);
-            }
+            self.extents[prev] = (ps, pn + n);
+            self.extents.remove(idx);
+            idx = prev;
         }
-        if idx > 0 {
-            if let (Some(&(ps, pn)), Some(&(s, n))) =
-                (self.extents.get(idx - 1), self.extents.get(idx))
-            {
-                if ps + pn == s {
-                    self.extents[idx - 1] = (ps, pn + n);
-                    self.extents.remove(idx);
-                }
-            }
+        if let (Some(&(s, n)), Some(&(ns, nn))) = (self.extents.get(idx), self.extents.get(idx + 1))
+            && s + n == ns
+        {
+            self.extents[idx] = (s, n + nn);
+            self.extents.remove(idx + 1);
         }
     }
 
@@ -330,8 +330,8 @@ impl DmaBuf {
         self.alloc.pool.region.load_acquire_u16(at)
     }
 
-    /// Atomic 16-bit Release store at `offset` (tests: a fake device posting a CQE).
-    #[cfg(any(test, feature = "test-utils"))]
+    /// Atomic 16-bit Release store at `offset` (tests: posting a CQE by hand).
+    #[cfg(test)]
     pub(crate) fn store_release_u16(&self, offset: u64, value: u16) -> Result<(), MemError> {
         let at = self.check(offset, 2)?;
         self.alloc.pool.region.store_release_u16(at, value)
@@ -400,7 +400,10 @@ mod tests {
         let _all = pool.alloc(size).unwrap();
         assert!(matches!(
             pool.alloc(1),
-            Err(DmaAllocError::Exhausted { requested: 4096, largest_free: 0 })
+            Err(DmaAllocError::Exhausted {
+                requested: 4096,
+                largest_free: 0
+            })
         ));
     }
 

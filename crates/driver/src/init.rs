@@ -100,7 +100,9 @@ pub(crate) fn enable(
     t.write_reg64(regs::ASQ, asq)?;
     t.write_reg64(regs::ACQ, acq)?;
     t.write_reg32(regs::CC, CC_ENABLE)?;
-    wait_csts(t, "CSTS.RDY=1", cap.timeout(), false, |v| v & csts::RDY != 0)?;
+    wait_csts(t, "CSTS.RDY=1", cap.timeout(), false, |v| {
+        v & csts::RDY != 0
+    })?;
     Ok(())
 }
 

@@ -55,6 +55,10 @@ mod qpair;
 mod queue;
 mod transport;
 
+#[cfg(test)]
+mod e2e_tests;
+#[cfg(any(test, feature = "test-utils"))]
+pub mod test_utils;
 
 pub use commands::DsmRange;
 pub use controller::{

@@ -64,10 +64,17 @@ mod tests {
         assert!(ns.check_range(0, 100).is_ok());
         assert!(matches!(
             ns.check_range(99, 2),
-            Err(NvmeError::LbaOutOfRange { slba: 99, nblocks: 2, nsze: 100 })
+            Err(NvmeError::LbaOutOfRange {
+                slba: 99,
+                nblocks: 2,
+                nsze: 100
+            })
         ));
         assert!(ns.check_range(u64::MAX, 1).is_err());
-        assert!(matches!(ns.check_range(0, 0), Err(NvmeError::InvalidBlockCount(0))));
+        assert!(matches!(
+            ns.check_range(0, 0),
+            Err(NvmeError::InvalidBlockCount(0))
+        ));
         assert!(matches!(
             lookup(std::slice::from_ref(&ns), Nsid(2)),
             Err(NvmeError::UnknownNamespace(Nsid(2)))

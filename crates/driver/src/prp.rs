@@ -73,11 +73,17 @@ pub fn build(iova: u64, len: u64, list: &mut impl PrpListSink) -> Result<Prps, N
         return Err(NvmeError::BufferMisaligned { iova });
     }
     if len == 0 {
-        return Ok(Prps { prp1: iova, prp2: 0 });
+        return Ok(Prps {
+            prp1: iova,
+            prp2: 0,
+        });
     }
     let first = PAGE - (iova % PAGE);
     if len <= first {
-        return Ok(Prps { prp1: iova, prp2: 0 });
+        return Ok(Prps {
+            prp1: iova,
+            prp2: 0,
+        });
     }
     let mut page = iova - (iova % PAGE) + PAGE;
     let rest = len - first;
@@ -171,7 +177,7 @@ mod tests {
         while left > 0 {
             let idx = ((at - list.iova) / ENTRY) as usize;
             let e = list.entries[idx];
-            if (at + ENTRY) % PAGE == 0 && left > PAGE {
+            if (at + ENTRY).is_multiple_of(PAGE) && left > PAGE {
                 at = e; // chain pointer
                 continue;
             }
@@ -198,7 +204,13 @@ mod tests {
     fn single_page_uses_prp1_only() {
         let mut l = VecList::new(0x9000_0000, 256);
         let p = build(0x1_0000, 4096, &mut l).unwrap();
-        assert_eq!(p, Prps { prp1: 0x1_0000, prp2: 0 });
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1_0000,
+                prp2: 0
+            }
+        );
         let p = build(0x1_0800, 0x800, &mut l).unwrap();
         assert_eq!(p.prp2, 0);
     }
@@ -207,10 +219,22 @@ mod tests {
     fn two_pages_use_prp2_as_data() {
         let mut l = VecList::new(0x9000_0000, 256);
         let p = build(0x1_0000, 8192, &mut l).unwrap();
-        assert_eq!(p, Prps { prp1: 0x1_0000, prp2: 0x1_1000 });
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1_0000,
+                prp2: 0x1_1000
+            }
+        );
         // Unaligned start crossing one boundary: still two pages.
         let p = build(0x1_0200, 4096, &mut l).unwrap();
-        assert_eq!(p, Prps { prp1: 0x1_0200, prp2: 0x1_1000 });
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1_0200,
+                prp2: 0x1_1000
+            }
+        );
         assert!(l.entries.iter().all(|&e| e == 0), "no list written");
     }
 
@@ -240,7 +264,10 @@ mod tests {
             let mut l = VecList::new(0x8000_0000, list_bytes_for(len + 4096));
             let p = build(iova, len, &mut l).unwrap();
             let segs = walk(p, len, &l);
-            assert!(contiguous(&segs, iova, len), "{iova:#x}+{len:#x}: {segs:x?}");
+            assert!(
+                contiguous(&segs, iova, len),
+                "{iova:#x}+{len:#x}: {segs:x?}"
+            );
             for &(a, _) in &segs[1..] {
                 assert_eq!(a % PAGE, 0, "only PRP1 may carry an offset");
             }

@@ -133,7 +133,9 @@ impl IoQpair {
     /// Queue a Flush of `nsid`.
     pub fn submit_flush(&mut self, nsid: Nsid, token: u64) -> Result<(), NvmeError> {
         namespace::lookup(&self.namespaces, nsid)?;
-        self.ring.push(commands::flush(nsid), token, None).map(|_| ())
+        self.ring
+            .push(commands::flush(nsid), token, None)
+            .map(|_| ())
     }
 
     /// Queue a Write Zeroes of `nblocks` blocks at `slba`.
@@ -210,7 +212,8 @@ impl IoQpair {
         max: usize,
         mut f: impl FnMut(u64, Result<u32, NvmeError>),
     ) -> Result<usize, NvmeError> {
-        self.ring.poll(max, |token, cqe| f(token, queue::result_of(cqe)))
+        self.ring
+            .poll(max, |token, cqe| f(token, queue::result_of(cqe)))
     }
 
     /// Submit `sqe` (as `submit_raw`), ring, and wait for its completion, which is returned

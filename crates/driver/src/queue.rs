@@ -256,11 +256,7 @@ impl Ring {
     /// Reap up to `max` completions, calling `f(token, &cqe)` for each, then write the CQ head
     /// doorbell once. A completion for a CID that is not in flight, or for another SQ, stops
     /// the batch with an error (the entry is consumed and the head doorbell still written).
-    pub fn poll(
-        &mut self,
-        max: usize,
-        mut f: impl FnMut(u64, &Cqe),
-    ) -> Result<usize, NvmeError> {
+    pub fn poll(&mut self, max: usize, mut f: impl FnMut(u64, &Cqe)) -> Result<usize, NvmeError> {
         let mut reaped = 0;
         let mut failure = None;
         while reaped < max {

@@ -46,7 +46,11 @@ fn push_writes_sqe_with_slot_cid_and_ring_batches_the_doorbell() {
     assert_eq!(sqe_at(&ring, 0).cid(), a);
     assert_eq!(sqe_at(&ring, 0).opcode(), 2);
     assert_eq!(sqe_at(&ring, 1).cid(), b);
-    assert_eq!(dbs.load_acquire_u32(sq_db).unwrap(), 0, "not rung before ring()");
+    assert_eq!(
+        dbs.load_acquire_u32(sq_db).unwrap(),
+        0,
+        "not rung before ring()"
+    );
     ring.ring().unwrap();
     assert_eq!(dbs.load_acquire_u32(sq_db).unwrap(), 2);
     assert_eq!(ring.outstanding(), 2);
@@ -59,10 +63,18 @@ fn poll_reaps_by_phase_and_returns_tokens_and_status() {
     let b = ring.push(read_sqe(2), 8, None).unwrap();
     ring.ring().unwrap();
     let mut seen = vec![];
-    assert_eq!(ring.poll(16, |t, c| seen.push((t, result_of(c).ok()))).unwrap(), 0);
+    assert_eq!(
+        ring.poll(16, |t, c| seen.push((t, result_of(c).ok())))
+            .unwrap(),
+        0
+    );
     post(&ring, 0, b.0, 2, Status::LBA_OUT_OF_RANGE, true);
     post(&ring, 1, a.0, 2, Status::SUCCESS, true);
-    assert_eq!(ring.poll(16, |t, c| seen.push((t, result_of(c).ok()))).unwrap(), 2);
+    assert_eq!(
+        ring.poll(16, |t, c| seen.push((t, result_of(c).ok())))
+            .unwrap(),
+        2
+    );
     assert_eq!(seen, vec![(8, None), (7, Some(0xD00D))]);
     assert_eq!(dbs.load_acquire_u32(0xC).unwrap(), 2, "CQ head doorbell");
     assert_eq!(ring.outstanding(), 0);
@@ -110,7 +122,11 @@ fn stale_phase_entries_are_not_reaped() {
     ring.ring().unwrap();
     // An entry with the old phase (0) is a leftover, not a completion.
     post(&ring, 0, a.0, 1, Status::SUCCESS, false);
-    assert_eq!(ring.poll(16, |_, _| panic!("reaped a stale entry")).unwrap(), 0);
+    assert_eq!(
+        ring.poll(16, |_, _| panic!("reaped a stale entry"))
+            .unwrap(),
+        0
+    );
 }
 
 #[test]
@@ -125,7 +141,11 @@ fn unknown_and_duplicate_cids_are_errors_not_panics() {
     let err = ring.poll(16, |_, _| n += 1).unwrap_err();
     assert!(matches!(err, NvmeError::UnknownCid { cid: Cid(c), .. } if c == a.0));
     assert_eq!(n, 1);
-    assert_eq!(dbs.load_acquire_u32(0xC).unwrap(), 2, "consumed entries acknowledged");
+    assert_eq!(
+        dbs.load_acquire_u32(0xC).unwrap(),
+        2,
+        "consumed entries acknowledged"
+    );
     let err = ring.poll(16, |_, _| n += 1).unwrap_err();
     assert!(matches!(err, NvmeError::UnknownCid { cid: Cid(6000), .. }));
     assert_eq!(dbs.load_acquire_u32(0xC).unwrap(), 3);
@@ -157,7 +177,9 @@ fn foreign_sqid_and_bad_sqhd_are_errors() {
 #[test]
 fn queue_full_until_a_completion_frees_a_slot() {
     let (_pool, _dbs, mut ring) = setup(4, 0);
-    let cids: Vec<_> = (0..3).map(|t| ring.push(read_sqe(2), t, None).unwrap()).collect();
+    let cids: Vec<_> = (0..3)
+        .map(|t| ring.push(read_sqe(2), t, None).unwrap())
+        .collect();
     assert!(matches!(
         ring.push(read_sqe(2), 3, None),
         Err(NvmeError::QueueFull { slots: 3, .. })
@@ -173,7 +195,9 @@ fn queue_full_until_a_completion_frees_a_slot() {
 #[test]
 fn sq_head_lagging_behind_completions_still_blocks_overwrite() {
     let (_pool, _dbs, mut ring) = setup(4, 0);
-    let cids: Vec<_> = (0..3).map(|t| ring.push(read_sqe(2), t, None).unwrap()).collect();
+    let cids: Vec<_> = (0..3)
+        .map(|t| ring.push(read_sqe(2), t, None).unwrap())
+        .collect();
     ring.ring().unwrap();
     // The device completes one command but reports SQHD 0: nothing was consumed.
     post(&ring, 0, cids[0].0, 0, Status::SUCCESS, true);
@@ -199,7 +223,11 @@ fn data_pointer_built_in_the_slot_list() {
     let entries: Vec<u64> = (0..3).map(|i| prp.read_obj(off + i * 8).unwrap()).collect();
     assert_eq!(
         entries,
-        vec![buf.iova().0 + 4096, buf.iova().0 + 8192, buf.iova().0 + 12288]
+        vec![
+            buf.iova().0 + 4096,
+            buf.iova().0 + 8192,
+            buf.iova().0 + 12288
+        ]
     );
 }
 
@@ -209,7 +237,10 @@ fn api_errors_leave_the_slot_free() {
     let buf = pool.alloc(4096).unwrap();
     assert!(matches!(
         ring.push(read_sqe(2), 1, Some((&buf, 8192))),
-        Err(NvmeError::BufferTooSmall { needed: 8192, len: 4096 })
+        Err(NvmeError::BufferTooSmall {
+            needed: 8192,
+            len: 4096
+        })
     ));
     let big = pool.alloc(16 * 4096).unwrap();
     assert!(matches!(
@@ -227,7 +258,11 @@ fn buffer_is_held_until_completion() {
     let buf = pool.alloc(4096).unwrap();
     let cid = ring.push(read_sqe(2), 1, Some((&buf, 4096))).unwrap();
     drop(buf);
-    assert_eq!(pool.free_bytes(), free0 - 4096, "in-flight buffer not freed");
+    assert_eq!(
+        pool.free_bytes(),
+        free0 - 4096,
+        "in-flight buffer not freed"
+    );
     post(&ring, 0, cid.0, 1, Status::SUCCESS, true);
     ring.poll(1, |_, _| {}).unwrap();
     assert_eq!(pool.free_bytes(), free0);

@@ -87,7 +87,7 @@ impl VfioUserTransport {
     }
 
     fn check_reg(&self, offset: u64, width: u64) -> Result<(), TransportError> {
-        if offset % width != 0 || offset + width > DOORBELL_START {
+        if !offset.is_multiple_of(width) || offset + width > DOORBELL_START {
             return Err(TransportError::BadAccess { offset });
         }
         Ok(())
@@ -134,7 +134,9 @@ impl Transport for VfioUserTransport {
             .iter()
             .find(|a| {
                 a.offset <= DOORBELL_START
-                    && a.offset.checked_add(a.size).is_some_and(|e| e >= DOORBELL_END)
+                    && a.offset
+                        .checked_add(a.size)
+                        .is_some_and(|e| e >= DOORBELL_END)
             })
             .copied()
             .ok_or_else(|| {
@@ -142,10 +144,9 @@ impl Transport for VfioUserTransport {
                     "BAR0 has no mmappable area covering [0x1000, 0x2000)".into(),
                 )
             })?;
-        let fd = self
-            .bar0_fd
-            .as_ref()
-            .ok_or_else(|| TransportError::Unsupported("BAR0 region info came without an fd".into()))?;
+        let fd = self.bar0_fd.as_ref().ok_or_else(|| {
+            TransportError::Unsupported("BAR0 region info came without an fd".into())
+        })?;
         // Map from BAR0 0x1000, so offset 0 of the mapping is the admin SQ tail doorbell.
         let end = area.offset + area.size;
         let file_offset = self
