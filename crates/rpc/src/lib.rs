@@ -1,3 +1,46 @@
 // SPDX-License-Identifier: Apache-2.0
-//! nvmemu-rpc (skeleton; see ../shared/STYLE.md for what this crate owns).
+//! nvmemu-rpc: the SPDK-compatible JSON-RPC 2.0 control plane.
+//!
+//! **Owns:** the wire protocol as SPDK's server and `scripts/rpc.py` speak it over a UNIX
+//! stream socket (one JSON value after another, no delimiter, replies decoded as bytes
+//! arrive); the typed [`Request`] enum with SPDK's method names, parameter names, defaults
+//! and result shapes; the [`Handler`] trait; the server ([`serve`]), a client ([`call`]);
+//! rpc.py's command line for `nvmemu rpc` ([`run_cli`]); and SPDK's `save_config` format
+//! ([`load_config`] for `nvmemu serve --json`).
+//!
+//! **Depends on:** no internal crate. The `nvmemu` binary implements [`Handler`] on top of
+//! the target.
+//!
+//! **Never:** panics or allocates without bound on client input (requests are capped at
+//! [`MAX_MESSAGE_BYTES`], connections at [`MAX_CONNECTIONS`]); touches target state itself.
+//!
+//! Error codes: `-32700` parse error (then the connection closes), `-32600` invalid request,
+//! `-32601` unknown method, `-32602` bad parameters (message names the parameter), and
+//! handler state errors in SPDK's `-errno` style ([`RpcError::errno`]).
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod cli;
+mod client;
+mod config;
+mod dispatch;
+mod error;
+mod framer;
+pub mod methods;
+mod server;
+#[cfg(any(test, feature = "test-utils"))]
+pub mod test_utils;
+
+pub use cli::{RpcArgs, run_cli};
+pub use client::{Client, ClientError, DEFAULT_TIMEOUT, call};
+pub use config::{
+    ConfigEntry, FormatError, LoadConfigError, LoadReport, SpdkConfig, SubsystemConfig, load_config,
+};
+pub use dispatch::{Handler, dispatch, error_reply, handle_message, result_reply};
+pub use error::{
+    Errno, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, INVALID_STATE, METHOD_NOT_FOUND,
+    PARSE_ERROR, RpcError,
+};
+pub use framer::{FrameError, Framer, MAX_MESSAGE_BYTES};
+pub use methods::{METHODS, Request};
+pub use server::{DEFAULT_SOCKET, MAX_CONNECTIONS, StopHandle, serve, serve_connection};

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The [`Handler`] trait, request dispatch, and the JSON-RPC 2.0 envelope: turning one
+//! decoded JSON value (request object or batch array) into the reply to send, if any.
+//!
+//! Envelope rules follow SPDK `lib/jsonrpc/jsonrpc_server.c`: `jsonrpc` must be `"2.0"`,
+//! `method` a string, `params` (optional) an object or array, `id` (optional) a string,
+//! number or null, and no other members. Errors for requests without a usable id carry
+//! `"id": null`. A request without `id` is a notification: it runs and gets no reply.
+
+use serde_json::{Map, Value, json};
+
+use crate::config::SpdkConfig;
+use crate::error::RpcError;
+use crate::methods::{METHODS, Request};
+
+/// What the nvmemu binary implements on top of the target: run one decoded request.
+///
+/// Results are SPDK-shaped JSON (see the result types in [`crate::methods`]). State errors
+/// (name taken, bdev in use, unknown subsystem) are SPDK-style [`RpcError`]s such as
+/// `RpcError::errno(Errno::EEXIST)`; a handler never panics on caller input.
+///
+/// [`dispatch`] answers `rpc_get_methods`, `framework_get_subsystems` and
+/// `framework_get_config` itself (the latter two from [`Request::SaveConfig`]), so a handler
+/// may return [`RpcError::method_not_found`] for those three.
+pub trait Handler {
+    /// Runs `req` and returns its JSON result.
+    fn handle(&self, req: Request) -> Result<Value, RpcError>;
+}
+
+/// Runs one request: the crate-level methods here, everything else through `handler`.
+pub fn dispatch(handler: &dyn Handler, req: Request) -> Result<Value, RpcError> {
+    match req {
+        Request::RpcGetMethods(_) => Ok(json!(METHODS)),
+        Request::FrameworkGetSubsystems => {
+            let cfg = load_saved_config(handler)?;
+            serde_json::to_value(cfg.subsystem_deps())
+                .map_err(|e| RpcError::internal(e.to_string()))
+        }
+        Request::FrameworkGetConfig(p) => {
+            let cfg = load_saved_config(handler)?;
+            let sub = cfg.subsystem(&p.name).ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "Invalid parameter `name`: no subsystem {:?}",
+                    p.name
+                ))
+            })?;
+            serde_json::to_value(&sub.config).map_err(|e| RpcError::internal(e.to_string()))
+        }
+        other => handler.handle(other),
+    }
+}
+
+fn load_saved_config(handler: &dyn Handler) -> Result<SpdkConfig, RpcError> {
+    let v = handler.handle(Request::SaveConfig)?;
+    serde_json::from_value(v)
+        .map_err(|e| RpcError::internal(format!("save_config result is malformed: {e}")))
+}
+
+/// Builds a success reply.
+pub fn result_reply(id: Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// Builds an error reply.
+pub fn error_reply(id: Value, err: &RpcError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": err.code, "message": err.message}})
+}
+
+/// Handles one complete JSON value received on a connection. Returns the reply to send,
+/// or `None` when nothing is due (a notification, or a batch of notifications).
+pub fn handle_message(handler: &dyn Handler, msg: Value) -> Option<Value> {
+    match msg {
+        Value::Object(obj) => handle_single(handler, obj),
+        Value::Array(items) => {
+            if items.is_empty() {
+                return Some(error_reply(Value::Null, &RpcError::invalid_request()));
+            }
+            let replies: Vec<Value> = items
+                .into_iter()
+                .filter_map(|item| match item {
+                    Value::Object(obj) => handle_single(handler, obj),
+                    _ => Some(error_reply(Value::Null, &RpcError::invalid_request())),
+                })
+                .collect();
+            if replies.is_empty() {
+                None
+            } else {
+                Some(Value::Array(replies))
+            }
+        }
+        _ => Some(error_reply(Value::Null, &RpcError::invalid_request())),
+    }
+}
+
+/// The envelope fields of a valid request.
+struct Envelope {
+    method: String,
+    params: Option<Value>,
+    /// `None` for a notification.
+    id: Option<Value>,
+}
+
+fn parse_envelope(mut obj: Map<String, Value>) -> Result<Envelope, (Value, RpcError)> {
+    // The id is read first so that an otherwise invalid request is answered with it.
+    let id = obj.remove("id");
+    let reply_id = match &id {
+        Some(v @ (Value::String(_) | Value::Number(_))) => v.clone(),
+        _ => Value::Null,
+    };
+    let invalid = |id: &Value| (id.clone(), RpcError::invalid_request());
+    if !matches!(
+        &id,
+        None | Some(Value::String(_) | Value::Number(_) | Value::Null)
+    ) {
+        return Err(invalid(&Value::Null));
+    }
+    match obj.remove("jsonrpc") {
+        Some(Value::String(v)) if v == "2.0" => {}
+        _ => return Err(invalid(&reply_id)),
+    }
+    let method = match obj.remove("method") {
+        Some(Value::String(m)) => m,
+        _ => return Err(invalid(&reply_id)),
+    };
+    let params = obj.remove("params");
+    if !matches!(&params, None | Some(Value::Object(_) | Value::Array(_))) {
+        return Err(invalid(&reply_id));
+    }
+    if !obj.is_empty() {
+        return Err(invalid(&reply_id));
+    }
+    Ok(Envelope { method, params, id })
+}
+
+fn handle_single(handler: &dyn Handler, obj: Map<String, Value>) -> Option<Value> {
+    let env = match parse_envelope(obj) {
+        Ok(env) => env,
+        Err((id, err)) => return Some(error_reply(id, &err)),
+    };
+    tracing::debug!(method = %env.method, "rpc request");
+    let outcome = Request::decode(&env.method, env.params).and_then(|req| dispatch(handler, req));
+    let id = env.id?;
+    Some(match outcome {
+        Ok(result) => result_reply(id, result),
+        Err(err) => error_reply(id, &err),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+
+    struct Echo;
+    impl Handler for Echo {
+        fn handle(&self, req: Request) -> Result<Value, RpcError> {
+            match req {
+                Request::SaveConfig => Ok(json!({"subsystems": [
+                    {"subsystem": "bdev", "config": [{"method": "bdev_malloc_create",
+                        "params": {"name": "M", "num_blocks": 8, "block_size": 512}}]},
+                    {"subsystem": "nvmf", "config": []}
+                ]})),
+                other => Ok(json!(other.method())),
+            }
+        }
+    }
+
+    fn call(msg: Value) -> Option<Value> {
+        handle_message(&Echo, msg)
+    }
+
+    #[test]
+    fn request_gets_result_with_same_id() {
+        let r = call(json!({"jsonrpc": "2.0", "method": "spdk_get_version", "id": "abc"}));
+        assert_eq!(
+            r,
+            Some(json!({"jsonrpc": "2.0", "id": "abc", "result": "spdk_get_version"}))
+        );
+        let r = call(json!({"jsonrpc": "2.0", "method": "spdk_get_version", "id": 7}));
+        assert_eq!(r.unwrap()["id"], json!(7));
+    }
+
+    #[test]
+    fn notification_gets_no_reply_even_on_error() {
+        assert_eq!(
+            call(json!({"jsonrpc": "2.0", "method": "spdk_get_version"})),
+            None
+        );
+        assert_eq!(call(json!({"jsonrpc": "2.0", "method": "nope"})), None);
+    }
+
+    #[test]
+    fn envelope_errors_are_invalid_request() {
+        for bad in [
+            json!({"method": "spdk_get_version", "id": 1}),
+            json!({"jsonrpc": "1.0", "method": "spdk_get_version", "id": 1}),
+            json!({"jsonrpc": "2.0", "method": 5, "id": 1}),
+            json!({"jsonrpc": "2.0", "method": "x", "params": 3, "id": 1}),
+            json!({"jsonrpc": "2.0", "method": "x", "id": 1, "extra": true}),
+            json!(42),
+            json!([]),
+        ] {
+            let r = call(bad.clone()).unwrap();
+            assert_eq!(r["error"]["code"], json!(INVALID_REQUEST), "{bad}");
+        }
+        let r = call(json!({"jsonrpc": "2.0", "method": "x", "id": [1]})).unwrap();
+        assert_eq!(r["id"], Value::Null);
+    }
+
+    #[test]
+    fn method_and_param_errors_carry_codes() {
+        let r = call(json!({"jsonrpc": "2.0", "method": "nope", "id": 1})).unwrap();
+        assert_eq!(r["error"]["code"], json!(METHOD_NOT_FOUND));
+        let r = call(
+            json!({"jsonrpc": "2.0", "method": "bdev_malloc_delete", "id": 1,
+                            "params": {}}),
+        )
+        .unwrap();
+        assert_eq!(r["error"]["code"], json!(INVALID_PARAMS));
+        assert!(r["error"]["message"].as_str().unwrap().contains("name"));
+    }
+
+    #[test]
+    fn batch_replies_in_order_without_notifications() {
+        let r = call(json!([
+            {"jsonrpc": "2.0", "method": "spdk_get_version", "id": 1},
+            {"jsonrpc": "2.0", "method": "spdk_get_version"},
+            {"jsonrpc": "2.0", "method": "nope", "id": 2},
+            7
+        ]))
+        .unwrap();
+        let arr = r.as_array().unwrap();
+        assert_eq!(arr.len(), 3);
+        assert_eq!(arr[0]["id"], json!(1));
+        assert_eq!(arr[1]["error"]["code"], json!(METHOD_NOT_FOUND));
+        assert_eq!(arr[2]["error"]["code"], json!(INVALID_REQUEST));
+    }
+
+    #[test]
+    fn framework_config_methods_derive_from_save_config() {
+        let r = dispatch(&Echo, Request::FrameworkGetSubsystems).unwrap();
+        assert_eq!(
+            r,
+            json!([{"subsystem": "bdev", "depends_on": []},
+                   {"subsystem": "nvmf", "depends_on": ["bdev"]}])
+        );
+        let r = dispatch(
+            &Echo,
+            Request::FrameworkGetConfig(crate::methods::framework::FrameworkGetConfigParams {
+                name: "bdev".into(),
+            }),
+        )
+        .unwrap();
+        assert_eq!(r[0]["method"], json!("bdev_malloc_create"));
+        let e = dispatch(
+            &Echo,
+            Request::FrameworkGetConfig(crate::methods::framework::FrameworkGetConfigParams {
+                name: "iscsi".into(),
+            }),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, INVALID_PARAMS);
+        let m = dispatch(&Echo, Request::RpcGetMethods(Default::default())).unwrap();
+        assert!(
+            m.as_array()
+                .unwrap()
+                .contains(&json!("nvmf_subsystem_add_listener"))
+        );
+    }
+}
