@@ -59,6 +59,8 @@ mod transport;
 mod e2e_tests;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
+#[cfg(test)]
+mod vfio_e2e_tests;
 
 pub use commands::DsmRange;
 pub use controller::{

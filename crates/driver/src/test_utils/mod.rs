@@ -9,7 +9,7 @@
 // Test scaffolding: the fake trusts the driver under test for sizes it decodes.
 #![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -20,6 +20,9 @@ use nvmemu_spec::regs::{self, cc, csts};
 use crate::transport::{Transport, TransportError};
 
 mod device;
+mod vfio;
+
+pub use vfio::{FakeVfioDevice, serve_fake};
 
 /// What the fake device looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +85,8 @@ struct Shared {
     config: FakeConfig,
     regs: Mutex<Regs>,
     doorbells: Arc<MmapRegion>,
+    /// memfd holding BAR0 [0, 0x2000): the doorbell page is its second page.
+    bar0_fd: OwnedFd,
     dma: Mutex<Vec<DmaMapping>>,
     fault: Mutex<Option<Fault>>,
     /// Commands the device executed: (qid, opcode).
@@ -140,8 +145,11 @@ pub struct FakeTransport {
 impl FakeTransport {
     /// Start a fake device.
     pub fn new(config: FakeConfig) -> (FakeTransport, FakeHandle) {
+        let bar0_fd = nvmemu_mem::create_memfd("fake-nvme-bar0", 0x2000, false)
+            .expect("memfd for the fake device's BAR0");
         let doorbells = Arc::new(
-            MmapRegion::anonymous(0x1000).expect("anonymous doorbell page for the fake device"),
+            MmapRegion::map_shared(bar0_fd.as_fd(), 0x1000, 0x1000, Protection::ReadWrite)
+                .expect("mapping the fake device's doorbell page"),
         );
         let cap = u64::from(config.max_queue_entries.saturating_sub(1))
             | (2u64 << regs::cap::TO_SHIFT)
@@ -154,6 +162,7 @@ impl FakeTransport {
                 ..Regs::default()
             }),
             doorbells,
+            bar0_fd,
             dma: Mutex::new(Vec::new()),
             fault: Mutex::new(None),
             executed: Mutex::new(Vec::new()),
