@@ -142,30 +142,6 @@ pub fn deallocate(nsid: Nsid, nr: u32) -> Sqe {
     }
 }
 
-/// One Dataset Management range (NVM Command Set 1.0, Figure 39), 16 bytes.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    zerocopy::FromBytes,
-    zerocopy::IntoBytes,
-    zerocopy::KnownLayout,
-    zerocopy::Immutable,
-)]
-#[repr(C)]
-pub struct DsmRange {
-    /// Context attributes.
-    pub cattr: u32,
-    /// Length in logical blocks (one-based).
-    pub nlb: u32,
-    /// Starting LBA.
-    pub slba: u64,
-}
-const _: () = assert!(size_of::<DsmRange>() == 16);
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -123,19 +123,28 @@ impl Controller {
         let doorbells = t.map_doorbells()?;
         let pool = DmaPool::new(opts.dma_pool_bytes, Iova(DMA_POOL_IOVA))?;
         t.dma_map(pool.fd(), 0, pool.iova(), pool.size())?;
-        // From here on, a failure must undo the DMA map: build the controller early and let
-        // its Drop (best-effort shutdown + unmap) clean up.
-        init::disable(t, cap)?;
+        // From here on a failure must undo the DMA map: until the controller value exists
+        // (whose Drop shuts down and unmaps) that is done by hand.
         let admin_depth = clamp_depth(ADMIN_QUEUE_DEPTH, cap);
-        let admin_db = Doorbells::new(Arc::clone(&doorbells), Qid::ADMIN, cap.dstrd())?;
-        let admin = Ring::new(
-            &pool,
-            Qid::ADMIN,
-            admin_depth,
-            prp::list_bytes_for(ADMIN_MAX_TRANSFER),
-            admin_db,
-        )?;
-        let scratch = pool.alloc(ADMIN_MAX_TRANSFER)?;
+        let setup = (|| -> Result<(Ring, DmaBuf), DriverError> {
+            init::disable(t, cap)?;
+            let admin_db = Doorbells::new(Arc::clone(&doorbells), Qid::ADMIN, cap.dstrd())?;
+            let admin = Ring::new(
+                &pool,
+                Qid::ADMIN,
+                admin_depth,
+                prp::list_bytes_for(ADMIN_MAX_TRANSFER),
+                admin_db,
+            )?;
+            Ok((admin, pool.alloc(ADMIN_MAX_TRANSFER)?))
+        })();
+        let (admin, scratch) = match setup {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = t.dma_unmap(pool.iova(), pool.size());
+                return Err(e);
+            }
+        };
         let mut ctrl = Controller {
             transport,
             cap,

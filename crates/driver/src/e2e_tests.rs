@@ -340,7 +340,7 @@ fn invalid_options_and_pool_exhaustion_are_errors() {
         max_queue_entries: 4096,
         ..FakeConfig::default()
     };
-    let (t, _h) = FakeTransport::new(big);
+    let (t, h) = FakeTransport::new(big);
     let opts = AttachOptions {
         io_queues: 4,
         queue_depth: 4096,
@@ -350,4 +350,8 @@ fn invalid_options_and_pool_exhaustion_are_errors() {
         Controller::attach_with(Box::new(t), opts),
         Err(DriverError::Dma(_))
     ));
+    assert!(
+        h.dma_maps().is_empty(),
+        "a failed attach undoes its DMA map"
+    );
 }

@@ -267,6 +267,51 @@ mod tests {
         assert_eq!(IdentifyNamespace::parse(&b).lba_size(), None);
     }
 
+    /// The byte-offset parser here and the wire structs in nvmemu-spec are written
+    /// independently; they must agree, or the target and this driver could share a bug.
+    #[test]
+    fn agrees_with_spec_wire_structs() {
+        use zerocopy::{FromZeros, IntoBytes};
+        let mut w = nvmemu_spec::identify::IdentifyController::new_zeroed();
+        w.vid = 0x1b36;
+        w.sn = nvmemu_spec::identify::ascii_field("S1");
+        w.mn = nvmemu_spec::identify::ascii_field("model");
+        w.mdts = 7;
+        w.cntlid = 3;
+        w.ver = 0x10400;
+        w.oacs = 0x8;
+        w.sqes = 0x66;
+        w.cqes = 0x44;
+        w.maxcmd = 99;
+        w.nn = 32;
+        w.oncs = 0x1F;
+        w.vwc = 1;
+        w.sgls = 0x1_0001;
+        w.subnqn[..4].copy_from_slice(b"nqn.");
+        let c = IdentifyController::parse(w.as_bytes());
+        assert_eq!(
+            (c.vid, c.sn.as_str(), c.mn.as_str()),
+            (0x1b36, "S1", "model")
+        );
+        assert_eq!((c.mdts, c.cntlid, c.ver, c.oacs), (7, 3, 0x10400, 0x8));
+        assert_eq!((c.sqes, c.cqes, c.maxcmd, c.nn), (0x66, 0x44, 99, 32));
+        assert_eq!(
+            (c.oncs, c.vwc, c.sgls, c.subnqn.as_str()),
+            (0x1F, 1, 0x1_0001, "nqn.")
+        );
+
+        let mut n = nvmemu_spec::identify::IdentifyNamespace::new_zeroed();
+        n.nsze = 12345;
+        n.ncap = 12000;
+        n.nuse = 5;
+        n.nlbaf = 1;
+        n.flbas = 1;
+        n.lbaf[1] = 12 << 16;
+        let ns = IdentifyNamespace::parse(n.as_bytes());
+        assert_eq!((ns.nsze, ns.ncap, ns.nuse), (12345, 12000, 5));
+        assert_eq!(ns.lba_size(), Some(4096));
+    }
+
     #[test]
     fn ns_list_stops_at_zero_and_short_pages_decode() {
         let mut b = vec![0u8; 16];

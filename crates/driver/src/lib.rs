@@ -62,7 +62,6 @@ pub mod test_utils;
 #[cfg(test)]
 mod vfio_e2e_tests;
 
-pub use commands::DsmRange;
 pub use controller::{
     ADMIN_QUEUE_DEPTH, ADMIN_TIMEOUT, AttachOptions, Controller, DMA_POOL_IOVA, MAX_TRANSFER_CAP,
 };

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use nvmemu_spec::opcode::IoOpcode;
 use nvmemu_spec::{Cqe, Lba, Nsid, Qid, Sqe};
 
-use crate::commands::{self, DsmRange};
+use nvmemu_spec::DsmRange;
+
+use crate::commands;
 use crate::dma::DmaBuf;
 use crate::error::NvmeError;
 use crate::namespace::{self, Namespace};
@@ -176,8 +178,8 @@ impl IoQpair {
         for (i, &(slba, nlb)) in ranges.iter().enumerate() {
             ns.check_range(slba.0, nlb)?;
             let r = DsmRange {
-                cattr: 0,
-                nlb,
+                attributes: 0,
+                blocks: nlb,
                 slba: slba.0,
             };
             buf.write_obj(16 * i as u64, &r)?;
