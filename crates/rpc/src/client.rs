@@ -64,10 +64,8 @@ impl Client {
             Value::Object(m) => !m.is_empty(),
             _ => true,
         };
-        if has_params {
-            if let Some(obj) = req.as_object_mut() {
-                obj.insert("params".into(), params);
-            }
+        if let (true, Some(obj)) = (has_params, req.as_object_mut()) {
+            obj.insert("params".into(), params);
         }
         let bytes = serde_json::to_vec(&req).map_err(|e| ClientError::Protocol(e.to_string()))?;
         self.stream.write_all(&bytes)?;

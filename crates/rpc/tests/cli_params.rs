@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! argv -> (method, params) for every method, against what rpc.py (SPDK `python/spdk/cli/*.py`
 //! with `remove_null`) sends: absent options are omitted, store_true flags always sent.
+#![allow(clippy::unwrap_used)] // Test helpers outside #[test] fns.
 
 use nvmemu_rpc::cli::args::PrintStyle;
 use nvmemu_rpc::cli::parse_args;

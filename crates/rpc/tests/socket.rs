@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The server over a real UNIX socket with the in-memory FakeHandler: framing as rpc.py does
 //! it, several requests per connection, many connections, error codes, stop.
+#![allow(clippy::unwrap_used)] // Test helpers outside #[test] fns.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

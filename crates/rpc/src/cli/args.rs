@@ -474,7 +474,7 @@ fn malloc_blocks(total_mib: f64, block_size: i64) -> Result<u64, ArgError> {
     let bs = block_size as f64;
     let bytes = total_mib * 1024.0 * 1024.0;
     let blocks = (bytes - bytes % bs) / bs;
-    if !blocks.is_finite() || blocks < 0.0 || blocks >= 18_446_744_073_709_551_615.0 {
+    if !blocks.is_finite() || !(0.0..18_446_744_073_709_551_615.0).contains(&blocks) {
         return Err(ArgError(format!("total_size {total_mib} is out of range")));
     }
     // In range and integral (checked above), so the conversion is exact.
