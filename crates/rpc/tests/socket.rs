@@ -294,3 +294,64 @@ fn stale_socket_file_is_replaced_but_other_files_are_not() {
     assert!(serve(&file, Arc::new(FakeHandler::new(None)), stop).is_err());
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
 }
+
+#[test]
+fn cli_runs_reference_script_and_prints_like_rpc_py() {
+    let srv = Server::start();
+    let sock = srv.path.to_str().unwrap().to_owned();
+    let run = |argv: &[&str]| -> Result<String, String> {
+        let mut full = vec!["-s", sock.as_str()];
+        full.extend_from_slice(argv);
+        let args = nvmemu_rpc::cli::parse_args(&full).unwrap();
+        let mut out = Vec::new();
+        nvmemu_rpc::cli::execute(&args, &mut out).map(|()| String::from_utf8(out).unwrap())
+    };
+    let nqn = "nqn.2016-06.io.spdk:cnode1";
+    assert_eq!(run(&["framework_wait_init"]).unwrap(), "");
+    assert_eq!(
+        run(&["bdev_malloc_create", "4092", "512", "-b", "Malloc0"]).unwrap(),
+        "Malloc0\n"
+    );
+    assert_eq!(
+        run(&["nvmf_create_transport", "-t", "VFIOUSER"]).unwrap(),
+        ""
+    );
+    assert_eq!(
+        run(&["nvmf_create_subsystem", nqn, "-s", "SPDK00", "-a"]).unwrap(),
+        ""
+    );
+    assert_eq!(run(&["nvmf_subsystem_add_ns", nqn, "Malloc0"]).unwrap(), "");
+    assert_eq!(
+        run(&[
+            "nvmf_subsystem_add_listener",
+            nqn,
+            "-t",
+            "VFIOUSER",
+            "-a",
+            "/tmp/vfu",
+            "-s",
+            "0"
+        ])
+        .unwrap(),
+        ""
+    );
+    let subs: Value = serde_json::from_str(&run(&["nvmf_get_subsystems"]).unwrap()).unwrap();
+    assert_eq!(subs[0]["namespaces"][0]["nsid"], json!(1));
+    let err = run(&["bdev_malloc_create", "1", "512", "-b", "Malloc0"]).unwrap_err();
+    assert!(
+        err.contains("Got JSON-RPC error response") && err.contains("-17"),
+        "{err}"
+    );
+    // save_config goes through framework_get_subsystems + framework_get_config, like rpc.py.
+    let cfg: Value = serde_json::from_str(&run(&["save_config"]).unwrap()).unwrap();
+    assert_eq!(cfg["subsystems"][0]["subsystem"], json!("bdev"));
+    assert_eq!(
+        cfg["subsystems"][0]["config"][0]["params"]["name"],
+        json!("Malloc0")
+    );
+    // The saved config replays into a fresh handler.
+    let fresh = FakeHandler::new(None);
+    let report = nvmemu_rpc::load_config(&fresh, &cfg).unwrap();
+    assert_eq!(report.applied, 5);
+    assert!(report.skipped.is_empty());
+}
