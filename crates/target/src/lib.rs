@@ -1,3 +1,28 @@
 // SPDX-License-Identifier: Apache-2.0
-//! nvmemu-target (skeleton; see ../shared/STYLE.md for what this crate owns).
+//! The emulated NVMe device: PCI function, vfio-user glue, pollers.
+//!
+//! Owns: the PCI config space and BAR layout, MSI-X eventfds, the doorbell page, the control
+//! thread that serves each controller's vfio-user socket, and the pinned poller threads that
+//! own the controllers and run their queues. May depend on: spec, mem, vfio-user, bdev, ctrl.
+//! Must never: touch a controller from a thread other than its poller (control threads send
+//! the poller a closure instead), or make a syscall on the I/O path other than the MSI-X
+//! eventfd write.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod affinity;
+mod function;
+pub mod irq;
+pub mod mailbox;
+pub mod pci;
+pub mod poller;
+pub mod regions;
+mod target;
+
+pub use affinity::{CoreMaskError, parse_core_mask};
+pub use poller::{Backoff, PollerStatsSnapshot};
+pub use target::{ControllerSpec, Target, TargetConfig, TargetError, socket_path};
+
+/// Identifies a controller within a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ControllerId(pub u32);

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The running target: pollers on the cores of the mask, and one controller per socket
+//! directory, each served by its own control thread.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use nvmemu_bdev::Bdev;
+use nvmemu_ctrl::{Controller, ControllerConfig, Namespace};
+use nvmemu_spec::Nsid;
+use nvmemu_vfio_user::{Listener, StopSignal, serve_connection};
+
+use crate::ControllerId;
+use crate::function::{NvmeFunction, create_doorbells};
+use crate::irq::MsixSink;
+use crate::poller::{Backoff, PolledController, Poller, PollerStatsSnapshot};
+
+/// How to start a target.
+#[derive(Debug, Clone)]
+pub struct TargetConfig {
+    /// Cores for pollers, one poller per core (from `-m`).
+    pub cores: Vec<usize>,
+    /// Pin pollers to their cores.
+    pub pin: bool,
+    /// Idle back-off of the pollers.
+    pub backoff: Backoff,
+}
+
+/// One controller to serve.
+#[derive(Debug)]
+pub struct ControllerSpec {
+    /// Directory that gets the `cntrl` socket (SPDK's layout).
+    pub socket_dir: PathBuf,
+    /// Socket file mode.
+    pub socket_mode: u32,
+    /// Identity and limits.
+    pub config: ControllerConfig,
+    /// Namespaces attached at start.
+    pub namespaces: Vec<Namespace>,
+}
+
+/// Errors of starting a target or adding a controller.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// A poller thread could not start.
+    #[error("cannot start poller thread")]
+    Spawn(#[source] std::io::Error),
+    /// The socket could not be created.
+    #[error("cannot listen on {path}")]
+    Listen {
+        /// Socket directory.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The doorbell memory could not be created.
+    #[error("cannot create the doorbell page")]
+    Doorbells(#[source] nvmemu_mem::MemError),
+    /// The target has no poller.
+    #[error("no cores to run pollers on")]
+    NoCores,
+    /// A poller did not answer.
+    #[error("poller did not answer")]
+    Poller,
+    /// No controller with that id.
+    #[error("no controller {0:?}")]
+    NoController(ControllerId),
+    /// The controller refused a namespace change.
+    #[error("namespace change refused: {0}")]
+    Namespace(String),
+}
+
+#[derive(Debug)]
+struct ControllerEntry {
+    id: ControllerId,
+    poller: usize,
+    socket_dir: PathBuf,
+    stop: StopSignal,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A running target.
+#[derive(Debug)]
+pub struct Target {
+    pollers: Vec<Poller>,
+    controllers: Mutex<Vec<ControllerEntry>>,
+    next_id: Mutex<u32>,
+}
+
+impl Target {
+    /// Start one poller per core.
+    pub fn start(config: TargetConfig) -> Result<Target, TargetError> {
+        if config.cores.is_empty() {
+            return Err(TargetError::NoCores);
+        }
+        let pollers = config
+            .cores
+            .iter()
+            .enumerate()
+            .map(|(i, &cpu)| Poller::spawn(i, config.pin.then_some(cpu), config.backoff))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(TargetError::Spawn)?;
+        Ok(Target {
+            pollers,
+            controllers: Mutex::new(Vec::new()),
+            next_id: Mutex::new(0),
+        })
+    }
+
+    /// Create a controller, put it on the least loaded poller and start serving its socket.
+    pub fn add_controller(&self, spec: ControllerSpec) -> Result<ControllerId, TargetError> {
+        let id = {
+            let mut next = self.next_id.lock().unwrap_or_else(|e| e.into_inner());
+            *next += 1;
+            ControllerId(*next)
+        };
+        let mut entries = self.controllers.lock().unwrap_or_else(|e| e.into_inner());
+        let poller = (0..self.pollers.len())
+            .min_by_key(|p| entries.iter().filter(|e| e.poller == *p).count())
+            .ok_or(TargetError::NoCores)?;
+        let listener = Listener::bind(&spec.socket_dir, spec.socket_mode).map_err(|source| {
+            TargetError::Listen {
+                path: spec.socket_dir.clone(),
+                source,
+            }
+        })?;
+        let (doorbell_fd, doorbells) = create_doorbells().map_err(TargetError::Doorbells)?;
+        let msix_vectors = spec.config.msix_vectors;
+        let mut ctrl = Controller::new(spec.config, doorbells.clone());
+        for ns in spec.namespaces {
+            ctrl.attach_namespace(ns)
+                .map_err(|e| TargetError::Namespace(e.to_string()))?;
+        }
+        let mailbox = self.pollers[poller].mailbox.clone();
+        mailbox
+            .call(move |st| {
+                st.controllers.push(PolledController {
+                    id,
+                    ctrl,
+                    irq: MsixSink::default(),
+                })
+            })
+            .map_err(|_| TargetError::Poller)?;
+        let stop = StopSignal::new().map_err(TargetError::Spawn)?;
+        let thread = {
+            let stop = stop.clone();
+            let mut function = NvmeFunction::new(id, mailbox, doorbell_fd, doorbells, msix_vectors);
+            std::thread::Builder::new()
+                .name(format!("nvmemu-ctrl{}", id.0))
+                .spawn(move || serve_clients(&listener, &mut function, &stop))
+                .map_err(TargetError::Spawn)?
+        };
+        tracing::info!(
+            "controller {id:?} listening on {}/cntrl (poller {poller})",
+            spec.socket_dir.display()
+        );
+        entries.push(ControllerEntry {
+            id,
+            poller,
+            socket_dir: spec.socket_dir,
+            stop,
+            thread: Some(thread),
+        });
+        Ok(id)
+    }
+
+    /// Stop serving a controller and remove its socket.
+    pub fn remove_controller(&self, id: ControllerId) -> Result<(), TargetError> {
+        let mut entry = {
+            let mut entries = self.controllers.lock().unwrap_or_else(|e| e.into_inner());
+            let pos = entries
+                .iter()
+                .position(|e| e.id == id)
+                .ok_or(TargetError::NoController(id))?;
+            entries.remove(pos)
+        };
+        stop_entry(&mut entry);
+        self.pollers[entry.poller]
+            .mailbox
+            .call(move |st| st.controllers.retain(|c| c.id != id))
+            .map_err(|_| TargetError::Poller)
+    }
+
+    /// Attach a namespace to a running controller (the host is told by an async event).
+    pub fn attach_namespace(&self, id: ControllerId, ns: Namespace) -> Result<(), TargetError> {
+        self.on_controller(id, move |c| {
+            c.ctrl.attach_namespace(ns).map_err(|e| e.to_string())
+        })?
+        .map_err(TargetError::Namespace)
+    }
+
+    /// Detach a namespace from a running controller; returns its block device.
+    pub fn detach_namespace(&self, id: ControllerId, nsid: Nsid) -> Result<Arc<Bdev>, TargetError> {
+        self.on_controller(id, move |c| {
+            c.ctrl.detach_namespace(nsid).map_err(|e| e.to_string())
+        })?
+        .map_err(TargetError::Namespace)
+    }
+
+    /// Run `f` on the poller that owns controller `id`.
+    pub fn on_controller<R: Send + 'static>(
+        &self,
+        id: ControllerId,
+        f: impl FnOnce(&mut PolledController) -> R + Send + 'static,
+    ) -> Result<R, TargetError> {
+        let poller = {
+            let entries = self.controllers.lock().unwrap_or_else(|e| e.into_inner());
+            entries
+                .iter()
+                .find(|e| e.id == id)
+                .map(|e| e.poller)
+                .ok_or(TargetError::NoController(id))?
+        };
+        self.pollers[poller]
+            .mailbox
+            .call(move |st| st.get_mut(id).map(f))
+            .map_err(|_| TargetError::Poller)?
+            .ok_or(TargetError::NoController(id))
+    }
+
+    /// The socket directory of each controller.
+    pub fn controllers(&self) -> Vec<(ControllerId, PathBuf)> {
+        let entries = self.controllers.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .iter()
+            .map(|e| (e.id, e.socket_dir.clone()))
+            .collect()
+    }
+
+    /// Counters of every poller, with the CPU it runs on.
+    pub fn poller_stats(&self) -> Vec<(Option<usize>, PollerStatsSnapshot)> {
+        self.pollers.iter().map(|p| (p.cpu, p.stats())).collect()
+    }
+
+    /// Stop every controller (sockets removed) and every poller.
+    pub fn shutdown(mut self) {
+        self.stop_all();
+    }
+
+    fn stop_all(&mut self) {
+        let entries =
+            std::mem::take(&mut *self.controllers.lock().unwrap_or_else(|e| e.into_inner()));
+        for mut entry in entries {
+            stop_entry(&mut entry);
+        }
+        for p in &mut self.pollers {
+            p.stop();
+        }
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+fn stop_entry(entry: &mut ControllerEntry) {
+    entry.stop.fire();
+    if let Some(t) = entry.thread.take() {
+        let _ = t.join();
+    }
+}
+
+/// The control thread: one client at a time, until stopped. The listener (and its socket
+/// file) is dropped when the thread ends.
+fn serve_clients(listener: &Listener, function: &mut NvmeFunction, stop: &StopSignal) {
+    loop {
+        match listener.accept(stop) {
+            Ok(Some(stream)) => {
+                tracing::info!("client connected to {}", listener.path().display());
+                if let Err(e) = serve_connection(stream, function, stop) {
+                    tracing::info!("client dropped: {e}");
+                }
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!("accept on {} failed: {e}", listener.path().display());
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+        if stop.is_fired() {
+            return;
+        }
+    }
+}
+
+/// Convenience for callers that only have a path.
+pub fn socket_path(dir: &Path) -> PathBuf {
+    dir.join("cntrl")
+}
