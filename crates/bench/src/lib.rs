@@ -1,3 +1,57 @@
 // SPDX-License-Identifier: Apache-2.0
-//! nvmemu-bench (skeleton; see ../shared/STYLE.md for what this crate owns).
+//! nvmemu-bench: the fio-style benchmark behind `nvmemu bench`.
+//!
+//! Owns: job options with fio's names ([`BenchOptions`]), the per-job I/O loop
+//! over an [`IoQueue`] (one pinned thread and one queue pair per job), latency
+//! and bandwidth statistics, `--verify=crc32c` block headers, the live status
+//! line, and reports in fio's normal / JSON / JSON+ formats plus our `target`
+//! and `machine` sections ([`render`]).
+//!
+//! May depend on: `nvmemu-spec`, `nvmemu-driver` (the glue implementing
+//! [`IoQueue`] over the driver's I/O qpair lives with whoever wires them).
+//! Never: allocates, locks, logs or makes a syscall per I/O on the hot path
+//! (one clock read per I/O is the exception), or panics on a device's answer.
+//!
+//! ```no_run
+//! use std::sync::{atomic::AtomicBool, Arc};
+//! use nvmemu_bench::{render, run_bench, BenchOptions, IoQueue, MemDevice, NoTarget, OutputFormat};
+//!
+//! let dev = MemDevice::new(512, 1 << 16, 128 * 1024);
+//! let opts = BenchOptions { runtime: Some(std::time::Duration::from_secs(1)), ..BenchOptions::default() };
+//! let queues: Vec<Box<dyn IoQueue>> = vec![Box::new(dev.queue())];
+//! let result = run_bench(&opts, queues, &NoTarget, &[], Arc::new(AtomicBool::new(false)))?;
+//! print!("{}", render(&result, OutputFormat::NORMAL));
+//! # Ok::<(), nvmemu_bench::BenchError>(())
+//! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod engine;
+mod job;
+mod mem_queue;
+mod options;
+pub mod report;
+mod result;
+mod runner;
+mod stats;
+mod status;
+mod sysinfo;
+pub mod verify;
+
+pub use engine::{EngineError, Geometry, IoQueue, Op};
+pub use job::{JobOutput, JobPlan, JobState, Progress, Rng, VerifySummary, run_job};
+pub use mem_queue::{MemDevice, MemQueue};
+pub use options::{
+    BenchOptions, CpuList, EtaMode, OptionError, OutputFormat, RwMode, SizeSpec, VerifyMode,
+    parse_cpu_list, parse_cpu_list_arg, parse_output_format, parse_size, parse_size_spec,
+    parse_time,
+};
+pub use report::{render, render_json, render_text};
+pub use result::{
+    BenchResult, CoreCounters, JobResult, MachineInfo, NoTarget, TargetCore, TargetProbe,
+    TargetReport, TargetSnapshot,
+};
+pub use runner::{BenchError, plan_jobs, run_bench};
+pub use stats::{DirStats, JobStats, LatBuckets, LatStat, RunningStat};
+pub use status::{StatusInput, format_status};
+pub use sysinfo::ThreadUsage;

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: Apache-2.0
+//! fio's JSON and JSON+ report (`show_thread_status_json`, `add_ddir_status_json`)
+//! with our `target`, `machine` and per-job `verify_errors` additions.
+
+use serde_json::{Map, Value, json};
+
+use super::num::{DEFAULT_PERCENTILES, percentiles};
+use super::{GroupStats, group_stats, pct_dist};
+use crate::result::{BenchResult, JobResult};
+use crate::stats::{DirStats, LatStat};
+
+fn lat_json(l: &LatStat, with_percentiles: bool, bins: bool) -> Value {
+    let s = &l.stat;
+    let mut o = Map::new();
+    o.insert("min".into(), json!(s.min));
+    o.insert("max".into(), json!(s.max));
+    o.insert("mean".into(), json!(s.mean()));
+    o.insert("stddev".into(), json!(s.stddev()));
+    o.insert("N".into(), json!(s.n));
+    if with_percentiles && s.n > 0 {
+        let vals = percentiles(&l.hist, &DEFAULT_PERCENTILES);
+        let p: Map<String, Value> = DEFAULT_PERCENTILES
+            .iter()
+            .zip(vals)
+            .map(|(p, v)| (format!("{p:.6}"), json!(v)))
+            .collect();
+        o.insert("percentile".into(), Value::Object(p));
+        if bins {
+            let b: Map<String, Value> = l
+                .hist
+                .iter_recorded()
+                .map(|v| {
+                    (
+                        l.hist.median_equivalent(v.value_iterated_to()).to_string(),
+                        json!(v.count_at_value()),
+                    )
+                })
+                .collect();
+            o.insert("bins".into(), Value::Object(b));
+        }
+    }
+    Value::Object(o)
+}
+
+fn dir_json(d: &DirStats, runtime_ms: u64, agg: u64, bins: bool) -> Value {
+    let (bw_bytes, iops) = if runtime_ms > 0 && d.total_ios > 0 {
+        (
+            d.io_bytes.saturating_mul(1000) / runtime_ms,
+            d.total_ios as f64 * 1000.0 / runtime_ms as f64,
+        )
+    } else {
+        (0, 0.0)
+    };
+    let runtime = if d.total_ios > 0 { runtime_ms } else { 0 };
+    let bw_mean = d.bw.mean();
+    let bw_agg = if d.bw.n == 0 {
+        0.0
+    } else if agg > 1024 {
+        (bw_mean * 100.0 / (agg as f64 / 1024.0)).min(100.0)
+    } else {
+        100.0
+    };
+    json!({
+        "io_bytes": d.io_bytes,
+        "io_kbytes": d.io_bytes >> 10,
+        "bw_bytes": bw_bytes,
+        "bw": bw_bytes / 1024,
+        "iops": iops,
+        "runtime": runtime,
+        "total_ios": d.total_ios,
+        "short_ios": 0,
+        "drop_ios": 0,
+        "slat_ns": lat_json(&d.slat, false, false),
+        "clat_ns": lat_json(&d.clat, true, bins),
+        "lat_ns": lat_json(&d.lat, false, false),
+        "bw_min": d.bw.min,
+        "bw_max": d.bw.max,
+        "bw_agg": bw_agg,
+        "bw_mean": bw_mean,
+        "bw_dev": d.bw.stddev(),
+        "bw_samples": d.bw.n,
+        "iops_min": d.iops.min,
+        "iops_max": d.iops.max,
+        "iops_mean": d.iops.mean(),
+        "iops_stddev": d.iops.stddev(),
+        "iops_samples": d.iops.n,
+    })
+}
+
+fn keyed(labels: &[&str], vals: Vec<f64>) -> Value {
+    Value::Object(
+        labels
+            .iter()
+            .zip(vals)
+            .map(|(l, v)| ((*l).to_string(), json!(v)))
+            .collect(),
+    )
+}
+
+fn job_json(r: &BenchResult, j: &JobResult, g: &GroupStats, bins: bool) -> Value {
+    let o = &j.output;
+    let st = &o.stats;
+    let opts: Map<String, Value> = r
+        .options
+        .job_options()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    let empty = DirStats::default();
+    let runt = o.runtime_ms;
+    let (usr, sys) = if runt == 0 {
+        (0.0, 0.0)
+    } else {
+        (
+            o.usage.usr_ms as f64 * 100.0 / runt as f64,
+            o.usage.sys_ms as f64 * 100.0 / runt as f64,
+        )
+    };
+    let total: u64 = st.dirs.iter().map(|d| d.total_ios).sum();
+    let depth_total: u64 = st.depth_map.iter().sum();
+    let ranges = [
+        "2", "4", "10", "20", "50", "100", "250", "500", "750", "1000", "2000", ">=2000",
+    ];
+    let sub = ["0", "4", "8", "16", "32", "64", ">=64"];
+    let first: Vec<Value> = o
+        .verify
+        .first
+        .iter()
+        .map(|f| json!(f.to_string()))
+        .collect();
+    json!({
+        "jobname": j.name,
+        "groupid": j.groupid,
+        "job_start": j.job_start_ms,
+        "error": j.errno(),
+        "eta": 0,
+        "elapsed": o.elapsed_ms.div_ceil(1000),
+        "job options": Value::Object(opts),
+        "read": dir_json(&st.dirs[0], runt, g.agg[0], bins),
+        "write": dir_json(&st.dirs[1], runt, g.agg[1], bins),
+        "trim": dir_json(&empty, 0, 0, false),
+        "sync": { "total_ios": 0, "lat_ns": lat_json(&empty.lat, false, false) },
+        "job_runtime": runt,
+        "usr_cpu": usr,
+        "sys_cpu": sys,
+        "ctx": o.usage.ctx,
+        "majf": o.usage.majf,
+        "minf": o.usage.minf,
+        "iodepth_level": keyed(&["1", "2", "4", "8", "16", "32", ">=64"], pct_dist(&st.depth_map, depth_total, 0.1)),
+        "iodepth_submit": keyed(&sub, pct_dist(&st.submit_map, st.total_submit, 0.1)),
+        "iodepth_complete": keyed(&sub, pct_dist(&st.complete_map, st.total_complete, 0.1)),
+        "latency_ns": keyed(&ranges[..10], pct_dist(&st.lat_buckets.n, total, 0.01)),
+        "latency_us": keyed(&ranges[..10], pct_dist(&st.lat_buckets.u, total, 0.01)),
+        "latency_ms": keyed(&ranges, pct_dist(&st.lat_buckets.m, total, 0.01)),
+        "latency_depth": j.iodepth,
+        "latency_target": 0,
+        "latency_percentile": 100.0,
+        "latency_window": 0,
+        "verify_errors": o.verify.errors,
+        "verify": {
+            "verified_ios": o.verify.verified_ios,
+            "unverifiable_ios": o.verify.unverifiable_ios,
+            "first_errors": first,
+        },
+        "cpu": j.cpu,
+        "error_text": j.error_text().filter(|_| j.errno() != 0),
+    })
+}
+
+/// The JSON (or, with `plus`, JSON+) report.
+pub fn render_json(r: &BenchResult, plus: bool) -> String {
+    let g = group_stats(r);
+    let jobs: Vec<Value> = r.jobs.iter().map(|j| job_json(r, j, &g, plus)).collect();
+    let target = r.target.as_ref().map(|t| {
+        let cores: Vec<Value> = t
+            .cores
+            .iter()
+            .map(|c| json!({"cpu": c.cpu, "busy_pct": c.busy_pct, "busy_ns": c.busy_ns}))
+            .collect();
+        json!({
+            "poller_busy_pct": t.poller_busy_pct,
+            "target_ns_per_io": t.target_ns_per_io,
+            "cores": cores,
+        })
+    });
+    let m = &r.machine;
+    let root = json!({
+        "fio version": r.version,
+        "timestamp": r.timestamp_ms / 1000,
+        "timestamp_ms": r.timestamp_ms,
+        "time": crate::result::ctime_utc(r.timestamp_ms / 1000),
+        "global options": {},
+        "jobs": jobs,
+        "disk_util": [],
+        "target": target,
+        "machine": {
+            "cpu_model": m.cpu_model,
+            "cpus": m.cpus,
+            "jobs_cpus": m.jobs_cpus,
+            "target_cpus": m.target_cpus,
+        },
+    });
+    serde_json::to_string_pretty(&root).unwrap_or_else(|_| "{}".into())
+}

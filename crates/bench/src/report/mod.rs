@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Reports: pure functions of a [`BenchResult`] in fio's formats.
+
+mod json;
+pub mod num;
+mod text;
+
+pub use json::render_json;
+pub use text::render_text;
+
+use crate::options::OutputFormat;
+use crate::result::BenchResult;
+
+/// Group totals, fio's `group_run_stats` (one group per run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Bytes per direction over all jobs.
+    pub io_bytes: [u64; 2],
+    /// Aggregate bandwidth, bytes/s: `io_bytes * 1000 / max_run`.
+    pub agg: [u64; 2],
+    /// Smallest per-job bandwidth, bytes/s.
+    pub min_bw: [u64; 2],
+    /// Largest per-job bandwidth, bytes/s.
+    pub max_bw: [u64; 2],
+    /// Shortest job runtime with I/O in this direction, ms.
+    pub min_run: [u64; 2],
+    /// Longest, ms.
+    pub max_run: [u64; 2],
+}
+
+/// Computes the group totals.
+pub fn group_stats(r: &BenchResult) -> GroupStats {
+    let mut g = GroupStats {
+        min_bw: [u64::MAX; 2],
+        ..GroupStats::default()
+    };
+    for j in &r.jobs {
+        let runt = j.output.runtime_ms;
+        for (i, d) in j.output.stats.dirs.iter().enumerate().take(2) {
+            if runt == 0 || d.io_bytes == 0 {
+                continue;
+            }
+            if g.min_run[i] == 0 || runt < g.min_run[i] {
+                g.min_run[i] = runt;
+            }
+            g.max_run[i] = g.max_run[i].max(runt);
+            let bw = d.io_bytes.saturating_mul(1000) / runt;
+            g.min_bw[i] = g.min_bw[i].min(bw);
+            g.max_bw[i] = g.max_bw[i].max(bw);
+            g.io_bytes[i] += d.io_bytes;
+        }
+    }
+    for i in 0..2 {
+        if g.min_bw[i] == u64::MAX {
+            g.min_bw[i] = 0;
+        }
+        if g.max_run[i] > 0 {
+            g.agg[i] = g.io_bytes[i].saturating_mul(1000) / g.max_run[i];
+        }
+    }
+    g
+}
+
+/// Counts as percentages of `total`; non-zero counts show at least `floor`
+/// (fio: 0.1 for depth maps, 0.01 for latency buckets).
+pub fn pct_dist(counts: &[u64], total: u64, floor: f64) -> Vec<f64> {
+    counts
+        .iter()
+        .map(|&c| {
+            if total == 0 {
+                return 0.0;
+            }
+            let p = c as f64 * 100.0 / total as f64;
+            if p < floor && c > 0 { floor } else { p }
+        })
+        .collect()
+}
+
+/// Renders `result` in every format `format` selects; JSON comes first and the
+/// normal report after, as fio prints them.
+pub fn render(result: &BenchResult, format: OutputFormat) -> String {
+    let mut out = String::new();
+    if format.json || format.json_plus {
+        out.push_str(&render_json(result, format.json_plus));
+        out.push('\n');
+    }
+    if format.normal {
+        out.push_str(&render_text(result));
+    }
+    out
+}

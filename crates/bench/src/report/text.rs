@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: Apache-2.0
+//! fio's normal text report (`show_thread_status_normal`, `show_group_stats`).
+
+use std::fmt::Write as _;
+
+use super::num::{DEFAULT_PERCENTILES, Unit, num2str, percentile_block, percentiles, scale_lat};
+use super::{GroupStats, group_stats, pct_dist};
+use crate::result::{BenchResult, JobResult, ctime_utc};
+use crate::stats::{DirStats, LatStat, RunningStat};
+
+const DIR_NAMES: [&str; 2] = ["read", "write"];
+const GROUP_NAMES: [&str; 2] = ["   READ", "  WRITE"];
+const LAT_RANGES: [&str; 12] = [
+    "2=", "4=", "10=", "20=", "50=", "100=", "250=", "500=", "750=", "1000=", "2000=", ">=2000=",
+];
+
+fn lat_line(out: &mut String, name: &str, l: &LatStat) {
+    let s = &l.stat;
+    if s.n == 0 {
+        return;
+    }
+    let (unit, min, max, mean, dev) = scale_lat(s.min, s.max, s.mean(), s.stddev());
+    let _ = writeln!(
+        out,
+        "    {name} ({unit}): min={}, max={}, avg={mean:5.2}, stdev={dev:5.2}",
+        num2str(min, 6, 1, false, Unit::None),
+        num2str(max, 6, 1, false, Unit::None)
+    );
+}
+
+fn sample_line_bw(out: &mut String, bw: &RunningStat, agg_bytes: u64) {
+    if bw.n == 0 {
+        return;
+    }
+    let mean = bw.mean();
+    let per = if agg_bytes > 1024 {
+        (mean * 100.0 / (agg_bytes as f64 / 1024.0)).min(100.0)
+    } else {
+        100.0
+    };
+    let (unit, min, max, avg, dev) = if mean > 1024.0 * 1024.0 {
+        (
+            "MiB",
+            bw.min / 1024,
+            bw.max / 1024,
+            mean / 1024.0,
+            bw.stddev() / 1024.0,
+        )
+    } else {
+        ("KiB", bw.min, bw.max, mean, bw.stddev())
+    };
+    let _ = writeln!(
+        out,
+        "   bw ({unit:>5}/s): min={min:5}, max={max:5}, per={per:3.2}%, avg={avg:5.2}, stdev={dev:5.2}, samples={}",
+        bw.n
+    );
+}
+
+fn dir_status(out: &mut String, name: &str, d: &DirStats, runtime_ms: u64, agg_bytes: u64) {
+    let runt = runtime_ms.max(1);
+    let bw = d.io_bytes.saturating_mul(1000) / runt;
+    let iops = d.total_ios.saturating_mul(1000) / runt;
+    let _ = writeln!(
+        out,
+        "  {name}: IOPS={}, BW={} ({})({}/{runtime_ms}msec)",
+        num2str(iops, 4, 1, false, Unit::None),
+        num2str(bw, 4, 1, true, Unit::BytePerSec),
+        num2str(bw, 4, 1, false, Unit::BytePerSec),
+        num2str(d.io_bytes, 4, 1, true, Unit::Byte)
+    );
+    lat_line(out, "slat", &d.slat);
+    lat_line(out, "clat", &d.clat);
+    lat_line(out, " lat", &d.lat);
+    if d.clat.stat.n > 0 {
+        let vals = percentiles(&d.clat.hist, &DEFAULT_PERCENTILES);
+        out.push_str(&percentile_block("clat", &DEFAULT_PERCENTILES, &vals));
+    }
+    sample_line_bw(out, &d.bw, agg_bytes);
+    if d.iops.n > 0 {
+        let i = &d.iops;
+        let _ = writeln!(
+            out,
+            "   iops        : min={:5}, max={:5}, avg={:5.2}, stdev={:5.2}, samples={}",
+            i.min,
+            i.max,
+            i.mean(),
+            i.stddev(),
+            i.n
+        );
+    }
+}
+
+fn lat_dist(out: &mut String, unit: &str, counts: &[u64], total: u64) {
+    let mut line = 0;
+    let mut shown = false;
+    for (range, pct) in LAT_RANGES.iter().zip(pct_dist(counts, total, 0.01)) {
+        if pct <= 0.0 {
+            continue;
+        }
+        if line == 0 {
+            if shown {
+                out.push('\n');
+            }
+            let _ = write!(out, "  lat ({unit})   : ");
+        } else {
+            out.push_str(", ");
+        }
+        shown = true;
+        let _ = write!(out, "{range}{pct:3.2}%");
+        line = (line + 1) % 5;
+    }
+    if shown {
+        out.push('\n');
+    }
+}
+
+fn dist7(labels: [&str; 7], counts: &[u64], total: u64) -> String {
+    labels
+        .iter()
+        .zip(pct_dist(counts, total, 0.1))
+        .map(|(l, p)| format!("{l}={p:3.1}%"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn job_status(out: &mut String, r: &BenchResult, j: &JobResult, g: &GroupStats) {
+    let o = &j.output;
+    let st = &o.stats;
+    let time = ctime_utc(j.job_start_ms / 1000 + o.elapsed_ms / 1000);
+    match j.error_text().filter(|_| j.errno() != 0) {
+        None => {
+            let _ = writeln!(
+                out,
+                "{}: (groupid={}, jobs=1): err={:2}: pid={}: {time}",
+                j.name,
+                j.groupid,
+                j.errno(),
+                j.pid
+            );
+        }
+        Some(e) => {
+            let _ = writeln!(
+                out,
+                "{}: (groupid={}, jobs=1): err={:2} ({e}): pid={}: {time}",
+                j.name,
+                j.groupid,
+                j.errno(),
+                j.pid
+            );
+        }
+    }
+    for (i, d) in st.dirs.iter().enumerate() {
+        if d.io_bytes > 0 {
+            let agg = g.agg.get(i).copied().unwrap_or(0);
+            dir_status(
+                out,
+                DIR_NAMES.get(i).copied().unwrap_or("read"),
+                d,
+                o.runtime_ms,
+                agg,
+            );
+        }
+    }
+    let total: u64 = st.dirs.iter().map(|d| d.total_ios).sum();
+    lat_dist(out, "nsec", &st.lat_buckets.n, total);
+    lat_dist(out, "usec", &st.lat_buckets.u, total);
+    lat_dist(out, "msec", &st.lat_buckets.m, total);
+    let runt = o.runtime_ms as f64;
+    let (usr, sys) = if o.runtime_ms == 0 {
+        (0.0, 0.0)
+    } else {
+        (
+            o.usage.usr_ms as f64 * 100.0 / runt,
+            o.usage.sys_ms as f64 * 100.0 / runt,
+        )
+    };
+    let _ = writeln!(
+        out,
+        "  cpu          : usr={usr:3.2}%, sys={sys:3.2}%, ctx={}, majf={}, minf={}",
+        o.usage.ctx, o.usage.majf, o.usage.minf
+    );
+    let depth_total: u64 = st.depth_map.iter().sum();
+    let _ = writeln!(
+        out,
+        "  IO depths    : {}",
+        dist7(
+            ["1", "2", "4", "8", "16", "32", ">=64"],
+            &st.depth_map,
+            depth_total
+        )
+    );
+    let sub = ["0", "4", "8", "16", "32", "64", ">=64"];
+    let _ = writeln!(
+        out,
+        "     submit    : {}",
+        dist7(sub, &st.submit_map, st.total_submit)
+    );
+    let _ = writeln!(
+        out,
+        "     complete  : {}",
+        dist7(sub, &st.complete_map, st.total_complete)
+    );
+    let (r_ios, w_ios) = (st.dirs[0].total_ios, st.dirs[1].total_ios);
+    let _ = writeln!(
+        out,
+        "     issued rwts: total={r_ios},{w_ios},0,0 short=0,0,0,0 dropped=0,0,0,0"
+    );
+    let _ = writeln!(
+        out,
+        "     latency   : target=0, window=0, percentile=100.00%, depth={}",
+        j.iodepth
+    );
+    if r.options.verify == crate::options::VerifyMode::Crc32c {
+        let v = &o.verify;
+        let _ = writeln!(
+            out,
+            "     verify    : errors={}, verified={}, unverifiable={}",
+            v.errors, v.verified_ios, v.unverifiable_ios
+        );
+        for f in &v.first {
+            let _ = writeln!(out, "     verify    : {f}");
+        }
+    }
+}
+
+/// The whole normal report.
+pub fn render_text(r: &BenchResult) -> String {
+    let g = group_stats(r);
+    let mut out = String::new();
+    for j in &r.jobs {
+        job_status(&mut out, r, j, &g);
+    }
+    let _ = writeln!(out, "\nRun status group 0 (all jobs):");
+    for i in 0..2 {
+        let (Some(&max_run), Some(&min_run)) = (g.max_run.get(i), g.min_run.get(i)) else {
+            continue;
+        };
+        if max_run == 0 {
+            continue;
+        }
+        let f = |v: u64, p: bool, u: Unit| num2str(v, 4, 1, p, u);
+        let (agg, min_bw, max_bw, io) = (g.agg[i], g.min_bw[i], g.max_bw[i], g.io_bytes[i]);
+        let _ = writeln!(
+            out,
+            "{}: bw={} ({}), {}-{} ({}-{}), io={} ({}), run={min_run}-{max_run}msec",
+            GROUP_NAMES[i],
+            f(agg, true, Unit::BytePerSec),
+            f(agg, false, Unit::BytePerSec),
+            f(min_bw, true, Unit::BytePerSec),
+            f(max_bw, true, Unit::BytePerSec),
+            f(min_bw, false, Unit::BytePerSec),
+            f(max_bw, false, Unit::BytePerSec),
+            f(io, true, Unit::Byte),
+            f(io, false, Unit::Byte),
+        );
+    }
+    if let Some(t) = &r.target {
+        let _ = writeln!(
+            out,
+            "\nTarget: poller busy={:.2}%, target ns/io={:.1}, cores={}",
+            t.poller_busy_pct,
+            t.target_ns_per_io,
+            t.cores.len()
+        );
+    }
+    let m = &r.machine;
+    let cpus = |v: &[Option<usize>]| {
+        v.iter()
+            .map(|c| c.map_or_else(|| "-".to_string(), |c| c.to_string()))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let tc: Vec<Option<usize>> = m.target_cpus.iter().copied().map(Some).collect();
+    let _ = writeln!(
+        out,
+        "\nMachine: {}, cpus={}, jobs on [{}], target on [{}]",
+        m.cpu_model,
+        m.cpus,
+        cpus(&m.jobs_cpus),
+        cpus(&tc)
+    );
+    out
+}

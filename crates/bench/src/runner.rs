@@ -1,0 +1,746 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `run_bench`: validates options against the namespace, plans each job's
+//! range, runs one pinned thread per job, shows the status line and gathers a
+//! [`BenchResult`].
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use thiserror::Error;
+
+use crate::engine::IoQueue;
+use crate::job::{JobPlan, JobState, Progress, run_job};
+use crate::options::{BenchOptions, EtaMode, VerifyMode};
+use crate::result::{BenchResult, JobResult, MachineInfo, TargetProbe, TargetReport};
+use crate::status::{StatusInput, format_status};
+use crate::sysinfo;
+use crate::verify;
+
+/// Why a run could not start or finish.
+#[derive(Debug, Error)]
+pub enum BenchError {
+    /// `numjobs` and the number of queues given differ.
+    #[error("Got {queues} queues for {numjobs} jobs")]
+    QueueCount {
+        /// Queues passed.
+        queues: usize,
+        /// `--numjobs`.
+        numjobs: u32,
+    },
+    /// `bs` is not a non-zero multiple of the LBA size, or exceeds the transfer limit.
+    #[error("Block size {bs} does not fit LBA size {block_size} and max transfer {max_transfer}")]
+    BlockSize {
+        /// `--bs`.
+        bs: u64,
+        /// LBA size.
+        block_size: u32,
+        /// Transfer limit.
+        max_transfer: u32,
+    },
+    /// `offset`/`size` fall outside the namespace or hold less than one block.
+    #[error("Range offset {offset} size {size} does not fit a namespace of {capacity} bytes")]
+    Range {
+        /// Start, bytes.
+        offset: u64,
+        /// Length, bytes.
+        size: u64,
+        /// Namespace bytes.
+        capacity: u64,
+    },
+    /// `time_based` without `runtime` would never end.
+    #[error("time_based needs a runtime")]
+    TimeBasedWithoutRuntime,
+    /// Verify needs LBAs of at least 64 bytes and a bounded generation table.
+    #[error("Verify unsupported here: {reason}")]
+    Verify {
+        /// Why.
+        reason: &'static str,
+    },
+    /// A job thread could not be started.
+    #[error("Could not start job thread")]
+    Spawn(#[source] std::io::Error),
+    /// A job thread could not be pinned.
+    #[error("Could not pin job {job} to cpu {cpu}")]
+    Pin {
+        /// Job number.
+        job: u32,
+        /// CPU.
+        cpu: usize,
+        /// Cause.
+        #[source]
+        source: rustix::io::Errno,
+    },
+    /// A job thread panicked (a bug).
+    #[error("Job {job} panicked")]
+    JobPanicked {
+        /// Job number.
+        job: u32,
+    },
+}
+
+/// Largest verify generation table per job (units), 256 Mi entries (1 GiB).
+const MAX_VERIFY_UNITS: u64 = 1 << 28;
+
+/// Resolves options against the namespace into one plan per job.
+pub fn plan_jobs(
+    opts: &BenchOptions,
+    geometry: crate::engine::Geometry,
+) -> Result<Vec<JobPlan>, BenchError> {
+    let block_size = geometry.block_size;
+    let bs = opts.bs;
+    let bad_bs = BenchError::BlockSize {
+        bs,
+        block_size,
+        max_transfer: geometry.max_transfer,
+    };
+    if block_size == 0 || bs == 0 || bs % u64::from(block_size) != 0 {
+        return Err(bad_bs);
+    }
+    if geometry.max_transfer != 0 && bs > u64::from(geometry.max_transfer) {
+        return Err(bad_bs);
+    }
+    let blocks_per_io = u32::try_from(bs / u64::from(block_size)).map_err(|_| bad_bs)?;
+    if opts.time_based && opts.runtime.is_none() {
+        return Err(BenchError::TimeBasedWithoutRuntime);
+    }
+    let verify = opts.verify == VerifyMode::Crc32c;
+    if verify && (block_size as usize) < verify::MIN_BLOCK {
+        return Err(BenchError::Verify {
+            reason: "LBA size below 64 bytes",
+        });
+    }
+    let capacity = geometry.num_blocks.saturating_mul(u64::from(block_size));
+    let offset = opts.offset.resolve(capacity) / bs * bs;
+    let avail = capacity.saturating_sub(offset);
+    let size = opts.size.map_or(avail, |s| s.resolve(avail));
+    let range_err = BenchError::Range {
+        offset,
+        size,
+        capacity,
+    };
+    if offset >= capacity || size > avail || size < bs {
+        return Err(range_err);
+    }
+    // Verify jobs get disjoint slices so they never overwrite each other's
+    // blocks; other jobs all cover the whole range, as fio's do.
+    let per_job = if verify {
+        size / u64::from(opts.numjobs) / bs * bs
+    } else {
+        size / bs * bs
+    };
+    if per_job == 0 {
+        return Err(range_err);
+    }
+    let units = per_job / bs;
+    if verify && units > MAX_VERIFY_UNITS {
+        return Err(BenchError::Verify {
+            reason: "range too large for the generation table; lower --size",
+        });
+    }
+    Ok((0..opts.numjobs)
+        .map(|job| {
+            let start = if verify {
+                offset + u64::from(job) * per_job
+            } else {
+                offset
+            };
+            JobPlan {
+                job,
+                rw: opts.rw,
+                read_pct: opts.rw.read_pct(opts.rwmixread),
+                block_size,
+                blocks_per_io,
+                first_lba: start / u64::from(block_size),
+                units,
+                iodepth: usize::try_from(opts.iodepth).unwrap_or(1),
+                size_bytes: per_job,
+                runtime: opts.runtime,
+                ramp: opts.ramp_time.unwrap_or(Duration::ZERO),
+                time_based: opts.time_based,
+                verify,
+                seed: opts.randseed,
+            }
+        })
+        .collect())
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
+}
+
+fn show_status(opts: &BenchOptions) -> bool {
+    match opts.eta {
+        EtaMode::Always => true,
+        EtaMode::Never => false,
+        EtaMode::Auto => rustix::termios::isatty(std::io::stderr()),
+    }
+}
+
+/// Runs the benchmark: one job thread per queue (`queues.len()` must equal
+/// `--numjobs`), pinned round-robin to `--cpus_allowed`. `target` is read
+/// before and after the run; `target_cpus` is recorded in the machine section.
+/// `stop` ends every job early (Ctrl-C), as reaching the runtime would.
+pub fn run_bench(
+    opts: &BenchOptions,
+    queues: Vec<Box<dyn IoQueue>>,
+    target: &dyn TargetProbe,
+    target_cpus: &[usize],
+    stop: Arc<AtomicBool>,
+) -> Result<BenchResult, BenchError> {
+    if queues.len() != usize::try_from(opts.numjobs).unwrap_or(0) {
+        return Err(BenchError::QueueCount {
+            queues: queues.len(),
+            numjobs: opts.numjobs,
+        });
+    }
+    let Some(first) = queues.first() else {
+        return Err(BenchError::QueueCount {
+            queues: 0,
+            numjobs: opts.numjobs,
+        });
+    };
+    let plans = plan_jobs(opts, first.geometry())?;
+    let cpus: Vec<Option<usize>> = (0..queues.len())
+        .map(|i| {
+            opts.cpus_allowed
+                .as_ref()
+                .and_then(|c| c.0.get(i % c.0.len().max(1)).copied())
+        })
+        .collect();
+    let before = target.snapshot();
+    let progress: Vec<Arc<Progress>> = plans
+        .iter()
+        .map(|_| Arc::new(Progress::default()))
+        .collect();
+    let started = Instant::now();
+    let start_ms = unix_ms();
+    let mut handles = Vec::with_capacity(plans.len());
+    for ((plan, mut q), (cpu, prog)) in plans
+        .iter()
+        .cloned()
+        .zip(queues)
+        .zip(cpus.iter().copied().zip(&progress))
+    {
+        let prog = Arc::clone(prog);
+        let stop = Arc::clone(&stop);
+        let h = thread::Builder::new()
+            .name(format!("bench-job{}", plan.job))
+            .spawn(move || {
+                if let Some(cpu) = cpu {
+                    sysinfo::pin_to(cpu).map_err(|source| BenchError::Pin {
+                        job: plan.job,
+                        cpu,
+                        source,
+                    })?;
+                }
+                Ok::<_, BenchError>(run_job(&plan, q.as_mut(), &prog, &stop))
+            })
+            .map_err(BenchError::Spawn)?;
+        handles.push(h);
+    }
+    status_loop(opts, &plans, &progress, &handles, started);
+    let mut jobs = Vec::with_capacity(handles.len());
+    let mut first_err = None;
+    for ((h, plan), cpu) in handles.into_iter().zip(&plans).zip(&cpus) {
+        match h.join() {
+            Ok(Ok(output)) => jobs.push(JobResult {
+                name: opts.name.clone(),
+                groupid: 0,
+                job: plan.job,
+                pid: std::process::id(),
+                cpu: *cpu,
+                job_start_ms: start_ms,
+                iodepth: opts.iodepth,
+                output,
+            }),
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(BenchError::JobPanicked { job: plan.job });
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let total_ios: u64 = jobs
+        .iter()
+        .flat_map(|j| j.output.stats.dirs.iter())
+        .map(|d| d.total_ios)
+        .sum();
+    let target_report = match (before, target.snapshot()) {
+        (Some(b), Some(a)) => Some(TargetReport::from_snapshots(&b, &a, total_ios)),
+        _ => None,
+    };
+    Ok(BenchResult {
+        version: format!("nvmemu-{}", env!("CARGO_PKG_VERSION")),
+        timestamp_ms: unix_ms(),
+        options: opts.clone(),
+        jobs,
+        target: target_report,
+        machine: MachineInfo {
+            cpu_model: sysinfo::cpu_model(),
+            cpus: sysinfo::online_cpus(),
+            jobs_cpus: cpus,
+            target_cpus: target_cpus.to_vec(),
+        },
+    })
+}
+
+/// Waits for the jobs, printing fio's status line to stderr about once a
+/// second when enabled, and erases it at the end.
+fn status_loop<T>(
+    opts: &BenchOptions,
+    plans: &[JobPlan],
+    progress: &[Arc<Progress>],
+    handles: &[thread::JoinHandle<T>],
+    started: Instant,
+) {
+    let show = show_status(opts);
+    let mut last = Instant::now();
+    let mut last_bytes = [0u64; 2];
+    let mut last_ios = [0u64; 2];
+    let mut last_len: usize = 0;
+    let total_bytes: u64 = plans.iter().map(|p| p.size_bytes).sum();
+    while !handles.iter().all(thread::JoinHandle::is_finished) {
+        thread::sleep(Duration::from_millis(50));
+        if !show || last.elapsed() < Duration::from_millis(1000) {
+            continue;
+        }
+        let dt = last.elapsed().as_secs_f64().max(1e-3);
+        last = Instant::now();
+        let mut bytes = [0u64; 2];
+        let mut ios = [0u64; 2];
+        for p in progress {
+            for d in 0..2 {
+                bytes[d] += p.bytes[d].load(Ordering::Relaxed);
+                ios[d] += p.ios[d].load(Ordering::Relaxed);
+            }
+        }
+        let rate = [0, 1].map(|d| ((bytes[d] - last_bytes[d]) as f64 / dt) as u64);
+        let iops = [0, 1].map(|d| ((ios[d] - last_ios[d]) as f64 / dt) as u64);
+        last_bytes = bytes;
+        last_ios = ios;
+        let elapsed = started.elapsed().as_secs();
+        let ramp = opts.ramp_time.unwrap_or_default().as_secs();
+        let by_time = opts
+            .runtime
+            .map(|r| (ramp + r.as_secs()).saturating_sub(elapsed));
+        let done: u64 = bytes.iter().sum();
+        let by_size =
+            (!opts.time_based && done > 0 && total_bytes > 0 && opts.verify == VerifyMode::Off)
+                .then(|| {
+                    let frac = (done as f64 / total_bytes as f64).min(1.0);
+                    ((elapsed as f64) * (1.0 - frac) / frac.max(1e-9)) as u64
+                });
+        let eta = match (by_time, by_size) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let states: Vec<JobState> = progress.iter().map(|p| p.state()).collect();
+        let line = format_status(&StatusInput {
+            states: &states,
+            rw: opts.rw,
+            rate,
+            iops,
+            elapsed_s: elapsed,
+            eta_s: eta,
+        });
+        let pad = last_len.saturating_sub(line.len());
+        last_len = line.len();
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{line}{:pad$}\r", "");
+        let _ = err.flush();
+    }
+    if show && last_len > 0 {
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{:last_len$}\r", "");
+        let _ = err.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{EngineError, Geometry, Op};
+    use crate::mem_queue::{MemDevice, MemQueue};
+    use crate::options::{OutputFormat, RwMode, SizeSpec};
+    use crate::report::render;
+    use crate::result::NoTarget;
+
+    fn run(opts: &BenchOptions, dev: &Arc<MemDevice>) -> BenchResult {
+        let queues: Vec<Box<dyn IoQueue>> = (0..opts.numjobs)
+            .map(|_| Box::new(dev.queue()) as Box<dyn IoQueue>)
+            .collect();
+        run_bench(
+            opts,
+            queues,
+            &NoTarget,
+            &[],
+            Arc::new(AtomicBool::new(false)),
+        )
+        .unwrap()
+    }
+
+    fn opts(rw: RwMode, size: u64) -> BenchOptions {
+        BenchOptions {
+            rw,
+            size: Some(SizeSpec::Bytes(size)),
+            iodepth: 8,
+            eta: EtaMode::Never,
+            ..BenchOptions::default()
+        }
+    }
+
+    #[test]
+    fn short_run_produces_fio_json() {
+        let dev = MemDevice::new(512, 1 << 14, 128 * 1024);
+        let r = run(&opts(RwMode::Randread, 4 << 20), &dev);
+        let text = render(&r, OutputFormat::JSON);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for k in [
+            "fio version",
+            "timestamp",
+            "timestamp_ms",
+            "time",
+            "global options",
+            "jobs",
+            "disk_util",
+            "target",
+            "machine",
+        ] {
+            assert!(v.get(k).is_some(), "missing top-level {k}");
+        }
+        assert!(v["fio version"].as_str().unwrap().starts_with("nvmemu-"));
+        let job = &v["jobs"][0];
+        for k in [
+            "jobname",
+            "groupid",
+            "error",
+            "eta",
+            "elapsed",
+            "job options",
+            "read",
+            "write",
+            "trim",
+            "sync",
+            "job_runtime",
+            "usr_cpu",
+            "sys_cpu",
+            "ctx",
+            "majf",
+            "minf",
+            "iodepth_level",
+            "iodepth_submit",
+            "iodepth_complete",
+            "latency_ns",
+            "latency_us",
+            "latency_ms",
+            "latency_depth",
+            "latency_target",
+            "latency_percentile",
+            "latency_window",
+            "verify_errors",
+        ] {
+            assert!(job.get(k).is_some(), "missing job field {k}");
+        }
+        let read = &job["read"];
+        for k in [
+            "io_bytes",
+            "io_kbytes",
+            "bw_bytes",
+            "bw",
+            "iops",
+            "runtime",
+            "total_ios",
+            "short_ios",
+            "drop_ios",
+            "slat_ns",
+            "clat_ns",
+            "lat_ns",
+            "bw_min",
+            "bw_max",
+            "bw_agg",
+            "bw_mean",
+            "bw_dev",
+            "bw_samples",
+            "iops_min",
+            "iops_max",
+            "iops_mean",
+            "iops_stddev",
+            "iops_samples",
+        ] {
+            assert!(read.get(k).is_some(), "missing read field {k}");
+        }
+        assert_eq!(read["total_ios"], 1024);
+        assert_eq!(read["io_bytes"], 4 << 20);
+        assert_eq!(job["write"]["total_ios"], 0);
+        assert!(read["clat_ns"]["percentile"].get("99.000000").is_some());
+        assert!(read["clat_ns"].get("bins").is_none());
+        assert_eq!(read["clat_ns"]["N"], 1024);
+        assert!(read["iops"].as_f64().unwrap() > 0.0 || read["runtime"] == 0);
+        assert_eq!(job["latency_depth"], 8);
+        assert!(v["machine"]["cpus"].as_u64().unwrap() >= 1);
+    }
+
+    #[test]
+    fn json_plus_adds_bins() {
+        let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
+        let r = run(&opts(RwMode::Read, 1 << 20), &dev);
+        let v: serde_json::Value =
+            serde_json::from_str(&render(&r, OutputFormat::JSON_PLUS)).unwrap();
+        let bins = v["jobs"][0]["read"]["clat_ns"]["bins"].as_object().unwrap();
+        assert_eq!(bins.values().map(|c| c.as_u64().unwrap()).sum::<u64>(), 256);
+    }
+
+    #[test]
+    fn text_report_has_fio_lines() {
+        let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
+        let r = run(&opts(RwMode::Randwrite, 1 << 20), &dev);
+        let t = render(&r, OutputFormat::NORMAL);
+        assert!(
+            t.starts_with("nvmemu: (groupid=0, jobs=1): err= 0: pid="),
+            "{t}"
+        );
+        for needle in [
+            "  write: IOPS=",
+            "    slat (",
+            "    clat (",
+            "     lat (",
+            "    clat percentiles (",
+            "     |  1.00th=[",
+            "  cpu          : usr=",
+            "  IO depths    : 1=",
+            "     submit    : 0=",
+            "     complete  : 0=",
+            "     issued rwts: total=0,256,0,0",
+            "     latency   : target=0, window=0, percentile=100.00%, depth=8",
+            "\nRun status group 0 (all jobs):\n  WRITE: bw=",
+            ", io=1024KiB (1049kB), run=",
+        ] {
+            assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+        }
+    }
+
+    #[test]
+    fn randrw_honours_rwmixread() {
+        let dev = MemDevice::new(512, 1 << 15, 128 * 1024);
+        let o = BenchOptions {
+            rwmixread: 70,
+            ..opts(RwMode::Randrw, 16 << 20)
+        };
+        let r = run(&o, &dev);
+        let d = &r.jobs[0].output.stats.dirs;
+        let (reads, writes) = (d[0].total_ios, d[1].total_ios);
+        assert_eq!(reads + writes, 4096);
+        let frac = reads as f64 / 4096.0;
+        assert!((0.65..0.75).contains(&frac), "read fraction {frac}");
+    }
+
+    #[test]
+    fn write_then_verify_reads_back_everything() {
+        let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
+        let o = BenchOptions {
+            verify: VerifyMode::Crc32c,
+            bs: 4096,
+            ..opts(RwMode::Write, 1 << 20)
+        };
+        let r = run(&o, &dev);
+        let j = &r.jobs[0];
+        assert_eq!(j.output.stats.dirs[1].total_ios, 256);
+        assert_eq!(j.output.stats.dirs[0].total_ios, 256);
+        assert_eq!(j.output.verify.errors, 0);
+        assert_eq!(j.output.verify.verified_ios, 256);
+        assert_eq!(j.errno(), 0);
+        // The device holds self-describing blocks.
+        let blk = dev.read_blocks(17, 1).unwrap();
+        assert_eq!(verify::check_block(&blk, 17, 1), Ok(()));
+    }
+
+    #[test]
+    fn randrw_verify_is_clean_and_checks_reads() {
+        let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
+        let o = BenchOptions {
+            verify: VerifyMode::Crc32c,
+            numjobs: 2,
+            ..opts(RwMode::Randrw, 1 << 20)
+        };
+        let r = run(&o, &dev);
+        for j in &r.jobs {
+            assert_eq!(j.output.verify.errors, 0);
+            assert!(j.output.verify.verified_ios > 0);
+        }
+    }
+
+    /// Flips one byte of the n-th read payload.
+    struct Corrupting {
+        inner: MemQueue,
+        reads: u32,
+        corrupt_at: u32,
+    }
+
+    impl IoQueue for Corrupting {
+        fn geometry(&self) -> Geometry {
+            self.inner.geometry()
+        }
+        fn setup(&mut self, slots: usize, slot_bytes: usize) -> Result<(), EngineError> {
+            self.inner.setup(slots, slot_bytes)
+        }
+        fn write_payload(&mut self, slot: usize, src: &[u8]) -> Result<(), EngineError> {
+            self.inner.write_payload(slot, src)
+        }
+        fn read_payload(&mut self, slot: usize, dst: &mut [u8]) -> Result<(), EngineError> {
+            self.inner.read_payload(slot, dst)?;
+            self.reads += 1;
+            if self.reads == self.corrupt_at {
+                dst[100] ^= 0x40;
+            }
+            Ok(())
+        }
+        fn submit(
+            &mut self,
+            slot: usize,
+            op: Op,
+            lba: u64,
+            blocks: u32,
+        ) -> Result<(), EngineError> {
+            self.inner.submit(slot, op, lba, blocks)
+        }
+        fn ring(&mut self) -> Result<(), EngineError> {
+            self.inner.ring()
+        }
+        fn reap(
+            &mut self,
+            max: usize,
+            done: &mut dyn FnMut(usize, Result<(), EngineError>),
+        ) -> usize {
+            self.inner.reap(max, done)
+        }
+    }
+
+    #[test]
+    fn verify_reports_corruption_with_eilseq() {
+        let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
+        let o = BenchOptions {
+            verify: VerifyMode::Crc32c,
+            ..opts(RwMode::Randwrite, 1 << 20)
+        };
+        let q: Box<dyn IoQueue> = Box::new(Corrupting {
+            inner: dev.queue(),
+            reads: 0,
+            corrupt_at: 5,
+        });
+        let r = run_bench(
+            &o,
+            vec![q],
+            &NoTarget,
+            &[],
+            Arc::new(AtomicBool::new(false)),
+        )
+        .unwrap();
+        let j = &r.jobs[0];
+        assert_eq!(j.output.verify.errors, 1);
+        assert!(matches!(
+            j.output.verify.first[0].kind,
+            verify::VerifyFailureKind::BadCrc { .. }
+        ));
+        assert_eq!(j.errno(), crate::result::EILSEQ);
+        let v: serde_json::Value = serde_json::from_str(&render(&r, OutputFormat::JSON)).unwrap();
+        assert_eq!(v["jobs"][0]["verify_errors"], 1);
+        assert!(render(&r, OutputFormat::NORMAL).contains("err=84 (verify failed at lba"));
+    }
+
+    #[test]
+    fn device_errors_stop_the_job_with_eio() {
+        let dev = MemDevice::new(512, 64, 128 * 1024);
+        // Offset the job past the end via a plan the device rejects: use a
+        // second, smaller device for the queue than the plan assumes.
+        let small = MemDevice::new(512, 8, 128 * 1024);
+        let plan = plan_jobs(&opts(RwMode::Read, 32 * 512), dev.geometry())
+            .unwrap()
+            .remove(0);
+        let mut q = small.queue();
+        let out = run_job(&plan, &mut q, &Progress::default(), &AtomicBool::new(false));
+        assert!(matches!(out.error, Some(EngineError::OutOfRange { .. })));
+    }
+
+    #[test]
+    fn bad_plans_are_rejected() {
+        let g = Geometry {
+            block_size: 4096,
+            num_blocks: 1024,
+            max_transfer: 128 * 1024,
+        };
+        let o = BenchOptions {
+            bs: 512,
+            ..BenchOptions::default()
+        };
+        assert!(matches!(
+            plan_jobs(&o, g),
+            Err(BenchError::BlockSize { .. })
+        ));
+        let o = BenchOptions {
+            bs: 1 << 20,
+            ..BenchOptions::default()
+        };
+        assert!(matches!(
+            plan_jobs(&o, g),
+            Err(BenchError::BlockSize { .. })
+        ));
+        let o = BenchOptions {
+            time_based: true,
+            ..BenchOptions::default()
+        };
+        assert!(matches!(
+            plan_jobs(&o, g),
+            Err(BenchError::TimeBasedWithoutRuntime)
+        ));
+        let o = BenchOptions {
+            size: Some(SizeSpec::Bytes(8 << 20)),
+            ..BenchOptions::default()
+        };
+        assert!(matches!(plan_jobs(&o, g), Err(BenchError::Range { .. })));
+        let o = BenchOptions {
+            numjobs: 2,
+            ..BenchOptions::default()
+        };
+        let dev = MemDevice::new(512, 64, 4096);
+        let r = run_bench(
+            &o,
+            vec![Box::new(dev.queue())],
+            &NoTarget,
+            &[],
+            Arc::new(AtomicBool::new(false)),
+        );
+        assert!(matches!(
+            r,
+            Err(BenchError::QueueCount {
+                queues: 1,
+                numjobs: 2
+            })
+        ));
+    }
+
+    #[test]
+    fn verify_jobs_get_disjoint_slices() {
+        let g = Geometry {
+            block_size: 512,
+            num_blocks: 1 << 12,
+            max_transfer: 128 * 1024,
+        };
+        let o = BenchOptions {
+            numjobs: 4,
+            verify: VerifyMode::Crc32c,
+            ..BenchOptions::default()
+        };
+        let p = plan_jobs(&o, g).unwrap();
+        assert_eq!(p[1].first_lba, p[0].first_lba + p[0].units * 8);
+        assert_eq!(p[3].first_lba + p[3].units * 8, 1 << 12);
+    }
+}

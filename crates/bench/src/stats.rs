@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Per-job statistics, shaped like fio's `thread_stat`: exact min/max/mean/stddev
+//! per latency kind, an HDR histogram (ns) for percentiles, 500 ms bandwidth and
+//! IOPS samples, and fio's depth / submit / complete / latency bucket maps.
+//! Recording never allocates.
+
+use hdrhistogram::Histogram;
+
+/// Highest latency the histograms resolve (100 s); larger values saturate.
+pub const HIST_MAX_NS: u64 = 100_000_000_000;
+/// Significant digits of the histograms (0.1 % bucket error).
+pub const HIST_SIGFIG: u8 = 3;
+/// fio's default `bwavgtime` / `iopsavgtime` sample interval.
+pub const SAMPLE_MS: u64 = 500;
+
+/// Exact running min / max / mean / sample stddev of integer samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunningStat {
+    /// Number of samples.
+    pub n: u64,
+    /// Smallest sample (0 when `n == 0`).
+    pub min: u64,
+    /// Largest sample.
+    pub max: u64,
+    sum: u128,
+    sumsq: u128,
+}
+
+impl RunningStat {
+    /// Adds one sample.
+    pub fn add(&mut self, v: u64) {
+        self.min = if self.n == 0 { v } else { self.min.min(v) };
+        self.max = self.max.max(v);
+        self.n += 1;
+        self.sum += u128::from(v);
+        self.sumsq += u128::from(v) * u128::from(v);
+    }
+
+    /// Adds all samples of `other`.
+    pub fn merge(&mut self, other: &RunningStat) {
+        if other.n == 0 {
+            return;
+        }
+        self.min = if self.n == 0 {
+            other.min
+        } else {
+            self.min.min(other.min)
+        };
+        self.max = self.max.max(other.max);
+        self.n += other.n;
+        self.sum += other.sum;
+        self.sumsq += other.sumsq;
+    }
+
+    /// Arithmetic mean (0 without samples).
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.n as f64
+        }
+    }
+
+    /// Sample standard deviation, as fio's `sqrt(S / (n - 1))`.
+    pub fn stddev(&self) -> f64 {
+        if self.n < 2 {
+            return 0.0;
+        }
+        let n = u128::from(self.n);
+        let num = n
+            .checked_mul(self.sumsq)
+            .and_then(|a| self.sum.checked_mul(self.sum).map(|b| a.saturating_sub(b)));
+        let var = match num {
+            Some(num) => num as f64 / (n * (n - 1)) as f64,
+            None => {
+                let mean = self.mean();
+                ((self.sumsq as f64 / self.n as f64 - mean * mean) * self.n as f64
+                    / (self.n - 1) as f64)
+                    .max(0.0)
+            }
+        };
+        var.sqrt()
+    }
+}
+
+/// One latency kind: exact moments plus a histogram for percentiles.
+#[derive(Debug, Clone)]
+pub struct LatStat {
+    /// Exact min / max / mean / stddev in ns.
+    pub stat: RunningStat,
+    /// Distribution in ns.
+    pub hist: Histogram<u64>,
+}
+
+impl LatStat {
+    /// An empty latency record.
+    pub fn new() -> LatStat {
+        let hist = Histogram::new_with_bounds(1, HIST_MAX_NS, HIST_SIGFIG)
+            .expect("constant histogram bounds are valid");
+        LatStat {
+            stat: RunningStat::default(),
+            hist,
+        }
+    }
+
+    /// Records one latency in ns.
+    #[inline]
+    pub fn add(&mut self, ns: u64) {
+        self.stat.add(ns);
+        self.hist.saturating_record(ns);
+    }
+
+    /// Forgets every sample (ramp end); keeps the allocation.
+    pub fn reset(&mut self) {
+        self.stat = RunningStat::default();
+        self.hist.reset();
+    }
+
+    /// Adds `other`'s samples.
+    pub fn merge(&mut self, other: &LatStat) {
+        self.stat.merge(&other.stat);
+        // Same bounds on both sides, so add cannot fail; ignore a mismatch.
+        let _ = self.hist.add(&other.hist);
+    }
+}
+
+impl Default for LatStat {
+    fn default() -> Self {
+        LatStat::new()
+    }
+}
+
+/// Statistics of one direction (read or write).
+#[derive(Debug, Clone, Default)]
+pub struct DirStats {
+    /// Bytes completed.
+    pub io_bytes: u64,
+    /// I/Os completed.
+    pub total_ios: u64,
+    /// Submission latency: submit call start to doorbell.
+    pub slat: LatStat,
+    /// Completion latency: doorbell to completion seen.
+    pub clat: LatStat,
+    /// Total latency: submit call start to completion seen.
+    pub lat: LatStat,
+    /// Bandwidth samples in KiB/s, one per 500 ms.
+    pub bw: RunningStat,
+    /// IOPS samples, one per 500 ms.
+    pub iops: RunningStat,
+    last_sample_ns: u64,
+    bytes_at_sample: u64,
+    ios_at_sample: u64,
+}
+
+impl DirStats {
+    /// Forgets every sample and restarts the 500 ms sampling at `now_ns`.
+    pub fn reset(&mut self, now_ns: u64) {
+        self.io_bytes = 0;
+        self.total_ios = 0;
+        self.slat.reset();
+        self.clat.reset();
+        self.lat.reset();
+        self.bw = RunningStat::default();
+        self.iops = RunningStat::default();
+        self.last_sample_ns = now_ns;
+        self.bytes_at_sample = 0;
+        self.ios_at_sample = 0;
+    }
+
+    /// Takes a bandwidth / IOPS sample if 500 ms passed since the last one.
+    pub fn maybe_sample(&mut self, now_ns: u64) {
+        let spent_ns = now_ns.saturating_sub(self.last_sample_ns);
+        if spent_ns < SAMPLE_MS * 1_000_000 {
+            return;
+        }
+        let spent_ms = (spent_ns / 1_000_000).max(1);
+        let db = self.io_bytes - self.bytes_at_sample;
+        let di = self.total_ios - self.ios_at_sample;
+        self.bw.add(db * 1000 / spent_ms / 1024);
+        self.iops.add(di * 1000 / spent_ms);
+        self.last_sample_ns = now_ns;
+        self.bytes_at_sample = self.io_bytes;
+        self.ios_at_sample = self.total_ios;
+    }
+}
+
+/// Index into fio's 7-entry depth map (`1, 2, 4, 8, 16, 32, >=64`).
+pub fn depth_index(depth: usize) -> usize {
+    match depth {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=7 => 2,
+        8..=15 => 3,
+        16..=31 => 4,
+        32..=63 => 5,
+        _ => 6,
+    }
+}
+
+/// Index into fio's submit / complete batch map (`0, 4, 8, 16, 32, 64, >=64`).
+pub fn batch_index(n: usize) -> usize {
+    match n {
+        0 => 0,
+        1..=4 => 1,
+        5..=8 => 2,
+        9..=16 => 3,
+        17..=32 => 4,
+        33..=64 => 5,
+        _ => 6,
+    }
+}
+
+/// Bucket of a value 0..1000 in fio's `2, 4, 10, 20, 50, 100, 250, 500, 750, 1000` map.
+pub fn lat_bucket(v: u64) -> usize {
+    match v {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=9 => 2,
+        10..=19 => 3,
+        20..=49 => 4,
+        50..=99 => 5,
+        100..=249 => 6,
+        250..=499 => 7,
+        500..=749 => 8,
+        _ => 9,
+    }
+}
+
+/// fio's per-job latency distribution (`lat (nsec)`, `lat (usec)`, `lat (msec)`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LatBuckets {
+    /// Below 1 us.
+    pub n: [u64; 10],
+    /// 1 us to 1 ms.
+    pub u: [u64; 10],
+    /// From 1 ms; last two: `2000` (1-2 s) and `>=2000`.
+    pub m: [u64; 12],
+}
+
+impl LatBuckets {
+    /// Counts one completion latency.
+    #[inline]
+    pub fn add(&mut self, ns: u64) {
+        let slot = if ns < 1000 {
+            self.n.get_mut(lat_bucket(ns))
+        } else if ns < 1_000_000 {
+            self.u.get_mut(lat_bucket(ns / 1000))
+        } else {
+            let ms = ns / 1_000_000;
+            let i = match ms {
+                0..=999 => lat_bucket(ms),
+                1000..=1999 => 10,
+                _ => 11,
+            };
+            self.m.get_mut(i)
+        };
+        if let Some(c) = slot {
+            *c += 1;
+        }
+    }
+
+    /// Adds `other`'s counts.
+    pub fn merge(&mut self, other: &LatBuckets) {
+        for (a, b) in self.n.iter_mut().zip(other.n) {
+            *a += b;
+        }
+        for (a, b) in self.u.iter_mut().zip(other.u) {
+            *a += b;
+        }
+        for (a, b) in self.m.iter_mut().zip(other.m) {
+            *a += b;
+        }
+    }
+}
+
+/// Everything a job records, reset at the end of `ramp_time`.
+#[derive(Debug, Clone, Default)]
+pub struct JobStats {
+    /// Read (`[0]`) and write (`[1]`) statistics.
+    pub dirs: [DirStats; 2],
+    /// I/Os issued, bucketed by the queue depth after their submission.
+    pub depth_map: [u64; 7],
+    /// Doorbell batches, bucketed by size.
+    pub submit_map: [u64; 7],
+    /// Number of doorbell batches.
+    pub total_submit: u64,
+    /// Reap calls that found completions, bucketed by count.
+    pub complete_map: [u64; 7],
+    /// Number of such reap calls.
+    pub total_complete: u64,
+    /// Completion latency distribution.
+    pub lat_buckets: LatBuckets,
+}
+
+impl JobStats {
+    /// Forgets every sample (end of ramp) and restarts sampling at `now_ns`.
+    pub fn reset(&mut self, now_ns: u64) {
+        for d in &mut self.dirs {
+            d.reset(now_ns);
+        }
+        self.depth_map = [0; 7];
+        self.submit_map = [0; 7];
+        self.total_submit = 0;
+        self.complete_map = [0; 7];
+        self.total_complete = 0;
+        self.lat_buckets = LatBuckets::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_stat_matches_textbook_values() {
+        let mut s = RunningStat::default();
+        for v in [2, 4, 4, 4, 5, 5, 7, 9] {
+            s.add(v);
+        }
+        assert_eq!((s.n, s.min, s.max), (8, 2, 9));
+        assert!((s.mean() - 5.0).abs() < 1e-12);
+        // Sample stddev of the classic data set: sqrt(32/7).
+        assert!((s.stddev() - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
+        let mut m = RunningStat::default();
+        m.merge(&s);
+        m.merge(&s);
+        assert_eq!((m.n, m.min, m.max), (16, 2, 9));
+    }
+
+    #[test]
+    fn buckets_follow_fio_edges() {
+        let mut b = LatBuckets::default();
+        for ns in [
+            1,
+            3,
+            250,
+            999,
+            1000,
+            1999,
+            250_000,
+            1_000_000,
+            1_500_000_000,
+            5_000_000_000,
+        ] {
+            b.add(ns);
+        }
+        assert_eq!(b.n, [1, 1, 0, 0, 0, 0, 0, 1, 0, 1]);
+        assert_eq!(b.u, [2, 0, 0, 0, 0, 0, 0, 1, 0, 0]);
+        assert_eq!(b.m, [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1]);
+        assert_eq!(
+            (depth_index(1), depth_index(16), depth_index(64)),
+            (0, 4, 6)
+        );
+        assert_eq!(
+            (
+                batch_index(0),
+                batch_index(4),
+                batch_index(5),
+                batch_index(65)
+            ),
+            (0, 1, 2, 6)
+        );
+    }
+
+    #[test]
+    fn samples_every_500ms() {
+        let mut d = DirStats::default();
+        d.reset(0);
+        d.io_bytes = 1024 * 1000;
+        d.total_ios = 1000;
+        d.maybe_sample(100_000_000);
+        assert_eq!(d.bw.n, 0);
+        d.maybe_sample(500_000_000);
+        assert_eq!((d.bw.n, d.bw.max, d.iops.max), (1, 2000, 2000));
+    }
+}
