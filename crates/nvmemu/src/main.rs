@@ -1,8 +1,40 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `nvmemu`: serve | identify | bench | rpc.
+//! `nvmemu`: serve | bench | identify | rpc. Parses arguments and calls the libraries.
 #![forbid(unsafe_code)]
 
+mod ns_spec;
+mod serve;
+mod size;
+
+use clap::{Parser, Subcommand};
+
+/// A software NVMe SSD served over vfio-user.
+#[derive(Debug, Parser)]
+#[command(name = "nvmemu", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve emulated NVMe controllers over vfio-user.
+    Serve(serve::ServeArgs),
+}
+
 fn main() {
-    eprintln!("nvmemu: not built yet");
-    std::process::exit(2);
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(&args),
+    };
+    if let Err(e) = result {
+        eprintln!("nvmemu: {e:#}");
+        std::process::exit(1);
+    }
 }

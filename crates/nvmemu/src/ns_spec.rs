@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `--ns` values: `malloc:size=4G,lba=512`, `null:size=1T,lba=4096`.
+
+use crate::size::parse_size;
+
+/// Which backend a namespace uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NsKind {
+    /// In memory; unwritten blocks read as zeroes.
+    Malloc,
+    /// Reads return zeroes, writes are dropped.
+    Null,
+}
+
+/// A parsed `--ns` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NsSpec {
+    /// Backend.
+    pub kind: NsKind,
+    /// Size in bytes (a multiple of the LBA size).
+    pub size: u64,
+    /// LBA size in bytes.
+    pub lba: u32,
+}
+
+impl NsSpec {
+    /// Number of logical blocks.
+    pub fn num_blocks(&self) -> u64 {
+        self.size / u64::from(self.lba)
+    }
+}
+
+impl std::str::FromStr for NsSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<NsSpec, String> {
+        let (kind, opts) = text.split_once(':').unwrap_or((text, ""));
+        let kind = match kind {
+            "malloc" => NsKind::Malloc,
+            "null" => NsKind::Null,
+            other => {
+                return Err(format!(
+                    "unknown namespace type '{other}' (use malloc or null)"
+                ));
+            }
+        };
+        let (mut size, mut lba) = (None, 512u32);
+        for opt in opts.split(',').filter(|o| !o.is_empty()) {
+            match opt.split_once('=') {
+                Some(("size", v)) => size = Some(parse_size(v)?),
+                Some(("lba", v)) => {
+                    lba = match v {
+                        "512" => 512,
+                        "4096" | "4k" => 4096,
+                        _ => return Err(format!("lba={v}: the LBA size must be 512 or 4096")),
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown namespace option '{opt}' (use size=SIZE,lba=512|4096)"
+                    ));
+                }
+            }
+        }
+        let size = size.ok_or_else(|| format!("'{text}' needs a size, e.g. {text}:size=1G"))?;
+        if size < u64::from(lba) || size % u64::from(lba) != 0 {
+            return Err(format!(
+                "size {size} is not a positive multiple of the LBA size {lba}"
+            ));
+        }
+        Ok(NsSpec { kind, size, lba })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse() {
+        let s: NsSpec = "malloc:size=4G,lba=512".parse().unwrap();
+        assert_eq!(
+            s,
+            NsSpec {
+                kind: NsKind::Malloc,
+                size: 4 << 30,
+                lba: 512
+            }
+        );
+        assert_eq!(s.num_blocks(), 8 << 20);
+        let n: NsSpec = "null:lba=4096,size=1M".parse().unwrap();
+        assert_eq!((n.kind, n.lba, n.num_blocks()), (NsKind::Null, 4096, 256));
+        assert!(
+            "malloc"
+                .parse::<NsSpec>()
+                .unwrap_err()
+                .contains("needs a size")
+        );
+        assert!("disk:size=1G".parse::<NsSpec>().is_err());
+        assert!("malloc:size=1G,lba=520".parse::<NsSpec>().is_err());
+        assert!("malloc:size=1000,lba=512".parse::<NsSpec>().is_err());
+        assert!("malloc:size=1G,color=red".parse::<NsSpec>().is_err());
+    }
+}
