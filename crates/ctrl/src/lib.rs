@@ -1,3 +1,35 @@
 // SPDX-License-Identifier: Apache-2.0
-//! nvmemu-ctrl (skeleton; see ../shared/STYLE.md for what this crate owns).
+//! The emulated NVMe controller (NVMe Base 1.4), transport-agnostic.
+//!
+//! Owns: the BAR0 register file and the CC/CSTS state machine, the submission and
+//! completion queue rings in client memory, the PRP/SGL walk, the admin command set
+//! (Identify, queues, features, log pages, AER, Doorbell Buffer Config) and the NVM I/O
+//! commands on namespaces backed by [`nvmemu_bdev::Bdev`]s.
+//! May depend on: nvmemu-spec, nvmemu-mem, nvmemu-bdev. Must never: see a socket, a
+//! vfio-user message or a thread; the target crate owns those and drives a [`Controller`]
+//! from one poller thread (`mmio_read`/`mmio_write` for BAR0 accesses, `poll` for the rings).
+//!
+//! Everything the host writes (registers, doorbells, SQEs, PRP lists, SGLs) is validated
+//! on a private copy; mistakes become NVMe status codes or controller fatal status, logged at
+//! `debug` under the `guest` target, never panics. The I/O path does no allocation, locking,
+//! formatting or system call.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![warn(clippy::indexing_slicing)]
+
+mod admin;
+mod controller;
+mod dptr;
+mod io;
+mod metrics;
+mod namespace;
+mod queue;
+mod regs;
+mod state;
+#[cfg(any(test, feature = "test-utils"))]
+pub mod test_utils;
+
+pub use controller::{Controller, ControllerConfig, CtrlError, InterruptSink, MmioError};
+pub use metrics::{ControllerStats, QueueCounters};
+pub use namespace::Namespace;
+pub use state::CtrlState;

@@ -7,6 +7,8 @@
 //! opcodes become `Unknown`, fields that cannot be honoured at all (reserved PSDT, fused
 //! operations) become a `Status`.
 
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
 use crate::features::{FeatureId, FeatureSelect};
 use crate::identify::Cns;
 use crate::log_page::LogPageId;
@@ -55,6 +57,24 @@ pub struct DsmAttributes {
     /// Deallocate.
     pub deallocate: bool,
 }
+
+/// One Dataset Management range (NVMe NVM Command Set 1.0 / Base 1.4, Figure 364).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+#[repr(C)]
+pub struct DsmRange {
+    /// Context Attributes.
+    pub attributes: u32,
+    /// Length in logical blocks (a plain count; 0 describes nothing).
+    pub blocks: u32,
+    /// Starting LBA.
+    pub slba: u64,
+}
+const _: () = assert!(size_of::<DsmRange>() == 16);
+
+/// Most ranges one Dataset Management command carries (NR is 8 bits, zero-based).
+pub const DSM_MAX_RANGES: usize = 256;
 
 /// A decoded NVM command set I/O command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Get Features / Set Features (NVMe Base 1.4, 5.9 and 5.21). Nothing is saveable; the
+//! saved value of every feature is its default.
+
+use nvmemu_spec::features::{
+    FeatureId, FeatureSelect, QueueCounts, TemperatureThreshold, aec, capabilities,
+};
+use nvmemu_spec::log_page::AsyncEvent;
+use nvmemu_spec::{Nsid, Status};
+
+use crate::admin::log_page::DEFAULT_TEMP_OVER;
+use crate::{Controller, ControllerConfig};
+
+/// Asynchronous Event Configuration bits this controller can raise.
+const AEC_SUPPORTED: u32 = aec::SMART_MASK | aec::NAMESPACE_ATTRIBUTE;
+
+/// Current feature values. Reset to defaults by a controller reset.
+#[derive(Debug, Clone)]
+pub(crate) struct Features {
+    pub(crate) arbitration: u32,
+    pub(crate) power_management: u32,
+    pub(crate) temp_over: u16,
+    pub(crate) temp_under: u16,
+    pub(crate) error_recovery: u32,
+    pub(crate) volatile_write_cache: bool,
+    /// I/O queues allocated by Number of Queues.
+    pub(crate) queues: QueueCounts,
+    pub(crate) interrupt_coalescing: u32,
+    /// Coalescing Disable per interrupt vector.
+    pub(crate) vector_cd: Vec<bool>,
+    pub(crate) write_atomicity: u32,
+    pub(crate) aec: u32,
+    pub(crate) keep_alive_ms: u32,
+}
+
+impl Features {
+    /// Defaults for `config`.
+    pub(crate) fn new(config: &ControllerConfig) -> Features {
+        let max = u32::from(config.max_io_queues).max(1);
+        Features {
+            arbitration: 0,
+            power_management: 0,
+            temp_over: DEFAULT_TEMP_OVER,
+            temp_under: 0,
+            error_recovery: 0,
+            volatile_write_cache: true,
+            queues: QueueCounts { sq: max, cq: max },
+            interrupt_coalescing: 0,
+            vector_cd: vec![false; usize::from(config.msix_vectors)],
+            write_atomicity: 0,
+            aec: 0,
+            keep_alive_ms: 0,
+        }
+    }
+
+    /// The value Get Features returns; `arg` is CDW11 (selects sensor or vector).
+    fn value(&self, fid: FeatureId, arg: u32) -> Result<u32, Status> {
+        Ok(match fid {
+            FeatureId::Arbitration => self.arbitration,
+            FeatureId::PowerManagement => self.power_management,
+            FeatureId::TemperatureThreshold => {
+                let t = TemperatureThreshold::from_dword(arg);
+                let kelvin = match (t.sensor, t.kind) {
+                    (0, 0) => self.temp_over,
+                    (0, 1) => self.temp_under,
+                    _ => return Err(Status::INVALID_FIELD),
+                };
+                u32::from(kelvin) | (arg & 0x003F_0000)
+            }
+            FeatureId::ErrorRecovery => self.error_recovery,
+            FeatureId::VolatileWriteCache => u32::from(self.volatile_write_cache),
+            FeatureId::NumberOfQueues => self.queues.to_dword(),
+            FeatureId::InterruptCoalescing => self.interrupt_coalescing,
+            FeatureId::InterruptVectorConfig => {
+                let iv = arg & 0xFFFF;
+                let cd = self
+                    .vector_cd
+                    .get(iv as usize)
+                    .ok_or(Status::INVALID_FIELD)?;
+                iv | (u32::from(*cd) << 16)
+            }
+            FeatureId::WriteAtomicity => self.write_atomicity,
+            FeatureId::AsyncEventConfig => self.aec,
+            FeatureId::KeepAliveTimer => self.keep_alive_ms,
+            FeatureId::Apst | FeatureId::Unknown(_) => return Err(Status::INVALID_FIELD),
+        })
+    }
+}
+
+impl Controller {
+    /// Get Features.
+    pub(crate) fn get_features(
+        &mut self,
+        fid: FeatureId,
+        sel: FeatureSelect,
+        _nsid: Nsid,
+        arg: u32,
+    ) -> Result<u32, Status> {
+        match sel {
+            FeatureSelect::Current => self.features.value(fid, arg),
+            FeatureSelect::Default | FeatureSelect::Saved => {
+                Features::new(&self.config).value(fid, arg)
+            }
+            FeatureSelect::SupportedCapabilities => {
+                // Validate the FID the same way, then: changeable, not saveable.
+                Features::new(&self.config).value(fid, arg)?;
+                Ok(capabilities::CHANGEABLE)
+            }
+            FeatureSelect::Reserved(_) => Err(Status::INVALID_FIELD),
+        }
+    }
+
+    /// Set Features.
+    pub(crate) fn set_features(
+        &mut self,
+        fid: FeatureId,
+        save: bool,
+        _nsid: Nsid,
+        value: u32,
+    ) -> Result<u32, Status> {
+        if save {
+            return Err(Status::FEATURE_NOT_SAVEABLE);
+        }
+        let f = &mut self.features;
+        match fid {
+            FeatureId::Arbitration => f.arbitration = value,
+            FeatureId::PowerManagement => {
+                // One power state (NPSS = 0).
+                if value & 0x1F != 0 {
+                    return Err(Status::INVALID_FIELD);
+                }
+                f.power_management = value & 0xFF;
+            }
+            FeatureId::TemperatureThreshold => {
+                let t = TemperatureThreshold::from_dword(value);
+                match (t.sensor, t.kind) {
+                    (0, 0) => f.temp_over = t.kelvin,
+                    (0, 1) => f.temp_under = t.kelvin,
+                    _ => return Err(Status::INVALID_FIELD),
+                }
+                if self.temperature_warning() {
+                    self.raise_event(AsyncEvent::TEMPERATURE_THRESHOLD);
+                }
+            }
+            FeatureId::ErrorRecovery => {
+                // DULBE needs deallocated-block errors (NSFEAT.DAE), which are not offered.
+                if value & (1 << 16) != 0 {
+                    return Err(Status::INVALID_FIELD);
+                }
+                f.error_recovery = value & 0xFFFF;
+            }
+            FeatureId::VolatileWriteCache => f.volatile_write_cache = value & 1 != 0,
+            FeatureId::NumberOfQueues => {
+                if self.queues.has_io_queues() {
+                    return Err(Status::COMMAND_SEQUENCE_ERROR);
+                }
+                let want = QueueCounts::from_dword(value);
+                if want.sq > 0xFFFF || want.cq > 0xFFFF {
+                    return Err(Status::INVALID_FIELD);
+                }
+                let max = u32::from(self.config.max_io_queues).max(1);
+                f.queues = QueueCounts {
+                    sq: want.sq.min(max),
+                    cq: want.cq.min(max),
+                };
+                return Ok(f.queues.to_dword());
+            }
+            FeatureId::InterruptCoalescing => f.interrupt_coalescing = value & 0xFFFF,
+            FeatureId::InterruptVectorConfig => {
+                let cd = f
+                    .vector_cd
+                    .get_mut((value & 0xFFFF) as usize)
+                    .ok_or(Status::INVALID_FIELD)?;
+                *cd = value & (1 << 16) != 0;
+            }
+            FeatureId::WriteAtomicity => f.write_atomicity = value & 1,
+            FeatureId::AsyncEventConfig => f.aec = value & AEC_SUPPORTED,
+            FeatureId::KeepAliveTimer => f.keep_alive_ms = value,
+            FeatureId::Apst | FeatureId::Unknown(_) => {
+                tracing::debug!(target: "guest", fid = u8::from(fid), "unsupported feature");
+                return Err(Status::INVALID_FIELD);
+            }
+        }
+        Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_vector_range() {
+        let f = Features::new(&ControllerConfig::default());
+        assert_eq!(f.value(FeatureId::NumberOfQueues, 0), Ok(0x007E_007E));
+        assert_eq!(f.value(FeatureId::VolatileWriteCache, 0), Ok(1));
+        assert_eq!(f.value(FeatureId::InterruptVectorConfig, 63), Ok(63));
+        assert_eq!(
+            f.value(FeatureId::InterruptVectorConfig, 64),
+            Err(Status::INVALID_FIELD)
+        );
+        assert_eq!(f.value(FeatureId::TemperatureThreshold, 0), Ok(343));
+        assert_eq!(
+            f.value(FeatureId::TemperatureThreshold, 1 << 20),
+            Ok(1 << 20)
+        );
+        assert_eq!(
+            f.value(FeatureId::TemperatureThreshold, 1 << 16),
+            Err(Status::INVALID_FIELD)
+        );
+        assert_eq!(
+            f.value(FeatureId::Unknown(0x7F), 0),
+            Err(Status::INVALID_FIELD)
+        );
+    }
+}

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The admin command set (NVMe Base 1.4, 5): routing only; each family has its own file.
+
+pub(crate) mod abort;
+pub(crate) mod aer;
+pub(crate) mod dbbuf;
+pub(crate) mod features;
+pub(crate) mod identify;
+pub(crate) mod keep_alive;
+pub(crate) mod log_page;
+pub(crate) mod queue_mgmt;
+
+use nvmemu_spec::{AdminCommand, Sqe, Status};
+
+use crate::Controller;
+
+impl Controller {
+    /// Execute one admin command. `None`: the command is held and completes later
+    /// (Asynchronous Event Request).
+    pub(crate) fn exec_admin(&mut self, sqe: &Sqe) -> Option<Result<u32, Status>> {
+        let cmd = match AdminCommand::decode(sqe) {
+            Ok(cmd) => cmd,
+            Err(status) => return Some(Err(status)),
+        };
+        Some(match cmd {
+            AdminCommand::AsyncEventRequest => return self.async_event_request(sqe.cid()),
+            AdminCommand::Identify {
+                cns,
+                cntid,
+                nsid,
+                dptr,
+            } => self.identify(cns, cntid, nsid, &dptr),
+            AdminCommand::GetLogPage {
+                lid,
+                lsp,
+                rae,
+                dwords,
+                offset,
+                nsid,
+                dptr,
+            } => self.get_log_page(lid, lsp, rae, dwords, offset, nsid, &dptr),
+            AdminCommand::SetFeatures {
+                fid,
+                save,
+                nsid,
+                value,
+            } => self.set_features(fid, save, nsid, value),
+            AdminCommand::GetFeatures {
+                fid,
+                sel,
+                nsid,
+                value,
+            } => self.get_features(fid, sel, nsid, value),
+            AdminCommand::CreateIoCq {
+                qid,
+                size,
+                pc,
+                ien,
+                iv,
+                base,
+            } => self.create_io_cq(qid, size, pc, ien, iv, base),
+            AdminCommand::CreateIoSq {
+                qid,
+                size,
+                pc,
+                prio: _,
+                cqid,
+                base,
+            } => self.create_io_sq(qid, size, pc, cqid, base),
+            AdminCommand::DeleteIoSq { qid } => self.delete_io_sq(qid),
+            AdminCommand::DeleteIoCq { qid } => self.delete_io_cq(qid),
+            AdminCommand::Abort { sqid, cid } => abort::abort(sqid, cid),
+            AdminCommand::KeepAlive => keep_alive::keep_alive(),
+            AdminCommand::DoorbellBufferConfig { shadow, event_idx } => {
+                self.doorbell_buffer_config(sqe, shadow, event_idx)
+            }
+            AdminCommand::Unknown(opcode) => {
+                tracing::debug!(target: "guest", opcode, "unsupported admin opcode");
+                Err(Status::INVALID_OPCODE)
+            }
+        })
+    }
+}

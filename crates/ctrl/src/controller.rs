@@ -1,0 +1,674 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The controller: configuration, BAR0 accesses, the poll loop and completion posting.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use nvmemu_bdev::Bdev;
+use nvmemu_mem::{Access, GuestMemory, MmapRegion};
+use nvmemu_spec::log_page::AsyncEvent;
+use nvmemu_spec::regs;
+use nvmemu_spec::{Cid, Cqe, Nsid, Qid, Sqe, Status};
+
+use crate::admin::aer::AerState;
+use crate::admin::dbbuf::Dbbuf;
+use crate::admin::features::Features;
+use crate::admin::log_page::{ChangedNsList, ErrorLog};
+use crate::metrics::{ControllerStats, CtrlCounters, data_units};
+use crate::namespace::Namespace;
+use crate::queue::{
+    CQE_SIZE, CompletionQueue, QueueTable, Ring, RingIdx, SQE_SIZE, SubmissionQueue,
+};
+use crate::regs::{Cc, RegisterFile, aqa_sizes, word};
+use crate::state::{Action, CtrlEvent, CtrlState, transition};
+
+/// Most admin commands taken per poll.
+const ADMIN_BATCH: usize = 16;
+/// Most I/O commands taken from one SQ per poll.
+const IO_BATCH: usize = 32;
+
+/// Static identity and limits of a controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerConfig {
+    /// Serial Number (SN), up to 20 ASCII characters.
+    pub serial: String,
+    /// Model Number (MN), up to 40 ASCII characters.
+    pub model: String,
+    /// Firmware Revision (FR), up to 8 ASCII characters.
+    pub firmware: String,
+    /// NVM Subsystem NQN (SUBNQN), up to 255 bytes.
+    pub subnqn: String,
+    /// I/O queue pairs the controller offers (capped by the doorbell page).
+    pub max_io_queues: u16,
+    /// Largest queue size (CAP.MQES + 1), at least 2.
+    pub max_queue_entries: u16,
+    /// Maximum Data Transfer Size as a power of two of 4 KiB pages (0 = no limit).
+    pub mdts: u8,
+    /// MSI-X vectors of the PCI function (valid IVs are `0..msix_vectors`).
+    pub msix_vectors: u16,
+    /// Controller ID (CNTLID).
+    pub cntlid: u16,
+    /// PCI Vendor ID reported as VID and SSVID.
+    pub vendor_id: u16,
+    /// Number of namespaces (NN): valid NSIDs are `1..=max_namespaces`.
+    pub max_namespaces: u32,
+    /// Advertise Doorbell Buffer Config (OACS bit 8). The target turns it off when the
+    /// client maps the doorbell page (no exits to save).
+    pub shadow_doorbells: bool,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            serial: "NVMEMU0001".into(),
+            model: "nvmemu NVMe controller".into(),
+            firmware: "0.1".into(),
+            subnqn: "nqn.2019-07.io.nvmemu:cnode1".into(),
+            max_io_queues: 127,
+            max_queue_entries: 1024,
+            mdts: 8,
+            msix_vectors: 64,
+            cntlid: 1,
+            vendor_id: 0x4e58,
+            max_namespaces: 32,
+            shadow_doorbells: true,
+        }
+    }
+}
+
+/// Errors of the controller's control-plane calls.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CtrlError {
+    /// The NSID is 0, the broadcast value or above the controller's NN.
+    #[error("namespace ID {nsid} is outside 1..={max}")]
+    InvalidNsid {
+        /// The NSID asked for.
+        nsid: u32,
+        /// The controller's NN.
+        max: u32,
+    },
+    /// A namespace with this NSID is already attached.
+    #[error("namespace ID {nsid} is already attached")]
+    NsidInUse {
+        /// The NSID.
+        nsid: u32,
+    },
+    /// No namespace with this NSID is attached.
+    #[error("namespace ID {nsid} is not attached")]
+    NoSuchNamespace {
+        /// The NSID.
+        nsid: u32,
+    },
+}
+
+/// A BAR0 access the controller cannot perform.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MmioError {
+    /// Only 4- and 8-byte accesses exist.
+    #[error("{len}-byte register access at {offset:#x}: only 4 and 8 bytes are supported")]
+    BadSize {
+        /// Offset of the access.
+        offset: u64,
+        /// Its length.
+        len: usize,
+    },
+    /// The access is not naturally aligned.
+    #[error("register access at {offset:#x} is not aligned to its size {len}")]
+    Unaligned {
+        /// Offset of the access.
+        offset: u64,
+        /// Its length.
+        len: usize,
+    },
+    /// Past the doorbells.
+    #[error("register access at {offset:#x} is outside BAR0")]
+    OutOfRange {
+        /// Offset of the access.
+        offset: u64,
+    },
+}
+
+/// Where the controller sends MSI-X interrupts. The target implements it with eventfds and
+/// decides whether MSI-X is enabled, the vector unmasked and an fd present.
+pub trait InterruptSink {
+    /// Signal `vector`.
+    fn raise(&mut self, vector: u16);
+}
+
+/// An emulated NVMe controller. Plain single-threaded state: one poller thread owns it.
+#[derive(Debug)]
+pub struct Controller {
+    pub(crate) config: ControllerConfig,
+    pub(crate) regs: RegisterFile,
+    pub(crate) state: CtrlState,
+    pub(crate) doorbells: Arc<MmapRegion>,
+    pub(crate) mem: Arc<GuestMemory>,
+    pub(crate) queues: QueueTable,
+    pub(crate) namespaces: Vec<Option<Namespace>>,
+    pub(crate) features: Features,
+    pub(crate) aer: AerState,
+    pub(crate) dbbuf: Option<Dbbuf>,
+    pub(crate) error_log: ErrorLog,
+    pub(crate) changed_ns: ChangedNsList,
+    pub(crate) counters: CtrlCounters,
+    pub(crate) created: Instant,
+}
+
+impl Controller {
+    /// A disabled controller. `doorbells` is the shared doorbell page: SQ y tail at byte
+    /// offset 8*y, CQ y head at 8*y + 4 (CAP.DSTRD = 0); the client writes it with plain
+    /// stores and the controller polls it.
+    pub fn new(mut config: ControllerConfig, doorbells: Arc<MmapRegion>) -> Controller {
+        config.max_queue_entries = config.max_queue_entries.max(2);
+        config.msix_vectors = config.msix_vectors.max(1);
+        let pairs = (doorbells.len() / 8).saturating_sub(1);
+        let max_qid = config
+            .max_io_queues
+            .min(u16::try_from(pairs).unwrap_or(u16::MAX));
+        config.max_io_queues = max_qid;
+        let ns_slots = usize::try_from(config.max_namespaces)
+            .unwrap_or(0)
+            .min(1 << 16);
+        config.max_namespaces = u32::try_from(ns_slots).unwrap_or(0);
+        Controller {
+            regs: RegisterFile::new(&config),
+            state: CtrlState::Disabled,
+            doorbells,
+            mem: Arc::new(GuestMemory::new()),
+            queues: QueueTable::new(max_qid),
+            namespaces: (0..ns_slots).map(|_| None).collect(),
+            features: Features::new(&config),
+            aer: AerState::default(),
+            dbbuf: None,
+            error_log: ErrorLog::default(),
+            changed_ns: ChangedNsList::default(),
+            counters: CtrlCounters::default(),
+            created: Instant::now(),
+            config,
+        }
+    }
+
+    /// The configuration in effect (limits clamped to what the doorbell page allows).
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    /// The current state.
+    pub fn state(&self) -> CtrlState {
+        self.state
+    }
+
+    /// CSTS.RDY = 1 and queues are processed.
+    pub fn is_ready(&self) -> bool {
+        self.state.is_ready()
+    }
+
+    /// Attach a namespace. While the controller is enabled this records the NSID in the
+    /// Changed Namespace List and raises a Namespace Attribute Changed event (if the host
+    /// enabled it in Asynchronous Event Configuration).
+    pub fn attach_namespace(&mut self, ns: Namespace) -> Result<(), CtrlError> {
+        let nsid = ns.nsid().0;
+        let slot = self.ns_slot(nsid)?;
+        if slot.is_some() {
+            return Err(CtrlError::NsidInUse { nsid });
+        }
+        *slot = Some(ns);
+        self.namespace_changed(nsid);
+        Ok(())
+    }
+
+    /// Detach a namespace and hand its bdev back.
+    pub fn detach_namespace(&mut self, nsid: Nsid) -> Result<Arc<Bdev>, CtrlError> {
+        let ns = self
+            .ns_slot(nsid.0)?
+            .take()
+            .ok_or(CtrlError::NoSuchNamespace { nsid: nsid.0 })?;
+        self.namespace_changed(nsid.0);
+        Ok(Arc::clone(ns.bdev()))
+    }
+
+    /// The attached namespaces, in NSID order.
+    pub fn namespaces(&self) -> impl Iterator<Item = &Namespace> {
+        self.namespaces.iter().flatten()
+    }
+
+    fn ns_slot(&mut self, nsid: u32) -> Result<&mut Option<Namespace>, CtrlError> {
+        let max = self.config.max_namespaces;
+        let index = nsid.checked_sub(1).and_then(|i| usize::try_from(i).ok());
+        index
+            .and_then(|i| self.namespaces.get_mut(i))
+            .ok_or(CtrlError::InvalidNsid { nsid, max })
+    }
+
+    fn namespace_changed(&mut self, nsid: u32) {
+        if self.state.is_ready() {
+            self.changed_ns.add(nsid);
+            self.raise_event(AsyncEvent::NAMESPACE_ATTRIBUTE_CHANGED);
+        }
+    }
+
+    /// Install a new DMA table (after DMA_MAP/DMA_UNMAP). Queue rings and shadow doorbell
+    /// pages are resolved again; if one is no longer mapped the controller stops processing
+    /// and reports Controller Fatal Status until the host resets it.
+    pub fn set_guest_memory(&mut self, mem: Arc<GuestMemory>) {
+        self.mem = mem;
+        let mut lost = 0usize;
+        for ring in self.queues.rings_mut() {
+            match ring.re_resolve(&self.mem) {
+                Some(r) => *ring = r,
+                None => lost += 1,
+            }
+        }
+        if let Some(db) = &mut self.dbbuf
+            && !db.re_resolve(&self.mem)
+        {
+            lost += 1;
+        }
+        if lost > 0 {
+            tracing::warn!(target: "guest", lost, "queue memory was unmapped; controller fatal");
+            self.apply(CtrlEvent::Fault, None);
+        }
+    }
+
+    /// Controller reset (FLR, vfio-user DEVICE_RESET): like CC.EN 1 -> 0, and every
+    /// register back to its power-on value. Namespaces and guest memory stay.
+    pub fn reset(&mut self) {
+        self.tear_down();
+        self.regs = RegisterFile::new(&self.config);
+        self.state = CtrlState::Disabled;
+        self.regs.set(word(regs::CSTS), self.state.csts());
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> ControllerStats {
+        let c = &self.counters;
+        ControllerStats {
+            admin_commands: c.admin_commands,
+            io_commands: c.io_commands,
+            errors: c.errors,
+            bytes_read: c.bytes_read,
+            bytes_written: c.bytes_written,
+            host_read_commands: c.host_read_commands,
+            host_write_commands: c.host_write_commands,
+            data_units_read: data_units(c.bytes_read),
+            data_units_written: data_units(c.bytes_written),
+            bad_doorbells: c.bad_doorbells,
+            queues: self.queues.sqs().map(|(qid, sq)| (qid, sq.stats)).collect(),
+        }
+    }
+
+    /// A BAR0 read: registers below 0x1000 (4 or 8 bytes, naturally aligned; 64-bit
+    /// registers may be read as two dwords) and the doorbells above.
+    pub fn mmio_read(&mut self, offset: u64, data: &mut [u8]) -> Result<(), MmioError> {
+        check_access(offset, data.len())?;
+        let mut pos = 0usize;
+        for chunk in data.chunks_exact_mut(4) {
+            let at = offset + pos as u64;
+            let value = if at < regs::DOORBELL_BASE {
+                self.regs.get(word(at))
+            } else {
+                let off = at - regs::DOORBELL_BASE;
+                self.doorbells
+                    .load_acquire_u32(off)
+                    .map_err(|_| MmioError::OutOfRange { offset: at })?
+            };
+            chunk.copy_from_slice(&value.to_le_bytes());
+            pos += 4;
+        }
+        Ok(())
+    }
+
+    /// A BAR0 write: registers below 0x1000 (see `mmio_read`), doorbells above (stored into
+    /// the doorbell page, where the poller picks them up).
+    pub fn mmio_write(&mut self, offset: u64, data: &[u8]) -> Result<(), MmioError> {
+        check_access(offset, data.len())?;
+        let mut pos = 0usize;
+        for chunk in data.chunks_exact(4) {
+            let at = offset + pos as u64;
+            let mut bytes = [0u8; 4];
+            bytes.copy_from_slice(chunk);
+            let value = u32::from_le_bytes(bytes);
+            if at < regs::DOORBELL_BASE {
+                self.write_register(at, value);
+            } else {
+                let off = at - regs::DOORBELL_BASE;
+                // Pairs with the poller's Acquire load of the same word.
+                self.doorbells
+                    .store_release_u32(off, value)
+                    .map_err(|_| MmioError::OutOfRange { offset: at })?;
+            }
+            pos += 4;
+        }
+        Ok(())
+    }
+
+    /// The one place a register write has effects.
+    fn write_register(&mut self, offset: u64, value: u32) {
+        let w = word(offset);
+        match offset {
+            regs::INTMS | regs::INTMC => {
+                // Only meaningful for pin/MSI interrupts; kept so reads return the mask.
+                let mask = self.regs.get(word(regs::INTMS));
+                let mask = if offset == regs::INTMS {
+                    mask | value
+                } else {
+                    mask & !value
+                };
+                self.regs.set(word(regs::INTMS), mask);
+                self.regs.set(word(regs::INTMC), mask);
+            }
+            regs::CC => {
+                let old = Cc::decode(self.regs.write_masked(w, value));
+                let new = Cc::decode(self.regs.cc());
+                if old.en && !new.en {
+                    self.apply(CtrlEvent::Disable, None);
+                } else if !old.en && new.en {
+                    match self.admin_queues(&new) {
+                        Ok(q) => self.apply(CtrlEvent::Enable, Some(q)),
+                        Err(why) => {
+                            tracing::debug!(target: "guest", why, "controller enable refused");
+                            self.apply(CtrlEvent::EnableRejected, None);
+                        }
+                    }
+                }
+                if old.shn == 0 && new.shn != 0 {
+                    self.apply(CtrlEvent::Shutdown, None);
+                }
+            }
+            o if (regs::AQA..regs::CMBLOC).contains(&o) => {
+                if self.state == CtrlState::Disabled && !Cc::decode(self.regs.cc()).en {
+                    self.regs.write_masked(w, value);
+                } else {
+                    tracing::debug!(target: "guest", offset, "admin queue register write while enabled ignored");
+                }
+            }
+            _ => {
+                self.regs.write_masked(w, value);
+            }
+        }
+    }
+
+    /// Validate CC and the admin queue registers for CC.EN 0 -> 1 and build the queues.
+    fn admin_queues(&self, cc: &Cc) -> Result<(SubmissionQueue, CompletionQueue), &'static str> {
+        if cc.mps != 0 {
+            return Err("CC.MPS is not 4 KiB");
+        }
+        if cc.css != 0 && cc.css != 7 {
+            return Err("CC.CSS is not the NVM command set");
+        }
+        if cc.ams != 0 {
+            return Err("CC.AMS is not round robin");
+        }
+        let (sq_size, cq_size) = aqa_sizes(self.regs.get(word(regs::AQA)));
+        let max = self.regs.max_queue_entries();
+        if sq_size < 2 || cq_size < 2 || sq_size > max || cq_size > max {
+            return Err("AQA queue size out of range");
+        }
+        let asq = self.regs.get64(regs::ASQ);
+        let acq = self.regs.get64(regs::ACQ);
+        let sq_ring = Ring::resolve(&self.mem, asq, u64::from(sq_size) * SQE_SIZE, Access::Read)
+            .ok_or("admin SQ is not in mapped memory")?;
+        let cq_ring = Ring::resolve(&self.mem, acq, u64::from(cq_size) * CQE_SIZE, Access::Write)
+            .ok_or("admin CQ is not in mapped memory")?;
+        let sq = SubmissionQueue {
+            size: sq_size,
+            head: RingIdx::default(),
+            cqid: Qid::ADMIN,
+            ring: sq_ring,
+            bad_doorbell: false,
+            stats: Default::default(),
+        };
+        Ok((sq, CompletionQueue::new(cq_size, true, 0, cq_ring)))
+    }
+
+    /// Run one state transition and its action.
+    pub(crate) fn apply(
+        &mut self,
+        event: CtrlEvent,
+        admin: Option<(SubmissionQueue, CompletionQueue)>,
+    ) {
+        let (next, action) = transition(self.state, event);
+        match action {
+            Action::None => {}
+            Action::TearDown => self.tear_down(),
+            Action::CreateAdminQueues => {
+                if let Some((sq, cq)) = admin {
+                    // The host zeroes its CQ memory too; doing it here guards against stale
+                    // phase tags from an earlier incarnation.
+                    cq.ring.clear();
+                    self.queues.insert_cq(Qid::ADMIN, cq);
+                    self.queues.insert_sq(Qid::ADMIN, sq);
+                }
+            }
+        }
+        if next != self.state {
+            tracing::debug!(from = ?self.state, to = ?next, ?event, "controller state");
+        }
+        self.state = next;
+        self.regs.set(word(regs::CSTS), next.csts());
+    }
+
+    /// Controller level reset of the queue side: queues, AERs, shadow doorbells, features.
+    fn tear_down(&mut self) {
+        self.queues.clear();
+        self.aer.reset();
+        self.dbbuf = None;
+        self.features = Features::new(&self.config);
+    }
+
+    /// Process the admin SQ and every I/O SQ once (bounded batches), post completions and
+    /// deliver pending asynchronous events, then raise each CQ's vector at most once.
+    /// Returns the number of commands completed (0 = idle).
+    pub fn poll(&mut self, irq: &mut dyn InterruptSink) -> usize {
+        if !self.state.is_ready() {
+            return 0;
+        }
+        let start = Instant::now();
+        let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH);
+        done += self.deliver_events();
+        let mut i = 0;
+        while let Some(qid) = self.queues.active_sq(i) {
+            done += self.poll_sq(qid, IO_BATCH);
+            i += 1;
+        }
+        self.raise_interrupts(irq);
+        if done > 0 {
+            self.counters.busy_nanos += start.elapsed().as_nanos();
+        }
+        done
+    }
+
+    fn raise_interrupts(&mut self, irq: &mut dyn InterruptSink) {
+        let mut i = 0;
+        let mut next = Some(Qid::ADMIN);
+        while let Some(qid) = next {
+            if let Some(cq) = self.queues.cq_mut(qid)
+                && cq.irq_pending
+            {
+                cq.irq_pending = false;
+                irq.raise(cq.iv);
+            }
+            next = self.queues.active_cq(i);
+            i += 1;
+        }
+    }
+
+    fn poll_sq(&mut self, qid: Qid, batch: usize) -> usize {
+        let Some(tail) = self.load_sq_tail(qid) else {
+            return 0;
+        };
+        let mut completed = 0;
+        let mut taken = 0;
+        for _ in 0..batch {
+            let Some(sq) = self.queues.sq(qid) else { break };
+            if sq.head == tail {
+                break;
+            }
+            let cqid = sq.cqid;
+            if !self.cq_has_room(cqid) {
+                break;
+            }
+            let Some(sq) = self.queues.sq_mut(qid) else {
+                break;
+            };
+            let head = sq.head;
+            let Some(sqe) = sq.read_sqe(head) else {
+                self.apply(CtrlEvent::Fault, None);
+                break;
+            };
+            // SQHD in this command's CQE must already count it as consumed.
+            sq.head = head.next(sq.size).0;
+            taken += 1;
+            let result = if qid == Qid::ADMIN {
+                match self.exec_admin(&sqe) {
+                    Some(r) => r,
+                    None => continue, // held (Asynchronous Event Request)
+                }
+            } else {
+                self.exec_io(qid, &sqe)
+            };
+            if self.complete(qid, &sqe, result) {
+                completed += 1;
+            }
+            if !self.state.is_ready() {
+                break;
+            }
+        }
+        if qid != Qid::ADMIN && taken > 0 {
+            self.publish_event_idx(qid);
+        }
+        completed
+    }
+
+    /// Read and validate the SQ tail doorbell (shadow doorbell for I/O queues once Doorbell
+    /// Buffer Config is in effect). Acquire pairs with the host's write barrier between
+    /// writing SQEs and the doorbell store.
+    fn load_sq_tail(&mut self, qid: Qid) -> Option<RingIdx> {
+        let off = u64::from(qid.0) * 8;
+        let raw = match (&self.dbbuf, qid) {
+            (Some(db), q) if q != Qid::ADMIN => db.load_doorbell(off),
+            _ => self.doorbells.load_acquire_u32(off).ok(),
+        }?;
+        let sq = self.queues.sq_mut(qid)?;
+        match RingIdx::checked(raw & 0xFFFF, sq.size) {
+            Some(t) => {
+                sq.bad_doorbell = false;
+                Some(t)
+            }
+            None => {
+                if !sq.bad_doorbell {
+                    sq.bad_doorbell = true;
+                    tracing::debug!(target: "guest", qid = qid.0, raw, "SQ tail doorbell beyond queue size");
+                    self.counters.bad_doorbells += 1;
+                    self.raise_event(AsyncEvent::INVALID_DOORBELL_VALUE);
+                }
+                None
+            }
+        }
+    }
+
+    /// Whether CQ `cqid` can take one more entry; re-reads the head doorbell only when the
+    /// cached head says full.
+    pub(crate) fn cq_has_room(&mut self, cqid: Qid) -> bool {
+        let Some(cq) = self.queues.cq(cqid) else {
+            return false;
+        };
+        if !cq.looks_full() {
+            return true;
+        }
+        let off = u64::from(cqid.0) * 8 + 4;
+        let raw = match (&self.dbbuf, cqid) {
+            (Some(db), q) if q != Qid::ADMIN => db.load_doorbell(off),
+            _ => self.doorbells.load_acquire_u32(off).ok(),
+        };
+        let Some(cq) = self.queues.cq_mut(cqid) else {
+            return false;
+        };
+        match raw.and_then(|r| RingIdx::checked(r & 0xFFFF, cq.size)) {
+            Some(h) => {
+                cq.head = h;
+                cq.bad_doorbell = false;
+            }
+            None if !cq.bad_doorbell => {
+                cq.bad_doorbell = true;
+                tracing::debug!(target: "guest", qid = cqid.0, ?raw, "CQ head doorbell beyond queue size");
+                self.counters.bad_doorbells += 1;
+                self.raise_event(AsyncEvent::INVALID_DOORBELL_VALUE);
+                return false;
+            }
+            None => return false,
+        }
+        !cq.looks_full()
+    }
+
+    /// Post the completion of `sqe` (taken from `sqid`); false if nothing was posted.
+    fn complete(&mut self, sqid: Qid, sqe: &Sqe, result: Result<u32, Status>) -> bool {
+        let (status, dw0) = match result {
+            Ok(dw0) => (Status::SUCCESS, dw0),
+            Err(s) => (s, 0),
+        };
+        let Some(sq) = self.queues.sq_mut(sqid) else {
+            return false;
+        };
+        let sqhd = sq.head.as_u16();
+        let cqid = sq.cqid;
+        sq.stats.commands += 1;
+        if sqid == Qid::ADMIN {
+            self.counters.admin_commands += 1;
+        } else {
+            self.counters.io_commands += 1;
+        }
+        if !status.is_success() {
+            sq.stats.errors += 1;
+            self.counters.errors += 1;
+            self.error_log.record(sqid, sqe, status);
+        }
+        self.post(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
+    }
+
+    /// Write a CQE to `cqid` (room was checked by the caller).
+    pub(crate) fn post(&mut self, cqid: Qid, cqe: Cqe) -> bool {
+        let Some(cq) = self.queues.cq_mut(cqid) else {
+            return false;
+        };
+        if cq.post(cqe) {
+            return true;
+        }
+        tracing::warn!(target: "guest", cqid = cqid.0, "CQ ring is no longer writable; controller fatal");
+        self.apply(CtrlEvent::Fault, None);
+        false
+    }
+
+    /// Complete a held Asynchronous Event Request on the admin queue.
+    pub(crate) fn post_admin(&mut self, cid: Cid, dw0: u32) -> bool {
+        let Some(sq) = self.queues.sq(Qid::ADMIN) else {
+            return false;
+        };
+        let sqhd = sq.head.as_u16();
+        self.counters.admin_commands += 1;
+        self.post(
+            Qid::ADMIN,
+            Cqe::new(cid, Qid::ADMIN, sqhd, Status::SUCCESS, dw0, false),
+        )
+    }
+
+    /// The largest transfer a command may ask for, in bytes.
+    pub(crate) fn max_transfer(&self) -> u64 {
+        match self.config.mdts {
+            0 => u64::MAX,
+            m => nvmemu_spec::PAGE_SIZE
+                .checked_shl(u32::from(m))
+                .unwrap_or(u64::MAX),
+        }
+    }
+}
+
+fn check_access(offset: u64, len: usize) -> Result<(), MmioError> {
+    if len != 4 && len != 8 {
+        return Err(MmioError::BadSize { offset, len });
+    }
+    if !offset.is_multiple_of(len as u64) {
+        return Err(MmioError::Unaligned { offset, len });
+    }
+    Ok(())
+}

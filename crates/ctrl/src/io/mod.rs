@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The NVM command set I/O commands: routing, namespace lookup and counters only; each
+//! command family has its own file.
+
+mod dsm;
+mod flush;
+mod rw;
+mod write_zeroes;
+
+use nvmemu_bdev::{BdevError, BdevErrorKind, BdevOp};
+use nvmemu_spec::{IoCommand, Lba, Nsid, Qid, Sqe, Status};
+
+use crate::Controller;
+use crate::namespace::Namespace;
+
+impl Controller {
+    /// Execute one I/O command taken from `sqid`.
+    pub(crate) fn exec_io(&mut self, sqid: Qid, sqe: &Sqe) -> Result<u32, Status> {
+        let cmd = IoCommand::decode(sqe)?;
+        let max = self.max_transfer();
+        let (read, written) = match cmd {
+            IoCommand::Read {
+                nsid,
+                slba,
+                blocks,
+                fua: _,
+                dptr,
+            } => {
+                let n = rw::read(
+                    active_ns(&self.namespaces, nsid)?,
+                    &self.mem,
+                    slba,
+                    blocks,
+                    &dptr,
+                    max,
+                )?;
+                self.counters.host_read_commands += 1;
+                (n, 0)
+            }
+            IoCommand::Write {
+                nsid,
+                slba,
+                blocks,
+                fua: _,
+                dptr,
+            } => {
+                let n = rw::write(
+                    active_ns(&self.namespaces, nsid)?,
+                    &self.mem,
+                    slba,
+                    blocks,
+                    &dptr,
+                    max,
+                )?;
+                self.counters.host_write_commands += 1;
+                (0, n)
+            }
+            IoCommand::Compare {
+                nsid,
+                slba,
+                blocks,
+                dptr,
+            } => {
+                self.counters.host_read_commands += 1;
+                rw::compare(
+                    active_ns(&self.namespaces, nsid)?,
+                    &self.mem,
+                    slba,
+                    blocks,
+                    &dptr,
+                    max,
+                )?;
+                (0, 0)
+            }
+            IoCommand::Flush { nsid } => {
+                flush::flush(&self.namespaces, nsid)?;
+                (0, 0)
+            }
+            IoCommand::WriteZeroes {
+                nsid,
+                slba,
+                blocks,
+                deallocate,
+                fua: _,
+            } => {
+                write_zeroes::write_zeroes(
+                    active_ns(&self.namespaces, nsid)?,
+                    slba,
+                    blocks,
+                    deallocate,
+                )?;
+                (0, 0)
+            }
+            IoCommand::DatasetManagement {
+                nsid,
+                ranges,
+                attrs,
+                dptr,
+            } => {
+                dsm::dataset_management(
+                    active_ns(&self.namespaces, nsid)?,
+                    &self.mem,
+                    ranges,
+                    attrs,
+                    &dptr,
+                )?;
+                (0, 0)
+            }
+            IoCommand::Unknown(opcode) => {
+                tracing::debug!(target: "guest", opcode, "unsupported I/O opcode");
+                return Err(Status::INVALID_OPCODE);
+            }
+        };
+        self.counters.bytes_read += read;
+        self.counters.bytes_written += written;
+        if let Some(sq) = self.queues.sq_mut(sqid) {
+            sq.stats.bytes_read += read;
+            sq.stats.bytes_written += written;
+        }
+        Ok(0)
+    }
+}
+
+/// The attached namespace `nsid`; 0, broadcast and inactive NSIDs are Invalid Namespace.
+fn active_ns(namespaces: &[Option<Namespace>], nsid: Nsid) -> Result<&Namespace, Status> {
+    let index = nsid.0.checked_sub(1).ok_or(Status::INVALID_NAMESPACE)?;
+    namespaces
+        .get(usize::try_from(index).map_err(|_| Status::INVALID_NAMESPACE)?)
+        .and_then(Option::as_ref)
+        .ok_or(Status::INVALID_NAMESPACE)
+}
+
+/// The byte range of `blocks` blocks at `slba`, or LBA Out of Range.
+fn byte_range(ns: &Namespace, slba: Lba, blocks: u32) -> Result<(u64, u64), Status> {
+    let end = slba
+        .0
+        .checked_add(u64::from(blocks))
+        .ok_or(Status::LBA_OUT_OF_RANGE)?;
+    if end > ns.bdev().num_blocks() {
+        return Err(Status::LBA_OUT_OF_RANGE);
+    }
+    let shift = ns.block_shift();
+    // end <= num_blocks, and num_blocks << shift is the bdev's size, so neither overflows.
+    Ok((slba.0 << shift, u64::from(blocks) << shift))
+}
+
+/// The NVMe status for a backend failure.
+fn bdev_status(e: &BdevError) -> Status {
+    match e.kind() {
+        BdevErrorKind::OutOfRange => Status::LBA_OUT_OF_RANGE,
+        BdevErrorKind::Buffer => Status::DATA_TRANSFER_ERROR,
+        BdevErrorKind::Io => match e.op() {
+            BdevOp::Read | BdevOp::Compare => Status::UNRECOVERED_READ_ERROR,
+            BdevOp::Write | BdevOp::WriteZeroes => Status::WRITE_FAULT,
+            _ => Status::INTERNAL_ERROR,
+        },
+        BdevErrorKind::InvalidGeometry => Status::INTERNAL_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn lba_range_is_checked_without_overflow() {
+        let ns = Namespace::new(
+            Nsid(1),
+            Arc::new(nvmemu_bdev::Bdev::null("n", 512, 100).unwrap()),
+        );
+        assert_eq!(byte_range(&ns, Lba(99), 1), Ok((99 * 512, 512)));
+        assert_eq!(byte_range(&ns, Lba(99), 2), Err(Status::LBA_OUT_OF_RANGE));
+        assert_eq!(
+            byte_range(&ns, Lba(u64::MAX), 1),
+            Err(Status::LBA_OUT_OF_RANGE)
+        );
+    }
+
+    #[test]
+    fn namespace_lookup() {
+        let ns = Namespace::new(
+            Nsid(2),
+            Arc::new(nvmemu_bdev::Bdev::null("n", 512, 1).unwrap()),
+        );
+        let table = [None, Some(ns)];
+        assert!(active_ns(&table, Nsid(2)).is_ok());
+        for bad in [0, 1, 3, u32::MAX] {
+            assert_eq!(
+                active_ns(&table, Nsid(bad)).err(),
+                Some(Status::INVALID_NAMESPACE)
+            );
+        }
+    }
+}

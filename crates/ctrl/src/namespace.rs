@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A namespace: an NSID bound to a block device, plus its identifiers (NGUID, EUI-64, UUID).
+
+use std::sync::Arc;
+
+use nvmemu_bdev::Bdev;
+use nvmemu_spec::Nsid;
+
+/// A namespace attached to a controller.
+#[derive(Debug, Clone)]
+pub struct Namespace {
+    nsid: Nsid,
+    bdev: Arc<Bdev>,
+    block_shift: u32,
+    nguid: [u8; 16],
+    eui64: [u8; 8],
+    uuid: [u8; 16],
+}
+
+impl Namespace {
+    /// A namespace `nsid` backed by `bdev`. The identifiers are derived from the bdev name
+    /// and the NSID (stable across restarts); use [`Namespace::with_ids`] to set them.
+    pub fn new(nsid: Nsid, bdev: Arc<Bdev>) -> Namespace {
+        let hash = fnv1a_128(bdev.name().as_bytes(), nsid.0);
+        let mut uuid = hash.to_be_bytes();
+        // RFC 4122 version 4 layout, variant 10b.
+        if let Some(b) = uuid.get_mut(6) {
+            *b = (*b & 0x0F) | 0x40;
+        }
+        if let Some(b) = uuid.get_mut(8) {
+            *b = (*b & 0x3F) | 0x80;
+        }
+        let nguid = hash.rotate_left(64).to_be_bytes();
+        let bytes = hash.to_be_bytes();
+        let mut eui64 = [0u8; 8];
+        for (i, b) in eui64.iter_mut().enumerate() {
+            *b = bytes.get(i).copied().unwrap_or(0) ^ bytes.get(i + 8).copied().unwrap_or(0);
+        }
+        let block_shift = bdev.block_size().trailing_zeros();
+        Namespace {
+            nsid,
+            bdev,
+            block_shift,
+            nguid,
+            eui64,
+            uuid,
+        }
+    }
+
+    /// The same namespace with explicit identifiers (all-zero NGUID/EUI-64 are not reported).
+    pub fn with_ids(mut self, nguid: [u8; 16], eui64: [u8; 8], uuid: [u8; 16]) -> Namespace {
+        self.nguid = nguid;
+        self.eui64 = eui64;
+        self.uuid = uuid;
+        self
+    }
+
+    /// The namespace identifier.
+    pub fn nsid(&self) -> Nsid {
+        self.nsid
+    }
+
+    /// The backing block device.
+    pub fn bdev(&self) -> &Arc<Bdev> {
+        &self.bdev
+    }
+
+    /// log2 of the logical block size.
+    pub fn block_shift(&self) -> u32 {
+        self.block_shift
+    }
+
+    /// Namespace Globally Unique Identifier.
+    pub fn nguid(&self) -> [u8; 16] {
+        self.nguid
+    }
+
+    /// IEEE Extended Unique Identifier.
+    pub fn eui64(&self) -> [u8; 8] {
+        self.eui64
+    }
+
+    /// Namespace UUID.
+    pub fn uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+}
+
+fn fnv1a_128(bytes: &[u8], salt: u32) -> u128 {
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013B;
+    let mut h: u128 = 0x6C62_272E_07BB_0142_62B8_2175_6295_C58D;
+    for b in bytes.iter().chain(salt.to_le_bytes().iter()) {
+        h ^= u128::from(*b);
+        h = h.wrapping_mul(PRIME);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_stable_and_distinct() {
+        let bdev = Arc::new(Bdev::null("null0", 512, 8).unwrap());
+        let a = Namespace::new(Nsid(1), Arc::clone(&bdev));
+        let b = Namespace::new(Nsid(2), Arc::clone(&bdev));
+        assert_eq!(a.uuid(), Namespace::new(Nsid(1), Arc::clone(&bdev)).uuid());
+        assert_ne!(a.uuid(), b.uuid());
+        assert_ne!(a.nguid(), b.nguid());
+        assert_eq!(a.uuid()[6] >> 4, 4);
+        assert_eq!(a.block_shift(), 9);
+    }
+}

@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Submission and completion queue rings (NVMe Base 1.4, 4.1 "Submission Queue and
+//! Completion Queue Definition").
+//!
+//! A queue is plain state: its size, a wrap-at-size index, the phase tag, and the ring's
+//! resolved mapping (`Arc<MmapRegion>` + offset, re-resolved when the DMA table changes).
+//! The controller owns the table of queues and drives them from one poller thread.
+
+use std::sync::Arc;
+
+use nvmemu_mem::{Access, GuestMemory, Iova, MmapRegion};
+use nvmemu_spec::{Cqe, Qid, Sqe};
+use zerocopy::IntoBytes;
+
+use crate::metrics::QueueCounters;
+
+/// Bytes per SQE (CC.IOSQES = 6).
+pub(crate) const SQE_SIZE: u64 = 64;
+/// Bytes per CQE (CC.IOCQES = 4).
+pub(crate) const CQE_SIZE: u64 = 16;
+
+/// A ring index in `0..size`; advancing wraps at the size without a division.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct RingIdx(u32);
+
+impl RingIdx {
+    /// The index as a number.
+    pub(crate) fn get(self) -> u32 {
+        self.0
+    }
+
+    /// The index as the 16-bit value doorbells and SQHD carry (sizes are at most 65536, so
+    /// indexes fit).
+    pub(crate) fn as_u16(self) -> u16 {
+        u16::try_from(self.0).unwrap_or(u16::MAX)
+    }
+
+    /// Validate a doorbell value against the ring size.
+    pub(crate) fn checked(value: u32, size: u32) -> Option<RingIdx> {
+        (value < size).then_some(RingIdx(value))
+    }
+
+    /// The next index; `true` when it wrapped to 0.
+    pub(crate) fn next(self, size: u32) -> (RingIdx, bool) {
+        let n = self.0 + 1;
+        if n >= size {
+            (RingIdx(0), true)
+        } else {
+            (RingIdx(n), false)
+        }
+    }
+}
+
+/// A ring's place in client memory, resolved against the current DMA table.
+#[derive(Debug, Clone)]
+pub(crate) struct Ring {
+    /// Base IOVA as the host gave it (kept to re-resolve after DMA_MAP/UNMAP).
+    pub(crate) base: u64,
+    /// Length in bytes (entries x entry size).
+    pub(crate) bytes: u64,
+    /// Direction the device uses the ring in.
+    pub(crate) access: Access,
+    /// The mapping holding the whole ring.
+    pub(crate) region: Arc<MmapRegion>,
+    /// Offset of the ring in `region`.
+    pub(crate) offset: u64,
+}
+
+impl Ring {
+    /// Resolve a ring; `None` when it is not wholly inside one mapped region.
+    pub(crate) fn resolve(
+        mem: &GuestMemory,
+        base: u64,
+        bytes: u64,
+        access: Access,
+    ) -> Option<Ring> {
+        let (region, offset) = mem.translate(Iova(base), bytes, access).ok()?;
+        Some(Ring {
+            base,
+            bytes,
+            access,
+            region: Arc::clone(region),
+            offset,
+        })
+    }
+
+    /// The same ring against a new DMA table.
+    pub(crate) fn re_resolve(&self, mem: &GuestMemory) -> Option<Ring> {
+        Ring::resolve(mem, self.base, self.bytes, self.access)
+    }
+
+    /// Zero the ring (queues start empty, with the host expecting phase 1).
+    pub(crate) fn clear(&self) -> bool {
+        self.region.fill(self.offset, self.bytes, 0).is_ok()
+    }
+}
+
+/// A submission queue.
+#[derive(Debug)]
+pub(crate) struct SubmissionQueue {
+    /// Entries (one-based).
+    pub(crate) size: u32,
+    /// Next entry the controller consumes (SQHD).
+    pub(crate) head: RingIdx,
+    /// Completion queue it posts to.
+    pub(crate) cqid: Qid,
+    /// The ring.
+    pub(crate) ring: Ring,
+    /// An invalid tail doorbell value was seen and reported; cleared by the next valid one,
+    /// so a host hammering a bad value logs once.
+    pub(crate) bad_doorbell: bool,
+    /// Counters.
+    pub(crate) stats: QueueCounters,
+}
+
+impl SubmissionQueue {
+    /// Copy the SQE at `head` out of the ring (once; the caller decodes the copy).
+    pub(crate) fn read_sqe(&self, at: RingIdx) -> Option<Sqe> {
+        let off = self.ring.offset + u64::from(at.get()) * SQE_SIZE;
+        self.ring.region.read_obj::<Sqe>(off).ok()
+    }
+}
+
+/// A completion queue.
+#[derive(Debug)]
+pub(crate) struct CompletionQueue {
+    /// Entries (one-based).
+    pub(crate) size: u32,
+    /// Next slot the controller fills.
+    pub(crate) tail: RingIdx,
+    /// Phase tag of the current pass (starts at 1).
+    pub(crate) phase: bool,
+    /// Last CQ head the host reported; re-read from the doorbell only when the queue looks
+    /// full.
+    pub(crate) head: RingIdx,
+    /// Interrupts enabled.
+    pub(crate) ien: bool,
+    /// MSI-X vector.
+    pub(crate) iv: u16,
+    /// The ring.
+    pub(crate) ring: Ring,
+    /// Submission queues posting here (a CQ with any cannot be deleted).
+    pub(crate) sq_count: u16,
+    /// Entries were posted since the last interrupt was raised.
+    pub(crate) irq_pending: bool,
+    /// An invalid head doorbell value was seen and reported.
+    pub(crate) bad_doorbell: bool,
+}
+
+impl CompletionQueue {
+    /// A new, empty queue.
+    pub(crate) fn new(size: u32, ien: bool, iv: u16, ring: Ring) -> CompletionQueue {
+        CompletionQueue {
+            size,
+            tail: RingIdx::default(),
+            phase: true,
+            head: RingIdx::default(),
+            ien,
+            iv,
+            ring,
+            sq_count: 0,
+            irq_pending: false,
+            bad_doorbell: false,
+        }
+    }
+
+    /// True when posting one more entry would overwrite one the host has not consumed.
+    pub(crate) fn looks_full(&self) -> bool {
+        self.tail.next(self.size).0 == self.head
+    }
+
+    /// Write `cqe` (its phase is set here) at the tail and advance it.
+    ///
+    /// Ordering: DW0..DW3's first half go in with plain copies, then the status+phase word
+    /// with a Release store. The host polls that word (Acquire, or a read barrier after it,
+    /// as Linux's `nvme_cqe_pending` + `dma_rmb` do), so it never sees the new phase with
+    /// stale fields. Returns false when the ring is no longer writable.
+    pub(crate) fn post(&mut self, mut cqe: Cqe) -> bool {
+        cqe.status_phase = (cqe.status_phase & !1) | u16::from(self.phase);
+        let off = self.ring.offset + u64::from(self.tail.get()) * CQE_SIZE;
+        let bytes = cqe.as_bytes();
+        let ok = bytes
+            .get(..14)
+            .is_some_and(|body| self.ring.region.copy_from(off, body).is_ok())
+            && self
+                .ring
+                .region
+                .store_release_u16(off + 14, cqe.status_phase)
+                .is_ok();
+        if ok {
+            let (next, wrapped) = self.tail.next(self.size);
+            self.tail = next;
+            if wrapped {
+                self.phase = !self.phase;
+            }
+            self.irq_pending |= self.ien;
+        }
+        ok
+    }
+}
+
+/// Every queue of a controller, indexed by queue id, plus compact lists of the live I/O
+/// queue ids so polling does not scan empty slots.
+#[derive(Debug)]
+pub(crate) struct QueueTable {
+    sqs: Vec<Option<SubmissionQueue>>,
+    cqs: Vec<Option<CompletionQueue>>,
+    active_sqs: Vec<Qid>,
+    active_cqs: Vec<Qid>,
+}
+
+impl QueueTable {
+    /// A table for queue ids `0..=max_qid` (allocated once, here).
+    pub(crate) fn new(max_qid: u16) -> QueueTable {
+        let n = usize::from(max_qid) + 1;
+        QueueTable {
+            sqs: (0..n).map(|_| None).collect(),
+            cqs: (0..n).map(|_| None).collect(),
+            active_sqs: Vec::with_capacity(n),
+            active_cqs: Vec::with_capacity(n),
+        }
+    }
+
+    /// The submission queue `qid`.
+    pub(crate) fn sq(&self, qid: Qid) -> Option<&SubmissionQueue> {
+        self.sqs.get(qid.index())?.as_ref()
+    }
+
+    /// The submission queue `qid`, mutably.
+    pub(crate) fn sq_mut(&mut self, qid: Qid) -> Option<&mut SubmissionQueue> {
+        self.sqs.get_mut(qid.index())?.as_mut()
+    }
+
+    /// The completion queue `qid`.
+    pub(crate) fn cq(&self, qid: Qid) -> Option<&CompletionQueue> {
+        self.cqs.get(qid.index())?.as_ref()
+    }
+
+    /// The completion queue `qid`, mutably.
+    pub(crate) fn cq_mut(&mut self, qid: Qid) -> Option<&mut CompletionQueue> {
+        self.cqs.get_mut(qid.index())?.as_mut()
+    }
+
+    /// Whether `qid` can name a queue at all.
+    pub(crate) fn in_range(&self, qid: Qid) -> bool {
+        qid.index() < self.sqs.len()
+    }
+
+    /// Install a CQ in a free, in-range slot.
+    pub(crate) fn insert_cq(&mut self, qid: Qid, cq: CompletionQueue) {
+        if let Some(slot @ None) = self.cqs.get_mut(qid.index()) {
+            *slot = Some(cq);
+            if qid != Qid::ADMIN {
+                self.active_cqs.push(qid);
+            }
+        }
+    }
+
+    /// Install an SQ in a free slot; its CQ must exist.
+    pub(crate) fn insert_sq(&mut self, qid: Qid, sq: SubmissionQueue) {
+        let cqid = sq.cqid;
+        if let Some(slot @ None) = self.sqs.get_mut(qid.index()) {
+            *slot = Some(sq);
+            if qid != Qid::ADMIN {
+                self.active_sqs.push(qid);
+            }
+            if let Some(cq) = self.cq_mut(cqid) {
+                cq.sq_count += 1;
+            }
+        }
+    }
+
+    /// Remove an SQ.
+    pub(crate) fn remove_sq(&mut self, qid: Qid) -> Option<SubmissionQueue> {
+        let sq = self.sqs.get_mut(qid.index())?.take()?;
+        self.active_sqs.retain(|&q| q != qid);
+        if let Some(cq) = self.cq_mut(sq.cqid) {
+            cq.sq_count = cq.sq_count.saturating_sub(1);
+        }
+        Some(sq)
+    }
+
+    /// Remove a CQ.
+    pub(crate) fn remove_cq(&mut self, qid: Qid) -> Option<CompletionQueue> {
+        let cq = self.cqs.get_mut(qid.index())?.take()?;
+        self.active_cqs.retain(|&q| q != qid);
+        Some(cq)
+    }
+
+    /// Remove every queue (controller disable/reset).
+    pub(crate) fn clear(&mut self) {
+        self.sqs.iter_mut().for_each(|s| *s = None);
+        self.cqs.iter_mut().for_each(|c| *c = None);
+        self.active_sqs.clear();
+        self.active_cqs.clear();
+    }
+
+    /// The `i`-th live I/O SQ id.
+    pub(crate) fn active_sq(&self, i: usize) -> Option<Qid> {
+        self.active_sqs.get(i).copied()
+    }
+
+    /// The `i`-th live I/O CQ id.
+    pub(crate) fn active_cq(&self, i: usize) -> Option<Qid> {
+        self.active_cqs.get(i).copied()
+    }
+
+    /// Whether any I/O queue exists.
+    pub(crate) fn has_io_queues(&self) -> bool {
+        !self.active_sqs.is_empty() || !self.active_cqs.is_empty()
+    }
+
+    /// Every queue ring, for re-resolution after a DMA table change.
+    pub(crate) fn rings_mut(&mut self) -> impl Iterator<Item = &mut Ring> {
+        let sqs = self.sqs.iter_mut().flatten().map(|s| &mut s.ring);
+        let cqs = self.cqs.iter_mut().flatten().map(|c| &mut c.ring);
+        sqs.chain(cqs)
+    }
+
+    /// Every live SQ with its id.
+    pub(crate) fn sqs(&self) -> impl Iterator<Item = (Qid, &SubmissionQueue)> {
+        self.sqs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((Qid(u16::try_from(i).ok()?), s.as_ref()?)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_utils::HostMemory;
+    use nvmemu_spec::{Cid, Status};
+
+    #[test]
+    fn ring_index_wraps_at_size() {
+        let (i, w) = RingIdx(2).next(3);
+        assert_eq!((i, w), (RingIdx(0), true));
+        assert_eq!(RingIdx(0).next(3), (RingIdx(1), false));
+        assert_eq!(RingIdx::checked(3, 3), None);
+        assert_eq!(RingIdx::checked(65535, 65536), Some(RingIdx(65535)));
+    }
+
+    #[test]
+    fn cq_phase_flips_on_wrap_and_full_is_detected() {
+        let host = HostMemory::new(1 << 16);
+        let ring = Ring::resolve(&host.guest(), host.iova(0), 2 * CQE_SIZE, Access::Write).unwrap();
+        let mut cq = CompletionQueue::new(2, true, 0, ring);
+        let cqe = Cqe::new(Cid(1), Qid(1), 0, Status::SUCCESS, 0, false);
+        assert!(!cq.looks_full());
+        assert!(cq.post(cqe));
+        assert!(cq.looks_full());
+        cq.head = RingIdx(1);
+        assert!(cq.post(cqe));
+        assert!(!cq.phase);
+        let first: Cqe = host.read_obj(0);
+        let second: Cqe = host.read_obj(16);
+        assert!(first.phase() && second.phase());
+        assert!(cq.post(Cqe { cid: 7, ..cqe }));
+        let again: Cqe = host.read_obj(0);
+        assert!(!again.phase());
+        assert_eq!(again.cid, 7);
+        assert!(cq.irq_pending);
+    }
+}
