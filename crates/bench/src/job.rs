@@ -315,102 +315,104 @@ pub fn run_job(
         };
 
         // Issue: fill free slots, one doorbell for the batch.
-        while issuing {
-            let Some(&slot) = free.last() else { break };
-            let next = match &mut phase {
-                Phase::Main => {
-                    if !plan.time_based && recording && issued_bytes >= plan.size_bytes {
-                        None
-                    } else {
-                        let write = plan.read_pct < 100
-                            && (plan.read_pct == 0 || rng.below(100) >= u64::from(plan.read_pct));
-                        let mut unit = if plan.rw.is_random() {
-                            rng.below(plan.units)
-                        } else {
-                            seq_next
-                        };
-                        if plan.verify && busy.get(unit) && plan.rw.is_random() {
-                            for _ in 0..8 {
-                                unit = rng.below(plan.units);
-                                if !busy.get(unit) {
-                                    break;
-                                }
-                            }
-                        }
-                        if plan.verify && busy.get(unit) {
+        if issuing {
+            while let Some(&slot) = free.last() {
+                let next = match &mut phase {
+                    Phase::Main => {
+                        if !plan.time_based && recording && issued_bytes >= plan.size_bytes {
                             None
                         } else {
-                            if !plan.rw.is_random() {
-                                seq_next = if seq_next + 1 >= plan.units {
-                                    0
-                                } else {
-                                    seq_next + 1
-                                };
+                            let write = plan.read_pct < 100
+                                && (plan.read_pct == 0
+                                    || rng.below(100) >= u64::from(plan.read_pct));
+                            let mut unit = if plan.rw.is_random() {
+                                rng.below(plan.units)
+                            } else {
+                                seq_next
+                            };
+                            if plan.verify && busy.get(unit) && plan.rw.is_random() {
+                                for _ in 0..8 {
+                                    unit = rng.below(plan.units);
+                                    if !busy.get(unit) {
+                                        break;
+                                    }
+                                }
                             }
-                            let g = gen_at(&gens, unit);
-                            Some((write, unit, if write { next_gen(g) } else { g }))
+                            if plan.verify && busy.get(unit) {
+                                None
+                            } else {
+                                if !plan.rw.is_random() {
+                                    seq_next = if seq_next + 1 >= plan.units {
+                                        0
+                                    } else {
+                                        seq_next + 1
+                                    };
+                                }
+                                let g = gen_at(&gens, unit);
+                                Some((write, unit, if write { next_gen(g) } else { g }))
+                            }
                         }
                     }
-                }
-                Phase::Verify { cursor } => {
-                    while *cursor < plan.units && gen_at(&gens, *cursor) == 0 {
-                        *cursor += 1;
+                    Phase::Verify { cursor } => {
+                        while *cursor < plan.units && gen_at(&gens, *cursor) == 0 {
+                            *cursor += 1;
+                        }
+                        if *cursor < plan.units {
+                            let u = *cursor;
+                            *cursor += 1;
+                            Some((false, u, gen_at(&gens, u)))
+                        } else {
+                            None
+                        }
                     }
-                    if *cursor < plan.units {
-                        let u = *cursor;
-                        *cursor += 1;
-                        Some((false, u, gen_at(&gens, u)))
-                    } else {
-                        None
-                    }
-                }
-            };
-            let Some((write, unit, generation)) = next else {
-                break;
-            };
-            let lba = plan.first_lba + unit * u64::from(plan.blocks_per_io);
-            if plan.verify && write {
-                verify::fill_io(&mut staging, lba, block_size, generation, plan.job);
-                if let Err(e) = q.write_payload(slot, &staging) {
-                    out.error = Some(e);
+                };
+                let Some((write, unit, generation)) = next else {
                     break;
-                }
-            }
-            let start_ns = now();
-            let op = if write { Op::Write } else { Op::Read };
-            match q.submit(slot, op, lba, plan.blocks_per_io) {
-                Ok(()) => {
-                    free.pop();
-                    if plan.verify {
-                        busy.set(unit, true);
-                    }
-                    if let Some(s) = slots.get_mut(slot) {
-                        *s = Slot {
-                            unit,
-                            lba,
-                            op_write: write,
-                            generation,
-                            start_ns,
-                            issue_ns: start_ns,
-                        };
-                    }
-                    batch.push(slot);
-                    inflight += 1;
-                    if recording {
-                        issued_bytes += bs;
+                };
+                let lba = plan.first_lba + unit * u64::from(plan.blocks_per_io);
+                if plan.verify && write {
+                    verify::fill_io(&mut staging, lba, block_size, generation, plan.job);
+                    if let Err(e) = q.write_payload(slot, &staging) {
+                        out.error = Some(e);
+                        break;
                     }
                 }
-                Err(EngineError::QueueFull) => {
-                    if inflight == 0 {
-                        // Nothing in flight yet the queue is full: the engine
-                        // would never accept a command; end the job.
-                        out.error = Some(EngineError::QueueFull);
+                let start_ns = now();
+                let op = if write { Op::Write } else { Op::Read };
+                match q.submit(slot, op, lba, plan.blocks_per_io) {
+                    Ok(()) => {
+                        free.pop();
+                        if plan.verify {
+                            busy.set(unit, true);
+                        }
+                        if let Some(s) = slots.get_mut(slot) {
+                            *s = Slot {
+                                unit,
+                                lba,
+                                op_write: write,
+                                generation,
+                                start_ns,
+                                issue_ns: start_ns,
+                            };
+                        }
+                        batch.push(slot);
+                        inflight += 1;
+                        if recording {
+                            issued_bytes += bs;
+                        }
                     }
-                    break;
-                }
-                Err(e) => {
-                    out.error = Some(e);
-                    break;
+                    Err(EngineError::QueueFull) => {
+                        if inflight == 0 {
+                            // Nothing in flight yet the queue is full: the engine
+                            // would never accept a command; end the job.
+                            out.error = Some(EngineError::QueueFull);
+                        }
+                        break;
+                    }
+                    Err(e) => {
+                        out.error = Some(e);
+                        break;
+                    }
                 }
             }
         }

@@ -327,7 +327,7 @@ impl Default for BenchOptions {
 /// Formats a byte count as fio users write it (`4k`, `1m`, `512`).
 pub fn size_to_string(v: u64) -> String {
     for (shift, suffix) in [(40, "t"), (30, "g"), (20, "m"), (10, "k")] {
-        if v != 0 && v % (1u64 << shift) == 0 {
+        if v != 0 && (v >> shift) << shift == v {
             return format!("{}{suffix}", v >> shift);
         }
     }

@@ -96,7 +96,7 @@ pub fn plan_jobs(
         block_size,
         max_transfer: geometry.max_transfer,
     };
-    if block_size == 0 || bs == 0 || bs % u64::from(block_size) != 0 {
+    if block_size == 0 || bs == 0 || bs / u64::from(block_size) * u64::from(block_size) != bs {
         return Err(bad_bs);
     }
     if geometry.max_transfer != 0 && bs > u64::from(geometry.max_transfer) {
@@ -293,6 +293,12 @@ pub fn run_bench(
     })
 }
 
+/// Float to integer for display values; `as` saturates (NaN becomes 0).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn f2u(v: f64) -> u64 {
+    v.max(0.0) as u64
+}
+
 /// Waits for the jobs, printing fio's status line to stderr about once a
 /// second when enabled, and erases it at the end.
 fn status_loop<T>(
@@ -323,8 +329,8 @@ fn status_loop<T>(
                 ios[d] += p.ios[d].load(Ordering::Relaxed);
             }
         }
-        let rate = [0, 1].map(|d| ((bytes[d] - last_bytes[d]) as f64 / dt) as u64);
-        let iops = [0, 1].map(|d| ((ios[d] - last_ios[d]) as f64 / dt) as u64);
+        let rate = [0, 1].map(|d| f2u((bytes[d] - last_bytes[d]) as f64 / dt));
+        let iops = [0, 1].map(|d| f2u((ios[d] - last_ios[d]) as f64 / dt));
         last_bytes = bytes;
         last_ios = ios;
         let elapsed = started.elapsed().as_secs();
@@ -337,7 +343,7 @@ fn status_loop<T>(
             (!opts.time_based && done > 0 && total_bytes > 0 && opts.verify == VerifyMode::Off)
                 .then(|| {
                     let frac = (done as f64 / total_bytes as f64).min(1.0);
-                    ((elapsed as f64) * (1.0 - frac) / frac.max(1e-9)) as u64
+                    f2u((elapsed as f64) * (1.0 - frac) / frac.max(1e-9))
                 });
         let eta = match (by_time, by_size) {
             (Some(a), Some(b)) => Some(a.min(b)),

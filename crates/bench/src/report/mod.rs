@@ -54,9 +54,10 @@ pub fn group_stats(r: &BenchResult) -> GroupStats {
         if g.min_bw[i] == u64::MAX {
             g.min_bw[i] = 0;
         }
-        if g.max_run[i] > 0 {
-            g.agg[i] = g.io_bytes[i].saturating_mul(1000) / g.max_run[i];
-        }
+        g.agg[i] = g.io_bytes[i]
+            .saturating_mul(1000)
+            .checked_div(g.max_run[i])
+            .unwrap_or(0);
     }
     g
 }

@@ -231,7 +231,7 @@ pub fn render_text(r: &BenchResult) -> String {
         job_status(&mut out, r, j, &g);
     }
     let _ = writeln!(out, "\nRun status group 0 (all jobs):");
-    for i in 0..2 {
+    for (i, group_name) in GROUP_NAMES.iter().enumerate() {
         let (Some(&max_run), Some(&min_run)) = (g.max_run.get(i), g.min_run.get(i)) else {
             continue;
         };
@@ -243,7 +243,7 @@ pub fn render_text(r: &BenchResult) -> String {
         let _ = writeln!(
             out,
             "{}: bw={} ({}), {}-{} ({}-{}), io={} ({}), run={min_run}-{max_run}msec",
-            GROUP_NAMES[i],
+            group_name,
             f(agg, true, Unit::BytePerSec),
             f(agg, false, Unit::BytePerSec),
             f(min_bw, true, Unit::BytePerSec),
