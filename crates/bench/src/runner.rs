@@ -749,4 +749,20 @@ mod tests {
         assert_eq!(p[1].first_lba, p[0].first_lba + p[0].units * 8);
         assert_eq!(p[3].first_lba + p[3].units * 8, 1 << 12);
     }
+
+    #[test]
+    fn time_based_run_with_ramp_ends_and_reports() {
+        let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
+        let o = BenchOptions {
+            time_based: true,
+            runtime: Some(Duration::from_millis(700)),
+            ramp_time: Some(Duration::from_millis(200)),
+            ..opts(RwMode::Randrw, 1 << 20)
+        };
+        let r = run(&o, &dev);
+        let j = &r.jobs[0];
+        assert!(j.output.stats.dirs[0].total_ios > 0 && j.output.stats.dirs[1].total_ios > 0);
+        assert!(j.output.runtime_ms > 0);
+        assert!(render(&r, OutputFormat::NORMAL).contains("  write: IOPS="));
+    }
 }
