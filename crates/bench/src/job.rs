@@ -557,7 +557,10 @@ pub fn run_job(
         usage_start = thread_usage();
     }
     out.usage = thread_usage().since(&usage_start);
-    out.runtime_ms = (t_end - stats_start) / 1_000_000;
+    // Whole milliseconds as fio reports them, but never 0 once I/O completed
+    // (a sub-millisecond run would otherwise vanish from the report).
+    let did_io = out.stats.dirs.iter().any(|d| d.total_ios > 0);
+    out.runtime_ms = ((t_end - stats_start) / 1_000_000).max(u64::from(did_io));
     out.elapsed_ms = t_end / 1_000_000;
     progress.set(JobState::Done);
     out
