@@ -197,10 +197,6 @@ fn number_of_queues_and_features() {
         h.admin(set_feature(0x07, 0)).status(),
         Status::COMMAND_SEQUENCE_ERROR
     );
-    assert_eq!(
-        h.admin(set_feature(0x07 | 0, 0)).status(),
-        Status::COMMAND_SEQUENCE_ERROR
-    );
     assert_eq!(h.admin(get_feature(0x07, 0, 0)).dw0, 0x007E_0003);
     assert_eq!(h.admin(get_feature(0x07, 1, 0)).dw0, 0x007E_007E, "default");
     assert_eq!(h.admin(get_feature(0x07, 3, 0)).dw0, 0b100, "changeable");
