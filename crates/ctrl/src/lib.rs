@@ -23,6 +23,7 @@ mod dptr;
 mod io;
 mod metrics;
 mod namespace;
+mod poll;
 mod queue;
 mod regs;
 mod state;

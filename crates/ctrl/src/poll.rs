@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The poll loop: doorbells, SQE fetch, dispatch, completion posting and interrupts
+//! (NVMe Base 1.4, 4.1 and 7.2 "Command Processing").
+
+use std::time::Instant;
+
+use nvmemu_spec::log_page::AsyncEvent;
+use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
+
+use crate::queue::RingIdx;
+use crate::state::CtrlEvent;
+use crate::{Controller, InterruptSink};
+
+/// Most admin commands taken per poll.
+const ADMIN_BATCH: usize = 16;
+/// Most I/O commands taken from one SQ per poll.
+const IO_BATCH: usize = 32;
+
+impl Controller {
+    /// Process the admin SQ and every I/O SQ once (bounded batches), post completions and
+    /// deliver pending asynchronous events, then raise each CQ's vector at most once.
+    /// Returns the number of commands completed (0 = idle).
+    pub fn poll(&mut self, irq: &mut dyn InterruptSink) -> usize {
+        if !self.state.is_ready() {
+            return 0;
+        }
+        let start = Instant::now();
+        let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH);
+        done += self.deliver_events();
+        let mut i = 0;
+        while let Some(qid) = self.queues.active_sq(i) {
+            done += self.poll_sq(qid, IO_BATCH);
+            i += 1;
+        }
+        self.raise_interrupts(irq);
+        if done > 0 {
+            self.counters.busy_nanos += start.elapsed().as_nanos();
+        }
+        done
+    }
+
+    fn raise_interrupts(&mut self, irq: &mut dyn InterruptSink) {
+        let mut i = 0;
+        let mut next = Some(Qid::ADMIN);
+        while let Some(qid) = next {
+            if let Some(cq) = self.queues.cq_mut(qid)
+                && cq.irq_pending
+            {
+                cq.irq_pending = false;
+                irq.raise(cq.iv);
+            }
+            next = self.queues.active_cq(i);
+            i += 1;
+        }
+    }
+
+    fn poll_sq(&mut self, qid: Qid, batch: usize) -> usize {
+        let Some(tail) = self.load_sq_tail(qid) else {
+            return 0;
+        };
+        let mut completed = 0;
+        let mut taken = 0;
+        for _ in 0..batch {
+            let Some(sq) = self.queues.sq(qid) else { break };
+            if sq.head == tail {
+                break;
+            }
+            let cqid = sq.cqid;
+            if !self.cq_has_room(cqid) {
+                break;
+            }
+            let Some(sq) = self.queues.sq_mut(qid) else {
+                break;
+            };
+            let head = sq.head;
+            let Some(sqe) = sq.read_sqe(head) else {
+                self.apply(CtrlEvent::Fault, None);
+                break;
+            };
+            // SQHD in this command's CQE must already count it as consumed.
+            sq.head = head.next(sq.size).0;
+            taken += 1;
+            let result = if qid == Qid::ADMIN {
+                match self.exec_admin(&sqe) {
+                    Some(r) => r,
+                    None => continue, // held (Asynchronous Event Request)
+                }
+            } else {
+                self.exec_io(qid, &sqe)
+            };
+            if self.complete(qid, &sqe, result) {
+                completed += 1;
+            }
+            if !self.state.is_ready() {
+                break;
+            }
+        }
+        if qid != Qid::ADMIN && taken > 0 {
+            self.publish_event_idx(qid);
+        }
+        completed
+    }
+
+    /// Read and validate the SQ tail doorbell (shadow doorbell for I/O queues once Doorbell
+    /// Buffer Config is in effect). Acquire pairs with the host's write barrier between
+    /// writing SQEs and the doorbell store.
+    fn load_sq_tail(&mut self, qid: Qid) -> Option<RingIdx> {
+        let off = u64::from(qid.0) * 8;
+        let raw = match (&self.dbbuf, qid) {
+            (Some(db), q) if q != Qid::ADMIN => db.load_doorbell(off),
+            _ => self.doorbells.load_acquire_u32(off).ok(),
+        }?;
+        let sq = self.queues.sq_mut(qid)?;
+        match RingIdx::checked(raw & 0xFFFF, sq.size) {
+            Some(t) => {
+                sq.bad_doorbell = false;
+                Some(t)
+            }
+            None => {
+                if !sq.bad_doorbell {
+                    sq.bad_doorbell = true;
+                    tracing::debug!(target: "guest", qid = qid.0, raw, "SQ tail doorbell beyond queue size");
+                    self.counters.bad_doorbells += 1;
+                    self.raise_event(AsyncEvent::INVALID_DOORBELL_VALUE);
+                }
+                None
+            }
+        }
+    }
+
+    /// Whether CQ `cqid` can take one more entry; re-reads the head doorbell only when the
+    /// cached head says full.
+    pub(crate) fn cq_has_room(&mut self, cqid: Qid) -> bool {
+        let Some(cq) = self.queues.cq(cqid) else {
+            return false;
+        };
+        if !cq.looks_full() {
+            return true;
+        }
+        let off = u64::from(cqid.0) * 8 + 4;
+        let raw = match (&self.dbbuf, cqid) {
+            (Some(db), q) if q != Qid::ADMIN => db.load_doorbell(off),
+            _ => self.doorbells.load_acquire_u32(off).ok(),
+        };
+        let Some(cq) = self.queues.cq_mut(cqid) else {
+            return false;
+        };
+        match raw.and_then(|r| RingIdx::checked(r & 0xFFFF, cq.size)) {
+            Some(h) => {
+                cq.head = h;
+                cq.bad_doorbell = false;
+            }
+            None if !cq.bad_doorbell => {
+                cq.bad_doorbell = true;
+                tracing::debug!(target: "guest", qid = cqid.0, ?raw, "CQ head doorbell beyond queue size");
+                self.counters.bad_doorbells += 1;
+                self.raise_event(AsyncEvent::INVALID_DOORBELL_VALUE);
+                return false;
+            }
+            None => return false,
+        }
+        !cq.looks_full()
+    }
+
+    /// Post the completion of `sqe` (taken from `sqid`); false if nothing was posted.
+    fn complete(&mut self, sqid: Qid, sqe: &Sqe, result: Result<u32, Status>) -> bool {
+        let (status, dw0) = match result {
+            Ok(dw0) => (Status::SUCCESS, dw0),
+            Err(s) => (s, 0),
+        };
+        let Some(sq) = self.queues.sq_mut(sqid) else {
+            return false;
+        };
+        let sqhd = sq.head.as_u16();
+        let cqid = sq.cqid;
+        sq.stats.commands += 1;
+        if sqid == Qid::ADMIN {
+            self.counters.admin_commands += 1;
+        } else {
+            self.counters.io_commands += 1;
+        }
+        if !status.is_success() {
+            sq.stats.errors += 1;
+            self.counters.errors += 1;
+            self.error_log.record(sqid, sqe, status);
+        }
+        self.post(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
+    }
+
+    /// Write a CQE to `cqid` (room was checked by the caller).
+    pub(crate) fn post(&mut self, cqid: Qid, cqe: Cqe) -> bool {
+        let Some(cq) = self.queues.cq_mut(cqid) else {
+            return false;
+        };
+        if cq.post(cqe) {
+            return true;
+        }
+        tracing::warn!(target: "guest", cqid = cqid.0, "CQ ring is no longer writable; controller fatal");
+        self.apply(CtrlEvent::Fault, None);
+        false
+    }
+
+    /// Complete a held Asynchronous Event Request on the admin queue.
+    pub(crate) fn post_admin(&mut self, cid: Cid, dw0: u32) -> bool {
+        let Some(sq) = self.queues.sq(Qid::ADMIN) else {
+            return false;
+        };
+        let sqhd = sq.head.as_u16();
+        self.counters.admin_commands += 1;
+        self.post(
+            Qid::ADMIN,
+            Cqe::new(cid, Qid::ADMIN, sqhd, Status::SUCCESS, dw0, false),
+        )
+    }
+}
