@@ -35,8 +35,9 @@ check() {
     if out=$(timeout "${CHECK_TIMEOUT:-180}" "$@" 2>&1); then
         ok "$desc"
     else
+        rc=$?
         echo "$out" | tail -40
-        fail "$desc (exit $?)"
+        fail "$desc (exit $rc)"
     fi
 }
 

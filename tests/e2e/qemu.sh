@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# End-to-end test: a QEMU guest's Linux nvme driver uses the emulated SSD over vfio-user.
+#
+#   tests/e2e/qemu.sh            full test against `nvmemu serve` (what CI runs)
+#   tests/e2e/qemu.sh reference  the same checks against QEMU's built-in nvme device
+#                                (validates the harness itself; needs no nvmemu)
+#   tests/e2e/qemu.sh bench [nvmemu|qemu-nvme|virtio-blk]...
+#                                fio 4k randread iodepth 16 in the guest, for docs/qemu-guest.md
+#
+# The full test boots one QEMU (2 vCPUs, shared memfd RAM, vfio-user-pci) that runs phase 1
+# (identify, queues and MSI-X, fio verify with io_uring and libaio, second namespace,
+# controller reset, write data), reboots the guest and runs phase 2 (data reads back); then a
+# second QEMU process against the same, still running server runs phase 3 (data still there,
+# fio verify). Any failure exits non-zero with the guest console in the log.
+#
+# Environment:
+#   NVMEMU_BIN          nvmemu binary (default: cargo build --release -p nvmemu)
+#   NVMEMU_MODEL        expected/served model number  (default "nvmemu Virtual NVMe")
+#   NVMEMU_SERIAL       expected/served serial number (default "NVMEMU0001")
+#   NVMEMU_VID          expected PCI vendor id in Identify Controller (default 0x4e58)
+#   NVMEMU_E2E_CACHE    provisioning cache (default ~/.cache/nvmemu-e2e)
+#   NVMEMU_E2E_TIMEOUT  seconds allowed per QEMU process (default 420)
+#   NVMEMU_E2E_KEEP=1   keep the run directory (consoles, server log) even on success
+#   NVMEMU_SKIP_E2E=1   is honoured by .ci/run for quick local loops, never in CI
+set -euo pipefail
+
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+MODEL=${NVMEMU_MODEL:-nvmemu Virtual NVMe}
+SERIAL=${NVMEMU_SERIAL:-NVMEMU0001}
+VID=${NVMEMU_VID:-0x4e58}
+LIMIT=${NVMEMU_E2E_TIMEOUT:-420}
+NS1_BYTES=$((256 << 20))
+NS2_BYTES=$((64 << 20))
+SERVER_PID=""
+T_START=$SECONDS
+
+cleanup() {
+    local rc=$?
+    if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    if [[ -n "${RUN:-}" && -d "$RUN" ]]; then
+        if [[ $rc -eq 0 && "${NVMEMU_E2E_KEEP:-0}" != 1 ]]; then
+            rm -rf "$RUN"
+        else
+            log "run directory kept: $RUN"
+        fi
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Guest configuration for the "flow" scenario; $1 model, $2 serial, $3 vendor id.
+flow_config() {
+    cat <<EOF
+E2E_SCENARIO=flow
+E2E_RUN=$RUN_ID
+EXP_MODEL='$1'
+EXP_SERIAL='$2'
+EXP_VID=$3
+EXP_NS1_BYTES=$NS1_BYTES
+EXP_NS1_LBADS=9
+EXP_NS1_FMT='512   B'
+EXP_NS2_BYTES=$NS2_BYTES
+EXP_NS2_LBADS=12
+EXP_NS2_FMT='4 KiB'
+EXP_QUEUES=${E2E_SMP:-2}
+EOF
+}
+
+nvmemu_bin() {
+    if [[ -n "${NVMEMU_BIN:-}" ]]; then
+        [[ -x "$NVMEMU_BIN" ]] || die "NVMEMU_BIN=$NVMEMU_BIN is not executable"
+        echo "$NVMEMU_BIN"
+        return
+    fi
+    log "building nvmemu (cargo build --release -p nvmemu)"
+    (cd "$REPO_ROOT" && cargo build --release -p nvmemu >&2) || die "cargo build failed"
+    echo "${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/nvmemu"
+}
+
+start_server() {
+    local bin=$1 i
+    mkdir -p "$RUN/sock"
+    log "starting: $bin serve --socket-dir $RUN/sock --ns malloc:size=256M,lba=512 --ns malloc:size=64M,lba=4096 -m 0x2"
+    RUST_LOG=${RUST_LOG:-info} "$bin" serve --socket-dir "$RUN/sock" \
+        --ns malloc:size=256M,lba=512 --ns malloc:size=64M,lba=4096 -m 0x2 \
+        --serial "$SERIAL" --model "$MODEL" >"$RUN/nvmemu.log" 2>&1 &
+    SERVER_PID=$!
+    for ((i = 0; i < 300; i++)); do
+        [[ -S "$RUN/sock/cntrl" ]] && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    show_server_log
+    die "nvmemu serve did not create $RUN/sock/cntrl"
+}
+
+show_server_log() {
+    log "----- nvmemu serve log (last 80 lines) -----"
+    tail -80 "$RUN/nvmemu.log" | sed 's/^/    > /' >&2
+}
+
+server_alive() {
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+        wait "$SERVER_PID" && rc=0 || rc=$?
+        SERVER_PID=""
+        show_server_log
+        log "FAIL: nvmemu serve exited ($rc) $1"
+        return 1
+    fi
+}
+
+nvmemu_device() {
+    echo '{"driver":"vfio-user-pci","socket":{"type":"unix","path":"'"$RUN/sock/cntrl"'"}}'
+}
+
+# QEMU's own nvme with the same two namespaces, backed by images in the run directory.
+qemu_nvme_args() {
+    [[ -f "$RUN/ns1.img" ]] || truncate -s "$NS1_BYTES" "$RUN/ns1.img"
+    [[ -f "$RUN/ns2.img" ]] || truncate -s "$NS2_BYTES" "$RUN/ns2.img"
+    echo -drive "file=$RUN/ns1.img,if=none,id=d1,format=raw,cache=writeback" \
+        -drive "file=$RUN/ns2.img,if=none,id=d2,format=raw,cache=writeback" \
+        -device "nvme,id=nvme0,serial=$1" \
+        -device "nvme-ns,drive=d1,bus=nvme0,nsid=1,logical_block_size=512,physical_block_size=512" \
+        -device "nvme-ns,drive=d2,bus=nvme0,nsid=2,logical_block_size=4096,physical_block_size=4096"
+}
+
+# run_flow KIND: the three-phase flow against "nvmemu" or "qemu-nvme".
+run_flow() {
+    local kind=$1 model=$MODEL serial=$SERIAL vid=$VID rc failed=0 dev=()
+    if [[ $kind == qemu-nvme ]]; then
+        model="QEMU NVMe Ctrl" serial=nvmemu-ref-1 vid=0x1b36
+        # shellcheck disable=SC2207 # paths in $RUN have no blanks (mktemp)
+        dev=($(qemu_nvme_args "$serial"))
+    else
+        start_server "$(nvmemu_bin)"
+        dev=(-device "$(nvmemu_device)")
+    fi
+    make_initrd "$RUN/initrd" "$(flow_config "$model" "$serial" "$vid")"
+
+    log "guest 1: phase 1, guest reboot, phase 2 (timeout ${LIMIT}s)"
+    rc=0
+    run_guest guest1 "$LIMIT" "$RUN/initrd" "${dev[@]}" || rc=$?
+    expect_phases guest1 "$rc" 1 2 || failed=1
+    if [[ $kind == nvmemu ]]; then server_alive "during guest 1" || return 1; fi
+    ((failed == 0)) || return 1
+
+    log "guest 2: a fresh QEMU process against the same device: phase 3"
+    rc=0
+    run_guest guest2 "$LIMIT" "$RUN/initrd" -no-reboot "${dev[@]}" || rc=$?
+    expect_phases guest2 "$rc" 3 || failed=1
+    if [[ $kind == nvmemu ]]; then server_alive "during guest 2" || return 1; fi
+    ((failed == 0)) || return 1
+}
+
+# run_bench KIND...: prints one "IOPS" line per device kind.
+run_bench() {
+    local kind rc dev iops bench_dev
+    for kind in "$@"; do
+        case $kind in
+        nvmemu)
+            [[ -n "$SERVER_PID" ]] || start_server "$(nvmemu_bin)"
+            dev=(-device "$(nvmemu_device)") bench_dev=/dev/nvme0n1
+            ;;
+        qemu-nvme)
+            # shellcheck disable=SC2207
+            dev=($(qemu_nvme_args bench)) bench_dev=/dev/nvme0n1
+            ;;
+        virtio-blk)
+            [[ -f "$RUN/ns1.img" ]] || truncate -s "$NS1_BYTES" "$RUN/ns1.img"
+            dev=(-drive "file=$RUN/ns1.img,if=none,id=d1,format=raw,cache=writeback"
+                -device virtio-blk-pci,drive=d1) bench_dev=/dev/vda
+            ;;
+        *) die "unknown bench device '$kind' (nvmemu, qemu-nvme, virtio-blk)" ;;
+        esac
+        make_initrd "$RUN/initrd-$kind" "E2E_SCENARIO=bench
+BENCH_DEV=$bench_dev
+BENCH_ENGINE=${NVMEMU_BENCH_ENGINE:-io_uring}
+BENCH_SECONDS=${NVMEMU_BENCH_SECONDS:-30}"
+        rc=0
+        run_guest "bench-$kind" "$LIMIT" "$RUN/initrd-$kind" -no-reboot "${dev[@]}" || rc=$?
+        iops=$(sed -n 's/.*E2E-BENCH .* iops=\([0-9]*\).*/\1/p' "$RUN/bench-$kind.console")
+        if [[ $rc -ne 0 || -z "$iops" ]]; then
+            show_console "bench-$kind"
+            die "bench on $kind failed"
+        fi
+        printf 'IOPS %-10s %s\n' "$kind" "$iops"
+    done
+}
+
+main() {
+    local mode=${1:-nvmemu}
+    e2e_provision
+    RUN=$(mktemp -d "${TMPDIR:-/tmp}/nvmemu-e2e.XXXXXX")
+    RUN_ID=$(basename "$RUN" | cut -d. -f2)$$
+    case $mode in
+    nvmemu | reference)
+        [[ $mode == reference ]] && mode=qemu-nvme
+        if run_flow "$mode"; then
+            log "PASS: e2e against $mode in $((SECONDS - T_START)) s"
+        else
+            log "FAIL: e2e against $mode after $((SECONDS - T_START)) s"
+            exit 1
+        fi
+        ;;
+    bench)
+        shift
+        (($#)) || set -- qemu-nvme virtio-blk nvmemu
+        run_bench "$@"
+        ;;
+    *) die "usage: $0 [reference | bench [nvmemu|qemu-nvme|virtio-blk]...]" ;;
+    esac
+}
+
+main "$@"
