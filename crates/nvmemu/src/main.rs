@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod ns_spec;
+mod rpc_handler;
 mod serve;
 mod size;
 
@@ -20,6 +21,8 @@ struct Cli {
 enum Command {
     /// Serve emulated NVMe controllers over vfio-user.
     Serve(serve::ServeArgs),
+    /// Send a JSON-RPC call to `nvmemu serve`, with rpc.py's arguments and output.
+    Rpc(nvmemu_rpc::RpcArgs),
 }
 
 fn main() {
@@ -32,6 +35,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(&args),
+        Command::Rpc(args) => std::process::exit(nvmemu_rpc::cli::run(&args)),
     };
     if let Err(e) = result {
         eprintln!("nvmemu: {e:#}");

@@ -1,23 +1,37 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `nvmemu serve`: run the target until SIGINT or SIGTERM.
+//! `nvmemu serve`: run the target and its JSON-RPC control plane until SIGINT, SIGTERM or
+//! `spdk_kill_instance`.
+//!
+//! Controllers come from the command line (`--socket-dir` with `--ns`), from a `save_config`
+//! file (`--json`) and from RPCs on the `-r` socket; all three go through the same
+//! [`NvmemuHandler`], so `save_config` and `nvmf_get_subsystems` see everything.
 
-use std::path::PathBuf;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use nvmemu_bdev::Bdev;
-use nvmemu_ctrl::{ControllerConfig, Namespace};
-use nvmemu_spec::Nsid;
-use nvmemu_target::{Backoff, ControllerSpec, Target, TargetConfig, parse_core_mask};
+use nvmemu_rpc::methods::bdev::{BdevMallocCreateParams, BdevNullCreateParams};
+use nvmemu_rpc::methods::nvmf::{
+    ListenAddress, NamespaceParams, NvmfCreateSubsystemParams, NvmfCreateTransportParams,
+    NvmfSubsystemAddListenerParams, NvmfSubsystemAddNsParams,
+};
+use nvmemu_rpc::{DEFAULT_SOCKET, Handler, Request, StopHandle};
+use nvmemu_target::{Backoff, Target, TargetConfig, parse_core_mask};
 
 use crate::ns_spec::{NsKind, NsSpec};
+use crate::rpc_handler::{HandlerOptions, NvmemuHandler};
+
+/// NQN prefix of the subsystems made from `--socket-dir`.
+pub const CLI_NQN_PREFIX: &str = "nqn.2019-07.io.nvmemu:cnode";
 
 /// Options of `nvmemu serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Directory for a controller's vfio-user socket (`DIR/cntrl`); repeat for several
-    /// controllers, each with its own copy of the namespaces.
-    #[arg(long = "socket-dir", value_name = "DIR", required = true)]
+    /// controllers, each with its own copy of the namespaces. Optional: controllers can also
+    /// be created by RPC (`nvmf_subsystem_add_listener`) or by `--json`.
+    #[arg(long = "socket-dir", value_name = "DIR")]
     pub socket_dirs: Vec<PathBuf>,
     /// A namespace: `malloc:size=4G,lba=512` or `null:size=1T,lba=4096`; repeat for more.
     #[arg(long = "ns", value_name = "SPEC")]
@@ -28,15 +42,21 @@ pub struct ServeArgs {
     /// Busy-poll even when idle (lowest latency; burns the cores of the mask).
     #[arg(long)]
     pub busy_poll: bool,
-    /// Serial number reported by Identify.
+    /// Serial number reported by Identify (controllers from `--socket-dir`).
     #[arg(long, default_value = "NVMEMU0001")]
     pub serial: String,
-    /// Model number reported by Identify.
+    /// Model number reported by Identify (controllers from `--socket-dir`).
     #[arg(long, default_value = "nvmemu Virtual NVMe")]
     pub model: String,
     /// Socket file mode (octal).
     #[arg(long, default_value = "600", value_parser = parse_mode)]
     pub socket_mode: u32,
+    /// JSON-RPC socket (SPDK's `-r`). Default: /var/tmp/nvmemu.sock.
+    #[arg(short = 'r', long = "rpc-socket", value_name = "PATH")]
+    pub rpc_socket: Option<PathBuf>,
+    /// Start from a configuration in SPDK's `save_config` format.
+    #[arg(long = "json", value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 fn parse_mode(text: &str) -> Result<u32, String> {
@@ -46,29 +66,69 @@ fn parse_mode(text: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("'{text}' is not an octal file mode like 600"))
 }
 
-/// Build a block device for a namespace spec.
-pub fn make_bdev(name: &str, spec: &NsSpec) -> Result<Arc<Bdev>> {
-    let bdev = match spec.kind {
-        NsKind::Malloc => Bdev::malloc(name, spec.lba, spec.num_blocks()),
-        NsKind::Null => Bdev::null(name, spec.lba, spec.num_blocks()),
-    }
-    .with_context(|| format!("cannot create namespace {name}"))?;
-    Ok(Arc::new(bdev))
+/// A running target with its RPC handler.
+pub struct Served {
+    /// The target (shared with the handler).
+    pub target: Arc<Target>,
+    /// The handler every configuration goes through.
+    pub handler: Arc<NvmemuHandler>,
 }
 
-/// Start a target serving `args`; the caller decides how long it runs.
-pub fn start(args: &ServeArgs) -> Result<Target> {
+/// Start a target, apply the command line's controllers and the `--json` file; `stop` is
+/// what `spdk_kill_instance` fires.
+pub fn start(args: &ServeArgs, stop: StopHandle) -> Result<Served> {
     let cores = parse_core_mask(&args.cpumask)?;
     let backoff = if args.busy_poll {
         Backoff::NONE
     } else {
         Backoff::default()
     };
-    let target = Target::start(TargetConfig {
-        cores,
+    let target = Arc::new(Target::start(TargetConfig {
+        cores: cores.clone(),
         pin: true,
         backoff,
-    })?;
+    })?);
+    let handler = Arc::new(NvmemuHandler::new(
+        Arc::clone(&target),
+        stop,
+        HandlerOptions {
+            socket_mode: args.socket_mode,
+            cores,
+        },
+    ));
+    apply_command_line(args, handler.as_ref())?;
+    if let Some(path) = &args.json {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let doc: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        let report = nvmemu_rpc::load_config(handler.as_ref(), &doc)
+            .with_context(|| format!("cannot apply {}", path.display()))?;
+        if !report.skipped.is_empty() {
+            tracing::info!(skipped = ?report.skipped, "config: methods nvmemu does not implement");
+        }
+    }
+    Ok(Served { target, handler })
+}
+
+/// `--socket-dir`/`--ns`: per directory, bdevs `ns{c}n{nsid}`, a subsystem
+/// `nqn.2019-07.io.nvmemu:cnode{c+1}` with them, and a VFIOUSER listener on the directory.
+fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
+    if args.socket_dirs.is_empty() {
+        if !args.namespaces.is_empty() {
+            bail!("--ns needs --socket-dir (or configure namespaces by RPC)");
+        }
+        return Ok(());
+    }
+    let call = |req: Request| {
+        let method = req.method();
+        h.handle(req)
+            .map_err(|e| anyhow::anyhow!("{method}: {}", e.message))
+    };
+    call(Request::NvmfCreateTransport(NvmfCreateTransportParams {
+        trtype: "VFIOUSER".into(),
+        ..NvmfCreateTransportParams::default()
+    }))?;
     for (c, dir) in args.socket_dirs.iter().enumerate() {
         if !dir.is_dir() {
             bail!(
@@ -76,48 +136,151 @@ pub fn start(args: &ServeArgs) -> Result<Target> {
                 dir.display()
             );
         }
-        let mut namespaces = Vec::new();
+        let nqn = format!("{CLI_NQN_PREFIX}{}", c + 1);
+        let serial = if args.socket_dirs.len() > 1 {
+            format!("{}{c}", args.serial)
+        } else {
+            args.serial.clone()
+        };
+        call(Request::NvmfCreateSubsystem(NvmfCreateSubsystemParams {
+            nqn: nqn.clone(),
+            serial_number: Some(serial),
+            model_number: Some(args.model.clone()),
+            allow_any_host: true,
+            min_cntlid: u16::try_from(c + 1).unwrap_or(u16::MAX),
+            max_cntlid: nvmemu_rpc::methods::nvmf::DEFAULT_MAX_CNTLID,
+            ..NvmfCreateSubsystemParams::default()
+        }))
+        .with_context(|| format!("cannot serve {}", dir.display()))?;
         for (i, spec) in args.namespaces.iter().enumerate() {
             let nsid = u32::try_from(i + 1).context("too many namespaces")?;
-            let bdev = make_bdev(&format!("ns{c}n{nsid}"), spec)?;
-            namespaces.push(Namespace::new(Nsid(nsid), bdev));
-        }
-        let config = ControllerConfig {
-            serial: if args.socket_dirs.len() > 1 {
-                format!("{}{c}", args.serial)
-            } else {
-                args.serial.clone()
-            },
-            model: args.model.clone(),
-            cntlid: u16::try_from(c + 1).unwrap_or(u16::MAX),
-            ..ControllerConfig::default()
-        };
-        target
-            .add_controller(ControllerSpec {
-                socket_dir: dir.clone(),
-                socket_mode: args.socket_mode,
-                config,
-                namespaces,
+            let name = format!("ns{c}n{nsid}");
+            call(match spec.kind {
+                NsKind::Malloc => Request::BdevMallocCreate(malloc_params(&name, spec)?),
+                NsKind::Null => Request::BdevNullCreate(null_params(&name, spec)?),
             })
-            .with_context(|| format!("cannot serve {}", dir.display()))?;
+            .with_context(|| format!("cannot create namespace {name}"))?;
+            call(Request::NvmfSubsystemAddNs(NvmfSubsystemAddNsParams {
+                nqn: nqn.clone(),
+                namespace: namespace_params(&name, nsid)?,
+                tgt_name: None,
+            }))?;
+        }
+        call(Request::NvmfSubsystemAddListener(
+            NvmfSubsystemAddListenerParams {
+                nqn,
+                listen_address: ListenAddress {
+                    trtype: "VFIOUSER".into(),
+                    adrfam: None,
+                    traddr: dir.to_string_lossy().into_owned(),
+                    trsvcid: Some("0".into()),
+                },
+                tgt_name: None,
+                secure_channel: false,
+                ana_state: None,
+                sock_impl: None,
+            },
+        ))
+        .with_context(|| format!("cannot serve {}", dir.display()))?;
     }
-    Ok(target)
+    Ok(())
 }
 
-/// Run until SIGINT/SIGTERM, then shut down cleanly (sockets removed, threads joined).
+// The parameter structs are built from JSON so that every other field takes its serde
+// default, exactly as for a request.
+fn malloc_params(name: &str, spec: &NsSpec) -> serde_json::Result<BdevMallocCreateParams> {
+    serde_json::from_value(
+        serde_json::json!({"name": name, "num_blocks": spec.num_blocks(),
+                                              "block_size": spec.lba}),
+    )
+}
+
+fn null_params(name: &str, spec: &NsSpec) -> serde_json::Result<BdevNullCreateParams> {
+    serde_json::from_value(
+        serde_json::json!({"name": name, "num_blocks": spec.num_blocks(),
+                                              "block_size": spec.lba}),
+    )
+}
+
+fn namespace_params(bdev: &str, nsid: u32) -> serde_json::Result<NamespaceParams> {
+    serde_json::from_value(serde_json::json!({"bdev_name": bdev, "nsid": nsid}))
+}
+
+/// Refuse to take over the RPC socket of another running server.
+fn check_rpc_socket_free(path: &Path) -> Result<()> {
+    if UnixStream::connect(path).is_ok() {
+        bail!(
+            "another server is listening on {}: use -r to pick another RPC socket",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Run until SIGINT/SIGTERM or `spdk_kill_instance`, then shut down cleanly (RPC socket
+/// and controller sockets removed, threads joined).
 pub fn run(args: &ServeArgs) -> Result<()> {
+    let rpc_path = args
+        .rpc_socket
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    check_rpc_socket_free(&rpc_path)?;
+    let stop = StopHandle::new().context("cannot create the stop event")?;
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
     ])
     .context("cannot install signal handlers")?;
-    let target = start(args)?;
-    for dir in &args.socket_dirs {
-        eprintln!("nvmemu: serving {}/cntrl", dir.display());
+    let signal_handle = signals.handle();
+    let signal_thread = {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("nvmemu-signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    tracing::info!("signal {sig}: shutting down");
+                }
+                stop.stop();
+            })
+            .context("cannot start the signal thread")?
+    };
+    let result = start(args, stop.clone()).and_then(|served| {
+        for dir in &args.socket_dirs {
+            eprintln!("nvmemu: serving {}/cntrl", dir.display());
+        }
+        eprintln!("nvmemu: JSON-RPC on {}", rpc_path.display());
+        let handler: Arc<dyn Handler + Send + Sync> = served.handler.clone();
+        let rpc = nvmemu_rpc::serve(&rpc_path, handler, stop.clone());
+        drop(served.handler);
+        if let Err(e) = &rpc {
+            if args.rpc_socket.is_some() {
+                shut_down(served.target);
+                return rpc.with_context(|| format!("cannot serve RPC on {}", rpc_path.display()));
+            }
+            // The default path is not ours to insist on: keep serving without RPC.
+            tracing::warn!("no JSON-RPC server on {}: {e}", rpc_path.display());
+            eprintln!("nvmemu: no JSON-RPC server on {}: {e}", rpc_path.display());
+            wait_for_stop(&stop);
+        }
+        shut_down(served.target);
+        Ok(())
+    });
+    signal_handle.close();
+    let _ = signal_thread.join();
+    result
+}
+
+/// Block until `stop` fires (a signal or a kill request).
+fn wait_for_stop(stop: &StopHandle) {
+    while !stop.is_stopped() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    if let Some(sig) = signals.forever().next() {
-        tracing::info!("signal {sig}: shutting down");
+}
+
+fn shut_down(target: Arc<Target>) {
+    match Arc::try_unwrap(target) {
+        Ok(t) => t.shutdown(),
+        // Someone still holds it: its Drop stops everything when the last one goes.
+        Err(shared) => drop(shared),
     }
-    target.shutdown();
-    Ok(())
 }

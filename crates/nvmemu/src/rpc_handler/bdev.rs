@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The bdev registry: `bdev_malloc_create`, `bdev_null_create`, their deletes,
+//! `bdev_get_bdevs` and `bdev_get_iostat` (SPDK `module/bdev/{malloc,null}`, `lib/bdev`).
+//!
+//! A bdev used by a namespace is claimed (SPDK's `exclusive_write` claim): it cannot be
+//! deleted or used by a second namespace. Claims are derived from the subsystems, so they
+//! cannot drift from what is attached.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use nvmemu_bdev::{Bdev, BdevKind};
+use nvmemu_rpc::methods::bdev::{
+    BdevGetIostatParams, BdevInfo, BdevIostat, BdevIostatEntry, BdevMallocCreateParams,
+    BdevNullCreateParams, RateLimits, SupportedIoTypes,
+};
+use nvmemu_rpc::{Errno, RpcError};
+use serde_json::{Value, json};
+
+use super::{ids, to_value};
+
+/// Tick rate of the stats methods: ticks are nanoseconds.
+pub(crate) const TICK_RATE: u64 = 1_000_000_000;
+/// Longest bdev name accepted (SPDK has no hard limit; this bounds what we store).
+const MAX_NAME: usize = 255;
+
+/// One registered bdev.
+#[derive(Debug)]
+pub(crate) struct BdevEntry {
+    pub(crate) bdev: Arc<Bdev>,
+    pub(crate) uuid: String,
+}
+
+/// Every bdev by name.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    map: BTreeMap<String, BdevEntry>,
+}
+
+/// Geometry and identity common to both create methods.
+struct NewBdev<'a> {
+    kind: BdevKind,
+    name: String,
+    uuid: Option<&'a str>,
+    num_blocks: u64,
+    block_size: u32,
+    md_size: u32,
+    dif_type: u32,
+}
+
+impl Registry {
+    /// The entry named `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&BdevEntry> {
+        self.map.get(name)
+    }
+
+    pub(crate) fn malloc_create(&mut self, p: BdevMallocCreateParams) -> Result<Value, RpcError> {
+        if p.block_size == 0 || p.block_size % 512 != 0 {
+            return Err(RpcError::errno_msg(
+                Errno::EINVAL,
+                "Data block size must be 512 bytes aligned",
+            ));
+        }
+        let name = match p.name {
+            Some(n) => n,
+            None => (0u32..)
+                .map(|i| format!("Malloc{i}"))
+                .find(|n| !self.map.contains_key(n))
+                .ok_or_else(|| RpcError::errno(Errno::ENOSPC))?,
+        };
+        self.create(NewBdev {
+            kind: BdevKind::Malloc,
+            name,
+            uuid: p.uuid.as_deref(),
+            num_blocks: p.num_blocks,
+            block_size: p.block_size,
+            md_size: p.md_size,
+            dif_type: p.dif_type,
+        })
+    }
+
+    pub(crate) fn null_create(&mut self, p: BdevNullCreateParams) -> Result<Value, RpcError> {
+        self.create(NewBdev {
+            kind: BdevKind::Null,
+            name: p.name,
+            uuid: p.uuid.as_deref(),
+            num_blocks: p.num_blocks,
+            block_size: p.block_size,
+            md_size: p.md_size,
+            dif_type: p.dif_type,
+        })
+    }
+
+    fn create(&mut self, n: NewBdev<'_>) -> Result<Value, RpcError> {
+        if n.name.is_empty() || n.name.len() > MAX_NAME {
+            return Err(RpcError::invalid_params(format!(
+                "Invalid parameter `name`: must be 1 to {MAX_NAME} bytes"
+            )));
+        }
+        if n.md_size != 0 || n.dif_type != 0 {
+            return Err(RpcError::errno_msg(
+                Errno::ENOTSUP,
+                "Metadata and protection information are not supported",
+            ));
+        }
+        let uuid = match n.uuid {
+            Some(u) => {
+                let bytes = ids::parse_uuid(u).ok_or_else(|| {
+                    RpcError::invalid_params(format!("Invalid parameter `uuid`: {u:?}"))
+                })?;
+                ids::format_uuid(&bytes)
+            }
+            None => ids::new_uuid(),
+        };
+        if self.map.contains_key(&n.name) {
+            return Err(RpcError::errno_msg(
+                Errno::EEXIST,
+                format!("Bdev name {} already exists", n.name),
+            ));
+        }
+        if self.map.values().any(|e| e.uuid == uuid) {
+            return Err(RpcError::errno_msg(
+                Errno::EEXIST,
+                format!("Bdev UUID {uuid} already exists"),
+            ));
+        }
+        let made = match n.kind {
+            BdevKind::Malloc => Bdev::malloc(&n.name, n.block_size, n.num_blocks),
+            BdevKind::Null => Bdev::null(&n.name, n.block_size, n.num_blocks),
+        };
+        let bdev = made.map_err(|e| {
+            RpcError::errno_msg(
+                Errno::EINVAL,
+                format!(
+                    "Cannot create bdev {}: {e} (block_size {} must be a power of two \
+                     from 512 to 65536 and num_blocks non-zero)",
+                    n.name, n.block_size
+                ),
+            )
+        })?;
+        tracing::info!(name = %n.name, kind = ?n.kind, "bdev created");
+        self.map.insert(
+            n.name.clone(),
+            BdevEntry {
+                bdev: Arc::new(bdev),
+                uuid,
+            },
+        );
+        Ok(Value::String(n.name))
+    }
+
+    /// `bdev_malloc_delete` / `bdev_null_delete`: only a bdev of that kind, only unclaimed.
+    pub(crate) fn delete(
+        &mut self,
+        kind: BdevKind,
+        name: &str,
+        claims: &BTreeSet<String>,
+    ) -> Result<Value, RpcError> {
+        match self.map.get(name) {
+            Some(e) if e.bdev.kind() == kind => {}
+            _ => return Err(RpcError::errno(Errno::ENODEV)),
+        }
+        if claims.contains(name) {
+            return Err(RpcError::errno_msg(
+                Errno::EBUSY,
+                format!("Bdev {name} is claimed by an NVMe-oF namespace: remove it first"),
+            ));
+        }
+        self.map.remove(name);
+        tracing::info!(name, "bdev deleted");
+        Ok(Value::Bool(true))
+    }
+
+    pub(crate) fn get_bdevs(
+        &self,
+        name: Option<&str>,
+        claims: &BTreeSet<String>,
+    ) -> Result<Value, RpcError> {
+        let infos: Vec<BdevInfo> = match name {
+            Some(n) => {
+                let e = self
+                    .map
+                    .get(n)
+                    .ok_or_else(|| RpcError::errno(Errno::ENODEV))?;
+                vec![info(n, e, claims.contains(n))]
+            }
+            None => self
+                .map
+                .iter()
+                .map(|(n, e)| info(n, e, claims.contains(n)))
+                .collect(),
+        };
+        to_value(infos)
+    }
+
+    pub(crate) fn iostat(&self, p: &BdevGetIostatParams, ticks: u64) -> Result<Value, RpcError> {
+        let wanted: Option<Vec<&str>> = match (&p.name, &p.names) {
+            (Some(_), Some(_)) => {
+                return Err(RpcError::invalid_params(
+                    "Invalid parameters: `name` and `names` are exclusive",
+                ));
+            }
+            (Some(n), None) => Some(vec![n.as_str()]),
+            (None, Some(list)) => Some(list.iter().map(String::as_str).collect()),
+            (None, None) => None,
+        };
+        if let Some(list) = &wanted
+            && list.iter().any(|n| !self.map.contains_key(*n))
+        {
+            return Err(RpcError::errno(Errno::ENODEV));
+        }
+        let bdevs = self
+            .map
+            .iter()
+            .filter(|(n, _)| wanted.as_ref().is_none_or(|w| w.contains(&n.as_str())))
+            .map(|(n, e)| iostat_entry(n, &e.bdev))
+            .collect();
+        to_value(BdevIostat {
+            tick_rate: TICK_RATE,
+            ticks,
+            bdevs,
+        })
+    }
+
+    /// The `bdev` subsystem of `save_config`: one create call per bdev.
+    pub(crate) fn save_config(&self) -> Vec<Value> {
+        self.map
+            .iter()
+            .map(|(name, e)| {
+                let b = &e.bdev;
+                match b.kind() {
+                    BdevKind::Malloc => json!({"method": "bdev_malloc_create", "params": {
+                        "name": name, "num_blocks": b.num_blocks(), "block_size": b.block_size(),
+                        "physical_block_size": b.block_size(), "uuid": e.uuid,
+                        "optimal_io_boundary": 0, "md_size": 0, "dif_type": 0,
+                        "dif_is_head_of_md": false, "dif_pi_format": 0}}),
+                    BdevKind::Null => json!({"method": "bdev_null_create", "params": {
+                        "name": name, "num_blocks": b.num_blocks(), "block_size": b.block_size(),
+                        "physical_block_size": b.block_size(), "uuid": e.uuid, "md_size": 0,
+                        "dif_type": 0, "dif_is_head_of_md": false, "dif_pi_format": 0}}),
+                }
+            })
+            .collect()
+    }
+}
+
+fn info(name: &str, e: &BdevEntry, claimed: bool) -> BdevInfo {
+    let b = &e.bdev;
+    BdevInfo {
+        name: name.to_owned(),
+        aliases: vec![],
+        product_name: b.kind().product_name().to_owned(),
+        block_size: b.block_size(),
+        num_blocks: b.num_blocks(),
+        uuid: e.uuid.clone(),
+        md_size: None,
+        md_interleave: None,
+        dif_type: None,
+        assigned_rate_limits: RateLimits::default(),
+        claimed,
+        claim_type: claimed.then(|| "exclusive_write".to_owned()),
+        zoned: false,
+        supported_io_types: match b.kind() {
+            BdevKind::Malloc => SupportedIoTypes::malloc(),
+            BdevKind::Null => SupportedIoTypes::null(),
+        },
+        driver_specific: serde_json::Map::new(),
+    }
+}
+
+fn iostat_entry(name: &str, b: &Bdev) -> BdevIostatEntry {
+    let s = b.stats().snapshot();
+    BdevIostatEntry {
+        name: name.to_owned(),
+        bytes_read: s.bytes_read,
+        num_read_ops: s.num_read_ops,
+        bytes_written: s.bytes_written,
+        num_write_ops: s.num_write_ops,
+        bytes_unmapped: s.bytes_unmapped,
+        num_unmap_ops: s.num_unmap_ops,
+        ..BdevIostatEntry::default()
+    }
+}

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Framework methods (SPDK `lib/event/app_rpc.c`, `lib/init/subsystem_rpc.c`):
+//! `spdk_get_version`, `framework_get_reactors`, `nvmf_get_stats` (both from the pollers'
+//! counters) and `save_config`.
+
+use nvmemu_rpc::RpcError;
+use nvmemu_rpc::methods::framework::{
+    LwThreadInfo, ReactorInfo, ReactorsInfo, VersionFields, VersionInfo,
+};
+use nvmemu_rpc::methods::nvmf::{NvmfStats, PollGroupStats, PollGroupTransportStats};
+use nvmemu_target::Target;
+use serde_json::{Value, json};
+
+use super::bdev::TICK_RATE;
+use super::{State, nvmf, to_value};
+
+pub(crate) fn version() -> Result<Value, RpcError> {
+    let v = env!("CARGO_PKG_VERSION");
+    let mut parts = v.split(['.', '-']);
+    let mut next = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let (major, minor, patch) = (next(), next(), next());
+    let suffix = v.find('-').map(|i| v[i..].to_owned()).unwrap_or_default();
+    to_value(VersionInfo {
+        version: format!("nvmemu v{v}"),
+        fields: VersionFields {
+            major,
+            minor,
+            patch,
+            suffix,
+        },
+    })
+}
+
+/// One reactor per poller: `lcore` from the core mask, `busy`/`idle` in nanoseconds.
+pub(crate) fn reactors(target: &Target, cores: &[usize]) -> Result<Value, RpcError> {
+    let reactors = target
+        .poller_stats()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (cpu, s))| {
+            let lcore = cores.get(i).copied().or(cpu).unwrap_or(i);
+            let mut lw_threads = Vec::new();
+            if i == 0 {
+                lw_threads.push(LwThreadInfo {
+                    name: "app_thread".into(),
+                    id: 1,
+                    cpumask: cpumask(lcore),
+                    elapsed: s.elapsed_ns,
+                });
+            }
+            lw_threads.push(LwThreadInfo {
+                name: format!("nvmf_tgt_poll_group_{i:03}"),
+                id: u64::try_from(i).unwrap_or(0).saturating_add(2),
+                cpumask: cpumask(lcore),
+                elapsed: s.elapsed_ns,
+            });
+            ReactorInfo {
+                lcore: u32::try_from(lcore).unwrap_or(u32::MAX),
+                tid: 0,
+                busy: s.busy_ns(),
+                idle: s.idle_ns,
+                in_interrupt: false,
+                lw_threads,
+            }
+        })
+        .collect();
+    to_value(ReactorsInfo {
+        tick_rate: TICK_RATE,
+        pid: std::process::id(),
+        reactors,
+    })
+}
+
+fn cpumask(core: usize) -> String {
+    match u32::try_from(core).ok().and_then(|c| 1u128.checked_shl(c)) {
+        Some(m) => format!("{m:x}"),
+        None => "0".into(),
+    }
+}
+
+/// One poll group per poller; `completed_nvme_io` counts the commands it completed.
+pub(crate) fn nvmf_stats(target: &Target) -> Result<Value, RpcError> {
+    let poll_groups = target
+        .poller_stats()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, s))| PollGroupStats {
+            name: format!("nvmf_tgt_poll_group_{i:03}"),
+            admin_qpairs: 0,
+            io_qpairs: 0,
+            current_admin_qpairs: 0,
+            current_io_qpairs: 0,
+            pending_bdev_io: 0,
+            completed_nvme_io: s.commands,
+            transports: vec![PollGroupTransportStats {
+                trtype: nvmf::VFIOUSER.into(),
+            }],
+        })
+        .collect();
+    to_value(NvmfStats {
+        tick_rate: TICK_RATE,
+        poll_groups,
+    })
+}
+
+/// The whole configuration in SPDK's `save_config` shape: `bdev` before `nvmf`.
+pub(crate) fn save_config(st: &State) -> Value {
+    json!({"subsystems": [
+        {"subsystem": "bdev", "config": st.bdevs.save_config()},
+        {"subsystem": "nvmf", "config": nvmf::save_config(st)},
+    ]})
+}

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The JSON-RPC [`Handler`] of `nvmemu serve`: SPDK's object model (bdevs, the VFIOUSER
+//! transport, NVMe-oF subsystems with namespaces and listeners) mapped onto the target.
+//!
+//! Mapping: each VFIOUSER listener of a subsystem is one controller (`Target::add_controller`
+//! with `socket_dir = traddr`) carrying the subsystem's serial, model, NQN and namespaces;
+//! adding or removing a namespace while listeners exist attaches or detaches it on every one
+//! of the subsystem's controllers (the controller raises Namespace Attribute Changed to an
+//! attached host). A bdev used by a namespace is claimed and cannot be deleted.
+//!
+//! All state lives behind one mutex: RPCs run one at a time, like on SPDK's app thread.
+//! Errors are [`RpcError`] values in SPDK's style; nothing here panics on caller input.
+
+mod bdev;
+mod framework;
+mod ids;
+mod nvmf;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use nvmemu_rpc::{Handler, Request, RpcError, StopHandle};
+use nvmemu_target::Target;
+use serde_json::Value;
+
+/// How the handler creates controllers and describes the target.
+#[derive(Debug, Clone)]
+pub struct HandlerOptions {
+    /// File mode of each controller's `cntrl` socket.
+    pub socket_mode: u32,
+    /// Cores of the pollers, in poller order (for `framework_get_reactors`).
+    pub cores: Vec<usize>,
+}
+
+/// Everything the RPCs create.
+#[derive(Debug, Default)]
+struct State {
+    bdevs: bdev::Registry,
+    transport: Option<nvmf::Transport>,
+    subsystems: BTreeMap<String, nvmf::Subsystem>,
+}
+
+/// nvmemu's implementation of [`Handler`].
+#[derive(Debug)]
+pub struct NvmemuHandler {
+    target: Arc<Target>,
+    stop: StopHandle,
+    opts: HandlerOptions,
+    started: Instant,
+    state: Mutex<State>,
+}
+
+impl NvmemuHandler {
+    /// A handler with nothing configured; `spdk_kill_instance` stops `stop`.
+    pub fn new(target: Arc<Target>, stop: StopHandle, opts: HandlerOptions) -> NvmemuHandler {
+        NvmemuHandler {
+            target,
+            stop,
+            opts,
+            started: Instant::now(),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock means a bug panicked mid-RPC; the state is still structurally
+        // valid (every change is made after its checks), so keep serving.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Nanoseconds since the handler was created: the tick counter of the stats methods.
+    fn ticks(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// `bdev_get_bdevs` with a `timeout`: wait (without holding the lock) for the bdev.
+    fn get_bdevs(
+        &self,
+        p: nvmemu_rpc::methods::bdev::BdevGetBdevsParams,
+    ) -> Result<Value, RpcError> {
+        let deadline = Instant::now() + Duration::from_millis(p.timeout.min(3_600_000));
+        loop {
+            {
+                let st = self.lock();
+                let claims = nvmf::claims(&st.subsystems);
+                match st.bdevs.get_bdevs(p.name.as_deref(), &claims) {
+                    Err(e) if p.timeout > 0 && Instant::now() < deadline => drop(e),
+                    other => return other,
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Handler for NvmemuHandler {
+    fn handle(&self, req: Request) -> Result<Value, RpcError> {
+        use Request as R;
+        if let R::BdevGetBdevs(p) = req {
+            return self.get_bdevs(p);
+        }
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        match req {
+            R::SpdkGetVersion => framework::version(),
+            R::FrameworkWaitInit => Ok(Value::Bool(true)),
+            R::FrameworkGetReactors => framework::reactors(&self.target, &self.opts.cores),
+            R::SpdkKillInstance(p) => {
+                tracing::info!(signal = %p.sig_name, "spdk_kill_instance: stopping");
+                self.stop.stop();
+                Ok(Value::Bool(true))
+            }
+            R::SaveConfig => Ok(framework::save_config(st)),
+            R::BdevMallocCreate(p) => st.bdevs.malloc_create(p),
+            R::BdevNullCreate(p) => st.bdevs.null_create(p),
+            R::BdevMallocDelete(p) => {
+                let claims = nvmf::claims(&st.subsystems);
+                st.bdevs
+                    .delete(nvmemu_bdev::BdevKind::Malloc, &p.name, &claims)
+            }
+            R::BdevNullDelete(p) => {
+                let claims = nvmf::claims(&st.subsystems);
+                st.bdevs
+                    .delete(nvmemu_bdev::BdevKind::Null, &p.name, &claims)
+            }
+            R::BdevGetIostat(p) => st.bdevs.iostat(&p, self.ticks()),
+            R::NvmfCreateTransport(p) => nvmf::create_transport(st, p),
+            R::NvmfGetTransports(p) => nvmf::get_transports(st, &p),
+            R::NvmfCreateSubsystem(p) => nvmf::create_subsystem(st, p),
+            R::NvmfDeleteSubsystem(p) => nvmf::delete_subsystem(st, &self.target, &p.nqn),
+            R::NvmfGetSubsystems(p) => nvmf::get_subsystems(st, p.nqn.as_deref()),
+            R::NvmfSubsystemAddNs(p) => nvmf::add_ns(st, &self.target, p),
+            R::NvmfSubsystemRemoveNs(p) => nvmf::remove_ns(st, &self.target, &p.nqn, p.nsid),
+            R::NvmfSubsystemAddListener(p) => {
+                nvmf::add_listener(st, &self.target, self.opts.socket_mode, p)
+            }
+            R::NvmfSubsystemRemoveListener(p) => nvmf::remove_listener(st, &self.target, p),
+            R::NvmfGetStats(_) => framework::nvmf_stats(&self.target),
+            other @ (R::RpcGetMethods(_)
+            | R::FrameworkGetSubsystems
+            | R::FrameworkGetConfig(_)
+            | R::BdevGetBdevs(_)) => Err(RpcError::method_not_found(other.method())),
+        }
+    }
+}
+
+/// Serialises a result type; a failure here is a bug, reported as an internal error.
+fn to_value<T: serde::Serialize>(v: T) -> Result<Value, RpcError> {
+    serde_json::to_value(v).map_err(|e| RpcError::internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests;
