@@ -58,6 +58,12 @@ pub fn get_log_page(lid: u8, nsid: Nsid, bytes: u32, offset: u64) -> Sqe {
     }
 }
 
+/// Asynchronous Event Request (NVMe Base 1.4, 5.2): completes when the controller has an
+/// event to report; DW0 carries its type, information and log page.
+pub fn async_event_request() -> Sqe {
+    admin(AdminOpcode::AsyncEventRequest)
+}
+
 /// Set Features `fid` with CDW11 `value`.
 pub fn set_features(fid: u8, value: u32) -> Sqe {
     Sqe {

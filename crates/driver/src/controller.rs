@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nvmemu_mem::{Iova, MmapRegion};
 use nvmemu_spec::{Cqe, Nsid, Qid, Sqe, regs};
@@ -28,6 +28,8 @@ pub const ADMIN_QUEUE_DEPTH: u16 = 32;
 pub const MAX_TRANSFER_CAP: u64 = 4 << 20;
 /// Largest admin data transfer (Get Log Page).
 const ADMIN_MAX_TRANSFER: u64 = 64 * 1024;
+/// Token of Asynchronous Event Requests on the admin queue (synchronous commands use 0).
+const AER_TOKEN: u64 = u64::MAX;
 /// How long a synchronous admin command may take.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -79,6 +81,11 @@ pub struct Controller {
     qpairs: Vec<IoQpair>,
     max_transfer: u64,
     state: State,
+    /// Asynchronous Event Requests submitted and not yet completed.
+    aers_outstanding: u16,
+    /// AER completions reaped (while waiting for another admin command) and not yet
+    /// returned by `poll_async_events`. At most one per submitted request.
+    aer_done: Vec<Cqe>,
 }
 
 impl std::fmt::Debug for dyn Transport {
@@ -157,6 +164,8 @@ impl Controller {
             qpairs: Vec::new(),
             max_transfer: 0,
             state: State::Ready,
+            aers_outstanding: 0,
+            aer_done: Vec::new(),
         };
         let (asq, acq) = (ctrl.admin.sq().iova().0, ctrl.admin.cq().iova().0);
         init::enable(ctrl.transport.as_mut(), cap, admin_depth, asq, acq)?;
@@ -245,12 +254,87 @@ impl Controller {
         data: Option<(&DmaBuf, u64)>,
     ) -> Result<Cqe, DriverError> {
         self.ensure_ready()?;
-        if self.admin.outstanding() != 0 {
-            return Err(NvmeError::Busy(self.admin.outstanding()).into());
+        let busy = self
+            .admin
+            .outstanding()
+            .saturating_sub(self.aers_outstanding);
+        if busy != 0 {
+            return Err(NvmeError::Busy(busy).into());
         }
         self.admin.push(sqe, 0, data)?;
         self.admin.ring()?;
-        Ok(qpair::wait_completion(&mut self.admin, ADMIN_TIMEOUT)?)
+        if self.aers_outstanding == 0 {
+            return Ok(qpair::wait_completion(&mut self.admin, ADMIN_TIMEOUT)?);
+        }
+        // Asynchronous events may complete first: keep them for `poll_async_events`.
+        let start = Instant::now();
+        loop {
+            if let Some(cqe) = self.reap_admin()? {
+                return Ok(cqe);
+            }
+            if start.elapsed() > ADMIN_TIMEOUT {
+                return Err(NvmeError::Timeout {
+                    qid: Qid::ADMIN,
+                    millis: u64::try_from(ADMIN_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+                }
+                .into());
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Reaps admin completions: AERs go to `aer_done`, the synchronous command's is returned.
+    fn reap_admin(&mut self) -> Result<Option<Cqe>, DriverError> {
+        let mut sync = None;
+        let mut aers = Vec::new();
+        self.admin
+            .poll(usize::from(self.admin.slots()), |token, cqe| {
+                if token == AER_TOKEN {
+                    aers.push(*cqe);
+                } else {
+                    sync = Some(*cqe);
+                }
+            })?;
+        let n = u16::try_from(aers.len()).unwrap_or(u16::MAX);
+        self.aers_outstanding = self.aers_outstanding.saturating_sub(n);
+        self.aer_done.extend(aers);
+        Ok(sync)
+    }
+
+    /// Submit an Asynchronous Event Request and return without waiting: it completes when
+    /// the controller reports an event (enable the event types with Set Features 0Bh).
+    /// At most AERL + 1 may be outstanding; synchronous admin commands still work meanwhile.
+    pub fn submit_async_event_request(&mut self) -> Result<(), DriverError> {
+        self.ensure_ready()?;
+        let limit = u16::from(self.identify.aerl) + 1;
+        let busy = self
+            .admin
+            .outstanding()
+            .saturating_sub(self.aers_outstanding);
+        if busy != 0 || self.aers_outstanding >= limit {
+            return Err(NvmeError::Busy(self.admin.outstanding()).into());
+        }
+        self.admin
+            .push(commands::async_event_request(), AER_TOKEN, None)?;
+        self.admin.ring()?;
+        self.aers_outstanding += 1;
+        Ok(())
+    }
+
+    /// Completed Asynchronous Event Requests, oldest first, without blocking (DW0 holds the
+    /// event: type in bits 2:0, information in 15:8, log page in 23:16).
+    pub fn poll_async_events(&mut self) -> Result<Vec<Cqe>, DriverError> {
+        self.ensure_ready()?;
+        if self.aers_outstanding > 0 {
+            // No synchronous command is in flight between calls, so only AERs can complete.
+            self.reap_admin()?;
+        }
+        Ok(std::mem::take(&mut self.aer_done))
+    }
+
+    /// Asynchronous Event Requests submitted and not yet completed.
+    pub fn async_events_outstanding(&self) -> u16 {
+        self.aers_outstanding
     }
 
     /// Submit `sqe` on the admin queue as given (CID replaced) and return its completion.

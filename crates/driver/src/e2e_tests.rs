@@ -355,3 +355,27 @@ fn invalid_options_and_pool_exhaustion_are_errors() {
         "a failed attach undoes its DMA map"
     );
 }
+
+#[test]
+fn async_event_request_completes_around_synchronous_admin_commands() {
+    let (mut ctrl, _h) = attach();
+    // The fake fails an AER at once (Invalid Opcode): its completion arrives while the
+    // Identify below is waiting, and must be kept for `poll_async_events`, not lost.
+    ctrl.submit_async_event_request().unwrap();
+    assert_eq!(ctrl.async_events_outstanding(), 1);
+    assert_eq!(ctrl.identify_controller().unwrap().sn, "FAKE-SN");
+    assert_eq!(ctrl.async_events_outstanding(), 0);
+    let events = ctrl.poll_async_events().unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].status(), Status::INVALID_OPCODE);
+    assert!(ctrl.poll_async_events().unwrap().is_empty());
+    // With an AER pending, polling picks it up without a synchronous command.
+    ctrl.submit_async_event_request().unwrap();
+    let mut events = Vec::new();
+    while events.is_empty() {
+        events = ctrl.poll_async_events().unwrap();
+        std::thread::yield_now();
+    }
+    assert_eq!(events.len(), 1);
+    ctrl.shutdown().unwrap();
+}

@@ -79,8 +79,9 @@ pub use transport::{
 /// Raw SQE builders, for tests and tools that send commands by hand.
 pub mod sqe {
     pub use crate::commands::{
-        cns, create_io_cq, create_io_sq, deallocate, delete_io_cq, delete_io_sq, fid, flush,
-        get_features, get_log_page, identify, rw, set_features, set_num_queues,
+        async_event_request, cns, create_io_cq, create_io_sq, deallocate, delete_io_cq,
+        delete_io_sq, fid, flush, get_features, get_log_page, identify, rw, set_features,
+        set_num_queues,
     };
 }
 
