@@ -1,0 +1,499 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The JSON-RPC control plane end to end: the real `nvmemu serve` binary configured by
+//! `nvmemu rpc` (rpc.py's command lines) and by raw JSON-RPC, then used by the userspace
+//! driver over the vfio-user socket it created.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nvmemu_driver::{AttachOptions, Controller, sqe};
+use nvmemu_rpc::{Client, ClientError};
+use nvmemu_spec::opcode::IoOpcode;
+use nvmemu_spec::{Lba, Nsid, Status};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nvmemu");
+const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
+
+/// A running `nvmemu serve` with its RPC socket and a traddr directory in a temp dir.
+struct Server {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("vfu")).expect("traddr dir");
+        Server::start_in(dir, extra)
+    }
+
+    fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Server {
+        let sock = dir.path().join("rpc.sock");
+        let child = Command::new(BIN)
+            .arg("serve")
+            .arg("-r")
+            .arg(&sock)
+            .args(["-m", "0x1"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("nvmemu serve starts");
+        let server = Server {
+            child: Some(child),
+            dir,
+        };
+        server.wait_for_socket();
+        server
+    }
+
+    fn wait_for_socket(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Client::connect(&self.sock(), Duration::from_secs(5)).is_err() {
+            assert!(Instant::now() < deadline, "nvmemu serve never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn sock(&self) -> PathBuf {
+        self.dir.path().join("rpc.sock")
+    }
+
+    fn traddr(&self) -> PathBuf {
+        self.dir.path().join("vfu")
+    }
+
+    /// `nvmemu rpc -s SOCK args...`.
+    fn cli(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("rpc")
+            .arg("-s")
+            .arg(self.sock())
+            .args(args)
+            .output()
+            .expect("nvmemu rpc runs")
+    }
+
+    /// `nvmemu rpc` that must succeed; returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(
+            out.status.success(),
+            "nvmemu rpc {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 output")
+    }
+
+    fn call(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let mut c = Client::connect(&self.sock(), Duration::from_secs(30)).expect("connect");
+        c.call(method, params)
+    }
+
+    /// The reference set-up script, as rpc.py command lines.
+    fn reference_sequence(&self) {
+        let traddr = self.traddr();
+        let traddr = traddr.to_str().expect("utf-8 path");
+        assert_eq!(self.ok(&["framework_wait_init"]), "");
+        assert_eq!(
+            self.ok(&["bdev_malloc_create", "4092", "512", "-b", "Malloc0"]),
+            "Malloc0\n"
+        );
+        assert_eq!(self.ok(&["nvmf_create_transport", "-t", "VFIOUSER"]), "");
+        assert_eq!(
+            self.ok(&["nvmf_create_subsystem", NQN, "-s", "SPDK00", "-a"]),
+            ""
+        );
+        assert_eq!(self.ok(&["nvmf_subsystem_add_ns", NQN, "Malloc0"]), "");
+        assert_eq!(
+            self.ok(&[
+                "nvmf_subsystem_add_listener",
+                NQN,
+                "-t",
+                "VFIOUSER",
+                "-a",
+                traddr,
+                "-s",
+                "0"
+            ]),
+            ""
+        );
+    }
+
+    /// `spdk_kill_instance SIGTERM`, then the process exits 0 and removes its sockets.
+    /// Returns the temp dir (still holding the traddr directory).
+    fn kill(mut self) -> tempfile::TempDir {
+        self.ok(&["spdk_kill_instance", "SIGTERM"]);
+        let status = self.child.take().expect("child").wait().expect("wait");
+        assert!(status.success(), "nvmemu serve exited with {status}");
+        assert!(!self.sock().exists(), "RPC socket removed");
+        assert!(
+            !self.traddr().join("cntrl").exists(),
+            "controller socket removed"
+        );
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn attach(dir: &Path) -> Controller {
+    Controller::attach(
+        dir,
+        AttachOptions {
+            io_queues: 1,
+            queue_depth: 32,
+            dma_pool_bytes: 8 << 20,
+        },
+    )
+    .expect("driver attaches")
+}
+
+fn rpc_code(r: Result<Value, ClientError>) -> (i32, String) {
+    match r {
+        Err(ClientError::Rpc(e)) => (e.code, e.message),
+        other => panic!("expected an RPC error, got {other:?}"),
+    }
+}
+
+/// SUBNQN: Identify Controller bytes 1023:768, NUL padded.
+fn identify_subnqn(c: &mut Controller) -> String {
+    let buf = c.alloc_dma(4096).unwrap();
+    let cqe = c
+        .admin_raw_with_data(
+            sqe::identify(sqe::cns::CONTROLLER, Nsid(0)),
+            Some((&buf, 4096)),
+        )
+        .unwrap();
+    assert!(cqe.status().is_success());
+    let mut raw = vec![0u8; 256];
+    buf.copy_to(768, &mut raw).unwrap();
+    String::from_utf8_lossy(&raw)
+        .trim_end_matches('\0')
+        .to_owned()
+}
+
+#[test]
+fn reference_script_then_driver_verifies_data_and_identity() {
+    let s = Server::start(&[]);
+    s.reference_sequence();
+    let mut c = attach(&s.traddr());
+    let id = c.identify_controller().unwrap();
+    assert_eq!(id.sn.trim(), "SPDK00");
+    assert_eq!(id.mn.trim(), "SPDK bdev Controller");
+    assert_eq!(identify_subnqn(&mut c), NQN);
+    let ns: Vec<_> = c
+        .namespaces()
+        .iter()
+        .map(|n| (n.nsid, n.nsze, n.lba_size))
+        .collect();
+    assert_eq!(ns, vec![(Nsid(1), 4092 * 2048, 512)]);
+
+    let mut q = c.take_qpair().unwrap();
+    let len = 64 * 1024u64;
+    let wbuf = c.alloc_dma(len).unwrap();
+    let pattern: Vec<u8> = (0..len).map(|i| (i * 13 + 7) as u8).collect();
+    wbuf.copy_from(0, &pattern).unwrap();
+    // The last 128 blocks of the 4092 MiB namespace.
+    let slba = Lba(4092 * 2048 - 128);
+    q.write_blocking(Nsid(1), slba, 128, &wbuf).unwrap();
+    let rbuf = c.alloc_dma(len).unwrap();
+    q.read_blocking(Nsid(1), slba, 128, &rbuf).unwrap();
+    let mut back = vec![0u8; len as usize];
+    rbuf.copy_to(0, &mut back).unwrap();
+    assert_eq!(back, pattern);
+    drop(q);
+    c.shutdown().unwrap();
+
+    // The I/O shows up in the bdev's counters.
+    let stat = s
+        .call("bdev_get_iostat", json!({"name": "Malloc0"}))
+        .unwrap();
+    assert_eq!(stat["bdevs"][0]["bytes_written"], json!(len));
+    assert_eq!(stat["bdevs"][0]["bytes_read"], json!(len));
+    let bdevs = s.call("bdev_get_bdevs", json!({})).unwrap();
+    assert_eq!(bdevs[0]["claimed"], json!(true));
+    s.kill();
+}
+
+#[test]
+fn bad_parameters_unknown_methods_and_state_errors_get_spdk_codes() {
+    let s = Server::start(&[]);
+    s.reference_sequence();
+    assert_eq!(rpc_code(s.call("bdev_frobnicate", json!({}))).0, -32601);
+    let (code, msg) = rpc_code(s.call("bdev_malloc_create", json!({"num_blocks": 8})));
+    assert_eq!(code, -32602);
+    assert!(msg.contains("block_size"), "{msg}");
+    let (code, msg) = rpc_code(s.call(
+        "nvmf_create_subsystem",
+        json!({"nqn": "nqn.2016-06.io.spdk:x", "serial_number": "S".repeat(21)}),
+    ));
+    assert_eq!(code, -32602);
+    assert!(msg.contains("serial_number"), "{msg}");
+    let (code, msg) = rpc_code(s.call("nvmf_create_subsystem", json!({"nqn": "cnode9"})));
+    assert_eq!(code, -32602);
+    assert!(msg.contains("nqn"), "{msg}");
+    // State errors: SPDK's -errno style.
+    assert_eq!(
+        rpc_code(s.call("bdev_malloc_delete", json!({"name": "Malloc0"}))).0,
+        -16
+    );
+    assert_eq!(
+        rpc_code(s.call(
+            "bdev_malloc_create",
+            json!({"name": "Malloc0", "num_blocks": 8, "block_size": 512})
+        ))
+        .0,
+        -17
+    );
+    assert_eq!(
+        rpc_code(s.call("bdev_get_bdevs", json!({"name": "Nope"}))).0,
+        -19
+    );
+    assert_eq!(
+        rpc_code(s.call(
+            "bdev_malloc_create",
+            json!({"name": "Odd", "num_blocks": 8, "block_size": 1536})
+        ))
+        .0,
+        -22
+    );
+    s.ok(&["bdev_malloc_create", "1", "4096", "-b", "Malloc1"]);
+    let (code, msg) = rpc_code(s.call(
+        "nvmf_subsystem_add_listener",
+        json!({"nqn": NQN, "listen_address": {"trtype": "VFIOUSER", "traddr": "/nonexistent/vfu"}}),
+    ));
+    assert_eq!(code, -2, "{msg}");
+    assert!(msg.contains("/nonexistent/vfu"), "{msg}");
+    let (code, _) = rpc_code(s.call(
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc1", "nsid": 1}}),
+    ));
+    assert_eq!(code, -17);
+    let (code, _) = rpc_code(s.call(
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}}),
+    ));
+    assert_eq!(code, -16, "a claimed bdev cannot back a second namespace");
+    assert_eq!(
+        rpc_code(s.call("nvmf_subsystem_remove_ns", json!({"nqn": NQN, "nsid": 9}))).0,
+        -2
+    );
+    assert_eq!(
+        rpc_code(s.call("nvmf_delete_subsystem", json!({"nqn": "nqn.x:none"}))).0,
+        -32602
+    );
+    // The CLI: usage errors exit 2, failed calls exit 1 with rpc.py's error text.
+    assert_eq!(s.cli(&["bdev_frobnicate"]).status.code(), Some(2));
+    let out = s.cli(&["bdev_malloc_delete", "Malloc0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"code\": -16"), "{err}");
+    // Nothing crashed: the server still answers, and the state is intact.
+    assert_eq!(s.ok(&["nvmf_subsystem_add_ns", NQN, "Malloc1"]), "");
+    s.kill();
+}
+
+/// Polls until the controller completes an outstanding AER.
+fn wait_event(c: &mut Controller) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = c.poll_async_events().unwrap();
+        if let Some(cqe) = events.first() {
+            assert_eq!(events.len(), 1);
+            assert!(cqe.status().is_success(), "{:?}", cqe.status());
+            return cqe.dw0;
+        }
+        assert!(Instant::now() < deadline, "no asynchronous event");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Changed Namespace List (LID 04h): the NSIDs it lists.
+fn changed_namespaces(c: &mut Controller) -> Vec<u32> {
+    let page = c.get_log_page(0x04, Nsid(0xFFFF_FFFF), 4096, 0).unwrap();
+    page.chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .take_while(|&n| n != 0)
+        .collect()
+}
+
+/// Namespace Attribute Changed: Notice (type 2), information 00h, log page 04h.
+const NS_ATTR_CHANGED_DW0: u32 = 0x04_00_02;
+
+#[test]
+fn namespace_hot_add_and_remove_reach_an_attached_driver_by_async_event() {
+    let s = Server::start(&[]);
+    s.reference_sequence();
+    let mut c = attach(&s.traddr());
+    assert_eq!(c.active_namespaces().unwrap(), vec![Nsid(1)]);
+    // Namespace Attribute Notices on (Asynchronous Event Configuration, FID 0Bh, bit 8).
+    c.set_features(0x0B, 1 << 8).unwrap();
+    c.submit_async_event_request().unwrap();
+
+    assert_eq!(
+        s.ok(&["bdev_malloc_create", "8", "4096", "-b", "Malloc1"]),
+        "Malloc1\n"
+    );
+    assert_eq!(
+        c.poll_async_events().unwrap(),
+        vec![],
+        "creating a bdev is no event"
+    );
+    assert_eq!(s.ok(&["nvmf_subsystem_add_ns", NQN, "Malloc1"]), "");
+    assert_eq!(wait_event(&mut c), NS_ATTR_CHANGED_DW0);
+    assert_eq!(changed_namespaces(&mut c), vec![2]);
+    assert_eq!(c.active_namespaces().unwrap(), vec![Nsid(1), Nsid(2)]);
+    let id = c.identify_namespace(Nsid(2)).unwrap();
+    assert_eq!((id.nsze, id.lba_size()), (8 * 256, Some(4096)));
+
+    // The new namespace takes I/O.
+    let mut q = c.take_qpair().unwrap();
+    let buf = c.alloc_dma(4096).unwrap();
+    buf.copy_from(0, &[0x5A; 4096]).unwrap();
+    let w = q
+        .execute_raw(
+            sqe::rw(IoOpcode::Write, Nsid(2), Lba(3), 1),
+            Some((&buf, 4096)),
+        )
+        .unwrap();
+    assert!(w.status().is_success());
+
+    // Hot remove: another event, the log lists the NSID again, and I/O to it now fails
+    // while namespace 1 is untouched.
+    c.submit_async_event_request().unwrap();
+    s.ok(&["nvmf_subsystem_remove_ns", NQN, "2"]);
+    assert_eq!(wait_event(&mut c), NS_ATTR_CHANGED_DW0);
+    assert_eq!(changed_namespaces(&mut c), vec![2]);
+    assert_eq!(c.active_namespaces().unwrap(), vec![Nsid(1)]);
+    let r = q
+        .execute_raw(
+            sqe::rw(IoOpcode::Read, Nsid(2), Lba(3), 1),
+            Some((&buf, 4096)),
+        )
+        .unwrap();
+    assert_eq!(
+        r.status().with_dnr(false),
+        Status::INVALID_NAMESPACE.with_dnr(false)
+    );
+    q.write_blocking(Nsid(1), Lba(0), 8, &buf).unwrap();
+    // The bdev is free again.
+    assert_eq!(s.ok(&["bdev_malloc_delete", "Malloc1"]), "");
+    drop(q);
+    c.shutdown().unwrap();
+    s.kill();
+}
+
+#[test]
+fn save_config_replays_through_serve_json() {
+    let a = Server::start(&[]);
+    a.reference_sequence();
+    a.ok(&["bdev_null_create", "Null0", "16", "4096"]);
+    let saved = a.ok(&["save_config"]);
+    let subsystems = a.call("nvmf_get_subsystems", json!({})).unwrap();
+    let bdevs = a.call("bdev_get_bdevs", json!({})).unwrap();
+    // The saved traddr is in a's directory, kept (with the config file) for the second server.
+    let dir = a.kill();
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, &saved).unwrap();
+    let b = Server::start_in(
+        tempfile::TempDir::new_in(dir.path()).unwrap(),
+        &["--json", config.to_str().unwrap()],
+    );
+    assert_eq!(
+        b.call("nvmf_get_subsystems", json!({})).unwrap(),
+        subsystems
+    );
+    assert_eq!(b.call("bdev_get_bdevs", json!({})).unwrap(), bdevs);
+    assert_eq!(b.ok(&["save_config"]), saved);
+    let mut c = attach(&dir.path().join("vfu"));
+    assert_eq!(c.info().sn.trim(), "SPDK00");
+    c.shutdown().unwrap();
+    drop(b);
+}
+
+#[test]
+fn command_line_namespaces_are_visible_to_rpc() {
+    let dir = tempfile::tempdir().unwrap();
+    let traddr = dir.path().join("ctrl0");
+    std::fs::create_dir(&traddr).unwrap();
+    let s = Server::start_in(
+        dir,
+        &[
+            "--socket-dir",
+            traddr.to_str().unwrap(),
+            "--ns",
+            "malloc:size=1M,lba=512",
+            "--ns",
+            "null:size=1M,lba=4096",
+            "--serial",
+            "CLI01",
+        ],
+    );
+    let subs = s.call(
+        "nvmf_get_subsystems",
+        json!({"nqn": "nqn.2019-07.io.nvmemu:cnode1"}),
+    );
+    let subs = subs.unwrap();
+    let ns: Vec<_> = subs[0]["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["nsid"].clone(), n["bdev_name"].clone()))
+        .collect();
+    assert_eq!(
+        ns,
+        vec![(json!(1), json!("ns0n1")), (json!(2), json!("ns0n2"))]
+    );
+    let mut c = attach(&traddr);
+    assert_eq!(c.info().sn.trim(), "CLI01");
+    assert_eq!(c.active_namespaces().unwrap(), vec![Nsid(1), Nsid(2)]);
+    c.shutdown().unwrap();
+    // A second server may not steal the RPC socket of a live one.
+    let out = Command::new(BIN)
+        .args(["serve", "-r"])
+        .arg(s.sock())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another server"));
+    s.ok(&["framework_wait_init"]);
+    drop(s);
+}
+
+/// tests/rpc/test_rawrpc.py (raw JSON-RPC spoken like rpc.py) against the real server.
+#[test]
+fn python_raw_json_rpc_suite_passes_against_serve() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/rpc/test_rawrpc.py")
+        .canonicalize()
+        .expect("tests/rpc/test_rawrpc.py exists");
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("note: python3 not found; skipping {}", script.display());
+        return;
+    }
+    let s = Server::start(&[]);
+    let out = Command::new("python3")
+        .arg(&script)
+        .env("NVMEMU_RPC_SOCK", s.sock())
+        .env("NVMEMU_VFU_DIR", s.traddr())
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "test_rawrpc.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The suite ends with spdk_kill_instance: the server exits cleanly by itself.
+    let mut s = s;
+    let status = s.child.take().unwrap().wait().unwrap();
+    assert!(status.success());
+}
