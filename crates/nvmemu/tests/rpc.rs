@@ -2,6 +2,7 @@
 //! The JSON-RPC control plane end to end: the real `nvmemu serve` binary configured by
 //! `nvmemu rpc` (rpc.py's command lines) and by raw JSON-RPC, then used by the userspace
 //! driver over the vfio-user socket it created.
+#![allow(clippy::cast_possible_truncation)] // Test patterns: `i as u8` wraps on purpose.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -55,7 +55,7 @@ impl Registry {
     }
 
     pub(crate) fn malloc_create(&mut self, p: BdevMallocCreateParams) -> Result<Value, RpcError> {
-        if p.block_size == 0 || p.block_size % 512 != 0 {
+        if p.block_size == 0 || !p.block_size.is_multiple_of(512) {
             return Err(RpcError::errno_msg(
                 Errno::EINVAL,
                 "Data block size must be 512 bytes aligned",
