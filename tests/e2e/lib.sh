@@ -48,6 +48,15 @@ make_initrd() {
     rm -rf "$stage"
 }
 
+# guest_args INITRD: sets GUEST_ARGS, the QEMU options every e2e guest shares (console aside).
+guest_args() {
+    GUEST_ARGS=(-nodefaults -no-user-config -display none
+        -accel tcg,thread=multi -cpu max -smp "${E2E_SMP:-2}" -m 1G
+        -object memory-backend-memfd,id=mem,size=1G,share=on -machine q35,memory-backend=mem
+        -kernel "$KERNEL" -initrd "$1"
+        -append "console=ttyS0 loglevel=4 mitigations=off panic=0 ${E2E_APPEND:-}")
+}
+
 # run_guest NAME TIMEOUT_S INITRD [qemu args...]: boots one QEMU process, console to
 # $RUN/NAME.console. Returns QEMU's exit status (124 on timeout, 125 after a guest panic).
 run_guest() {
@@ -55,16 +64,13 @@ run_guest() {
     shift 3
     console=$RUN/$name.console
     : >"$console"
+    guest_args "$initrd"
+    # shellcheck disable=SC2086 # NVMEMU_E2E_QEMU_ARGS is a list of words on purpose
     timeout -k 10 "$limit" "$TREE$LOADER" \
         --library-path "$TREE/lib/x86_64-linux-gnu:$TREE/usr/lib/x86_64-linux-gnu" \
         "$TREE/usr/bin/qemu-system-x86_64" -L "$TREE/usr/share/qemu" -L "$TREE/usr/share/seabios" \
-        -nodefaults -no-user-config -display none -monitor none \
-        -accel tcg,thread=multi -cpu max -smp "${E2E_SMP:-2}" -m 1G \
-        -object memory-backend-memfd,id=mem,size=1G,share=on -machine q35,memory-backend=mem \
-        -serial "file:$console" \
-        -kernel "$KERNEL" -initrd "$initrd" \
-        -append "console=ttyS0 loglevel=4 mitigations=off panic=0 ${E2E_APPEND:-}" \
-        "$@" >"$RUN/$name.qemu.log" 2>&1 &
+        "${GUEST_ARGS[@]}" -monitor none -serial "file:$console" \
+        ${NVMEMU_E2E_QEMU_ARGS:-} "$@" >"$RUN/$name.qemu.log" 2>&1 &
     pid=$!
     # A panicked guest would sit there until the timeout: stop it as soon as it says so.
     while kill -0 "$pid" 2>/dev/null; do

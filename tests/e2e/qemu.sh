@@ -6,6 +6,8 @@
 #   tests/e2e/qemu.sh            full test against `nvmemu serve` (what CI runs)
 #   tests/e2e/qemu.sh reference  the same checks against QEMU's built-in nvme device
 #                                (validates the harness itself; needs no nvmemu)
+#   tests/e2e/qemu.sh shell [nvmemu|qemu-nvme]
+#                                an interactive guest (serial console on this terminal)
 #   tests/e2e/qemu.sh bench [nvmemu|qemu-nvme|virtio-blk]...
 #                                fio 4k randread iodepth 16 in the guest, for docs/qemu-guest.md
 #
@@ -23,6 +25,8 @@
 #   NVMEMU_E2E_CACHE    provisioning cache (default ~/.cache/nvmemu-e2e)
 #   NVMEMU_E2E_TIMEOUT  seconds allowed per QEMU process (default 420)
 #   NVMEMU_E2E_KEEP=1   keep the run directory (consoles, server log) even on success
+#   NVMEMU_E2E_SKIP     space-separated guest checks to skip while diagnosing ("reset"); the
+#                       run then says SKIPPED on the console. Never set in CI.
 #   NVMEMU_SKIP_E2E=1   is honoured by .ci/run for quick local loops, never in CI
 set -euo pipefail
 
@@ -71,6 +75,7 @@ EXP_NS2_BYTES=$NS2_BYTES
 EXP_NS2_LBADS=12
 EXP_NS2_FMT='4 KiB'
 EXP_QUEUES=${E2E_SMP:-2}
+E2E_SKIP='${NVMEMU_E2E_SKIP:-}'
 EOF
 }
 
@@ -167,11 +172,11 @@ run_bench() {
         case $kind in
         nvmemu)
             [[ -n "$SERVER_PID" ]] || start_server "$(nvmemu_bin)"
-            dev=(-device "$(nvmemu_device)") bench_dev=/dev/nvme0n1
+            dev=(-device "$(nvmemu_device)") bench_dev=nsid1
             ;;
         qemu-nvme)
             # shellcheck disable=SC2207
-            dev=($(qemu_nvme_args bench)) bench_dev=/dev/nvme0n1
+            dev=($(qemu_nvme_args bench)) bench_dev=nsid1
             ;;
         virtio-blk)
             [[ -f "$RUN/ns1.img" ]] || truncate -s "$NS1_BYTES" "$RUN/ns1.img"
@@ -195,6 +200,22 @@ BENCH_SECONDS=${NVMEMU_BENCH_SECONDS:-30}"
     done
 }
 
+# run_shell KIND: the guest's console on this terminal (Ctrl-a x quits QEMU).
+run_shell() {
+    local kind=${1:-nvmemu} dev=()
+    if [[ $kind == qemu-nvme ]]; then
+        # shellcheck disable=SC2207
+        dev=($(qemu_nvme_args nvmemu-ref-1))
+    else
+        start_server "$(nvmemu_bin)"
+        dev=(-device "$(nvmemu_device)")
+    fi
+    make_initrd "$RUN/initrd" "E2E_SCENARIO=shell"
+    guest_args "$RUN/initrd"
+    # shellcheck disable=SC2086
+    qemu "${GUEST_ARGS[@]}" -no-reboot -serial mon:stdio ${NVMEMU_E2E_QEMU_ARGS:-} "${dev[@]}"
+}
+
 main() {
     local mode=${1:-nvmemu}
     e2e_provision
@@ -215,7 +236,11 @@ main() {
         (($#)) || set -- qemu-nvme virtio-blk nvmemu
         run_bench "$@"
         ;;
-    *) die "usage: $0 [reference | bench [nvmemu|qemu-nvme|virtio-blk]...]" ;;
+    shell)
+        shift
+        run_shell "$@"
+        ;;
+    *) die "usage: $0 [reference | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]...]" ;;
     esac
 }
 
