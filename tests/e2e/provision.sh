@@ -72,7 +72,8 @@ safe_rm() {
     [[ -e "$dir" ]] || return 0
     dir=$(readlink -f "$dir")
     if awk -v d="$dir/" 'index($2 "/", d) == 1 { found = 1 } END { exit !found }' /proc/mounts; then
-        die "refusing to remove $dir: something is mounted under it"
+        log "refusing to remove $dir: something is mounted under it"
+        return 1
     fi
     rm -rf --one-file-system "$dir"
 }
@@ -89,7 +90,7 @@ in_tree() { chroot "$TREE" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
     DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 "$@"; }
 
 t0=$(date +%s)
-safe_rm "$WORK"
+safe_rm "$WORK" || die "cannot clear $WORK"
 mkdir -p "$WORK"
 
 log "debootstrap $SUITE into $TREE"
@@ -241,7 +242,7 @@ EOF
 touch "$WORK/READY"
 
 # Publish atomically, then drop older recipes (never while anything is mounted in them).
-safe_rm "$OUT"
+safe_rm "$OUT" || die "cannot replace $OUT"
 mv "$WORK" "$OUT"
 for old in "$CACHE"/*/; do
     old=${old%/}
