@@ -2,6 +2,11 @@
 //! `nvmemu`: serve | bench | identify | rpc. Parses arguments and calls the libraries.
 #![forbid(unsafe_code)]
 
+mod bench_cmd;
+mod bench_target;
+mod engine;
+mod id_print;
+mod identify;
 mod ns_spec;
 mod rpc_handler;
 mod serve;
@@ -21,6 +26,10 @@ struct Cli {
 enum Command {
     /// Serve emulated NVMe controllers over vfio-user.
     Serve(serve::ServeArgs),
+    /// Run fio-style jobs through the userspace driver (default: against an in-process target).
+    Bench(bench_cmd::BenchArgs),
+    /// Print Identify Controller and Namespace data like nvme-cli's id-ctrl and id-ns.
+    Identify(identify::IdentifyArgs),
     /// Send a JSON-RPC call to `nvmemu serve`, with rpc.py's arguments and output.
     Rpc(nvmemu_rpc::RpcArgs),
 }
@@ -35,6 +44,8 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(&args),
+        Command::Bench(args) => bench_cmd::run(&args),
+        Command::Identify(args) => identify::run(&args),
         Command::Rpc(args) => std::process::exit(nvmemu_rpc::cli::run(&args)),
     };
     if let Err(e) = result {

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `nvmemu bench`: fio-style jobs through our userspace driver, against an
+//! external vfio-user server (`--socket DIR`) or, by default, a target started
+//! in this process and reached over a real socket in a temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use nvmemu_bench::{BenchOptions, CpuList, IoQueue, NoTarget, TargetProbe, render, run_bench};
+use nvmemu_driver::{AttachOptions, Controller};
+use nvmemu_spec::Nsid;
+
+use crate::bench_target::{EmbeddedTarget, TargetPlacement, allowed_cpus};
+use crate::engine::DriverQueue;
+use crate::ns_spec::NsSpec;
+
+/// Run length when none of --runtime, --size and --time_based is given.
+pub const DEFAULT_RUNTIME: Duration = Duration::from_secs(10);
+
+/// Options of `nvmemu bench`.
+///
+/// With no options it runs a quick check: 4 KiB random reads, iodepth 32, one
+/// job, 10 s, against an in-process target with a 1 GiB malloc namespace
+/// whose poller is pinned to the last CPU (jobs on the others).
+#[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("rw", |a| a.default_value("randread")),
+    mut_arg("iodepth", |a| a.default_value("32")),
+    after_help = "Without --runtime, --size or --time_based the run is time based and lasts 10 s.\n\
+                  Without --socket the target runs in this process: one poller pinned to \
+                  --target-cpus (default: the last CPU), jobs on the other CPUs."
+)]
+pub struct BenchArgs {
+    /// fio job options.
+    #[command(flatten)]
+    pub opts: BenchOptions,
+    /// Drive the vfio-user NVMe server at DIR/cntrl (nvmemu serve or SPDK) instead of an
+    /// in-process target.
+    #[arg(long, value_name = "DIR")]
+    pub socket: Option<PathBuf>,
+    /// Namespace to run against.
+    #[arg(long, default_value_t = 1)]
+    pub nsid: u32,
+    /// Namespace of the in-process target (ignored with --socket).
+    #[arg(
+        long = "ns",
+        value_name = "SPEC",
+        default_value = "malloc:size=1G,lba=512"
+    )]
+    pub ns: NsSpec,
+    /// CPUs for the in-process target's poller (default: the last CPU).
+    #[arg(long = "target-cpus", value_name = "LIST", value_parser = nvmemu_bench::parse_cpu_list_arg)]
+    pub target_cpus: Option<CpuList>,
+}
+
+/// Fills in what the user left open: a 10 s time-based run when nothing bounds it.
+pub fn apply_defaults(opts: &mut BenchOptions) {
+    if opts.runtime.is_none() && opts.size.is_none() && !opts.time_based {
+        opts.runtime = Some(DEFAULT_RUNTIME);
+        opts.time_based = true;
+    }
+}
+
+/// DMA memory for `numjobs` queues of `depth` entries moving `bs`-byte I/Os:
+/// data slots, SQ/CQ rings and PRP list space (at most 16 KiB per slot), plus
+/// the admin queue and scratch page.
+pub fn dma_pool_bytes(numjobs: u32, depth: u16, bs: u64) -> u64 {
+    let page = 4096u64;
+    let slot = bs.div_ceil(page).saturating_mul(page);
+    let depth = u64::from(depth);
+    let per_job = depth
+        .saturating_mul(slot)
+        .saturating_add(depth * (64 + 16 + 16 * 1024))
+        .saturating_add(64 * 1024);
+    let total = u64::from(numjobs)
+        .saturating_mul(per_job)
+        .saturating_add(2 << 20);
+    total.div_ceil(2 << 20).saturating_mul(2 << 20)
+}
+
+/// Attaches to `dir`, one I/O queue pair per job.
+pub fn attach(dir: &Path, opts: &BenchOptions, hint: bool) -> Result<Controller> {
+    let io_queues = u16::try_from(opts.numjobs)
+        .map_err(|_| anyhow!("numjobs {} is too large", opts.numjobs))?;
+    let queue_depth = u16::try_from(opts.iodepth.saturating_add(1)).unwrap_or(u16::MAX);
+    let attach = AttachOptions {
+        io_queues,
+        queue_depth,
+        dma_pool_bytes: dma_pool_bytes(opts.numjobs, queue_depth, opts.bs),
+    };
+    Controller::attach(dir, attach).map_err(|e| {
+        anyhow!(
+            "cannot attach to {}: {}{}",
+            dir.join("cntrl").display(),
+            error_chain(&e),
+            if hint {
+                " (is nvmemu serve running?)"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
+/// `e` and its sources on one line, `outer: inner: ...`.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// One [`DriverQueue`] per job on namespace `nsid`.
+pub fn make_queues(
+    ctrl: &mut Controller,
+    nsid: u32,
+    numjobs: u32,
+) -> Result<Vec<Box<dyn IoQueue>>> {
+    let qpairs = ctrl.qpairs();
+    if qpairs.len() < usize::try_from(numjobs).unwrap_or(usize::MAX) {
+        bail!(
+            "the controller granted {} I/O queues, {numjobs} jobs need one each",
+            qpairs.len()
+        );
+    }
+    let pool = ctrl.dma_pool().clone();
+    qpairs
+        .into_iter()
+        .map(|qp| {
+            DriverQueue::new(qp, pool.clone(), Nsid(nsid))
+                .map(|q| Box::new(q) as Box<dyn IoQueue>)
+                .map_err(anyhow::Error::from)
+        })
+        .collect()
+}
+
+/// Sets `stop` on the first SIGINT/SIGTERM; a second one ends the process.
+fn install_stop(stop: &Arc<AtomicBool>) -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(stop))
+            .context("cannot install signal handlers")?;
+        signal_hook::flag::register(sig, Arc::clone(stop))
+            .context("cannot install signal handlers")?;
+    }
+    Ok(())
+}
+
+/// `nvmemu bench`.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let mut opts = args.opts.clone();
+    apply_defaults(&mut opts);
+    let stop = Arc::new(AtomicBool::new(false));
+    install_stop(&stop)?;
+    let text = match &args.socket {
+        Some(dir) => {
+            let mut ctrl = attach(dir, &opts, true)?;
+            let queues = make_queues(&mut ctrl, args.nsid, opts.numjobs)
+                .with_context(|| format!("on {}", dir.join("cntrl").display()))?;
+            let result = run_bench(&opts, queues, &NoTarget, &[], stop)?;
+            if let Err(e) = ctrl.shutdown() {
+                tracing::warn!("controller shutdown: {}", error_chain(&e));
+            }
+            render(&result, opts.output_format)
+        }
+        None => run_embedded(args, &mut opts, stop)?,
+    };
+    print!("{text}");
+    Ok(())
+}
+
+fn run_embedded(
+    args: &BenchArgs,
+    opts: &mut BenchOptions,
+    stop: Arc<AtomicBool>,
+) -> Result<String> {
+    let cpus = allowed_cpus();
+    let placement = TargetPlacement::choose(
+        &cpus,
+        args.target_cpus.as_ref().map(|c| c.0.as_slice()),
+        opts.cpus_allowed.as_ref().map(|c| c.0.as_slice()),
+    );
+    if let Some(w) = &placement.warning {
+        eprintln!("nvmemu: {w}");
+    }
+    if opts.cpus_allowed.is_none() && !placement.job_cpus.is_empty() {
+        opts.cpus_allowed = Some(CpuList(placement.job_cpus.clone()));
+    }
+    let target = EmbeddedTarget::start(&args.ns, &placement)?;
+    let mut ctrl = attach(target.dir(), opts, false)?;
+    let queues = make_queues(&mut ctrl, args.nsid, opts.numjobs)?;
+    let probe: &dyn TargetProbe = &target;
+    let result = run_bench(opts, queues, probe, &placement.target_cpus, stop);
+    if let Err(e) = ctrl.shutdown() {
+        tracing::warn!("controller shutdown: {}", error_chain(&e));
+    }
+    drop(ctrl);
+    target.shutdown();
+    Ok(render(&result?, opts.output_format))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    #[test]
+    fn no_options_mean_a_ten_second_random_read_quick_check() {
+        let mut a = Cli::try_parse_from(["bench"]).unwrap().args;
+        apply_defaults(&mut a.opts);
+        assert_eq!(a.opts.rw, nvmemu_bench::RwMode::Randread);
+        assert_eq!(a.opts.iodepth, 32);
+        assert_eq!(a.opts.bs, 4096);
+        assert_eq!(a.opts.runtime, Some(DEFAULT_RUNTIME));
+        assert!(a.opts.time_based);
+        assert_eq!(a.ns.size, 1 << 30);
+        assert_eq!(a.ns.lba, 512);
+        assert_eq!(a.nsid, 1);
+        assert!(a.socket.is_none());
+    }
+
+    #[test]
+    fn explicit_bounds_are_kept() {
+        let mut a = Cli::try_parse_from(["bench", "--size=16m", "--rw=write", "--iodepth=4"])
+            .unwrap()
+            .args;
+        apply_defaults(&mut a.opts);
+        assert_eq!(a.opts.runtime, None);
+        assert!(!a.opts.time_based);
+        assert_eq!(a.opts.rw, nvmemu_bench::RwMode::Write);
+        assert_eq!(a.opts.iodepth, 4);
+        let mut a = Cli::try_parse_from(["bench", "--runtime=2"]).unwrap().args;
+        apply_defaults(&mut a.opts);
+        assert_eq!(a.opts.runtime, Some(Duration::from_secs(2)));
+        assert!(!a.opts.time_based);
+    }
+
+    #[test]
+    fn dma_pool_covers_slots_and_rings() {
+        let b = dma_pool_bytes(2, 129, 128 * 1024);
+        assert!(b >= 2 * 129 * 128 * 1024);
+        assert_eq!(b % (2 << 20), 0);
+        assert!(dma_pool_bytes(1, 2, 512) >= 2 << 20);
+    }
+}

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The in-process target of `nvmemu bench`: which CPUs its poller and the jobs
+//! get, one controller with one namespace on a socket in a temporary
+//! directory, and its poller counters as the bench's [`TargetProbe`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use nvmemu_bdev::Bdev;
+use nvmemu_bench::{CoreCounters, TargetProbe, TargetSnapshot};
+use nvmemu_ctrl::{ControllerConfig, Namespace};
+use nvmemu_spec::Nsid;
+use nvmemu_target::{Backoff, ControllerSpec, Target, TargetConfig};
+
+use crate::ns_spec::{NsKind, NsSpec};
+
+/// CPUs this process may run on (its affinity mask), ascending; `[0]` if unknown.
+pub fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => {
+            let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+                .filter(|&c| set.is_set(c))
+                .collect();
+            if cpus.is_empty() { vec![0] } else { cpus }
+        }
+        Err(_) => vec![0],
+    }
+}
+
+/// Where the poller and the jobs run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetPlacement {
+    /// Poller CPUs (one poller each; pinned).
+    pub target_cpus: Vec<usize>,
+    /// Default job CPUs: the allowed CPUs the pollers do not use (empty: unpinned).
+    pub job_cpus: Vec<usize>,
+    /// Pollers spin without backing off (they have CPUs of their own).
+    pub busy_poll: bool,
+    /// Something the user should know about the placement.
+    pub warning: Option<String>,
+}
+
+impl TargetPlacement {
+    /// Poller on `target` (default: the last allowed CPU), jobs on the rest.
+    /// `jobs` is the user's `--cpus_allowed`, checked for overlap only.
+    pub fn choose(allowed: &[usize], target: Option<&[usize]>, jobs: Option<&[usize]>) -> Self {
+        let last = allowed.last().copied().unwrap_or(0);
+        let target_cpus: Vec<usize> = match target {
+            Some(t) if !t.is_empty() => t.to_vec(),
+            _ => vec![last],
+        };
+        let job_cpus: Vec<usize> = allowed
+            .iter()
+            .copied()
+            .filter(|c| !target_cpus.contains(c))
+            .collect();
+        let shared = match jobs {
+            Some(j) => j.iter().any(|c| target_cpus.contains(c)),
+            None => job_cpus.is_empty(),
+        };
+        let warning = shared.then(|| {
+            format!(
+                "the target poller (CPU {}) shares a CPU with the jobs: it backs off when idle \
+                 and results will be lower than on separate cores",
+                list(&target_cpus)
+            )
+        });
+        TargetPlacement {
+            target_cpus,
+            job_cpus,
+            busy_poll: !shared,
+            warning,
+        }
+    }
+}
+
+fn list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A target with one controller serving one namespace (NSID 1) on a socket in
+/// a temporary directory, removed with it.
+#[derive(Debug)]
+pub struct EmbeddedTarget {
+    target: Target,
+    dir: tempfile::TempDir,
+}
+
+impl EmbeddedTarget {
+    /// Starts the pollers and the controller.
+    pub fn start(ns: &NsSpec, placement: &TargetPlacement) -> Result<EmbeddedTarget> {
+        let dir = tempfile::Builder::new()
+            .prefix("nvmemu-bench-")
+            .tempdir()
+            .context("cannot create a temporary directory for the socket")?;
+        let target = Target::start(TargetConfig {
+            cores: placement.target_cpus.clone(),
+            pin: true,
+            backoff: if placement.busy_poll {
+                Backoff::NONE
+            } else {
+                Backoff::default()
+            },
+        })
+        .context("cannot start the in-process target")?;
+        let bdev = match ns.kind {
+            NsKind::Malloc => Bdev::malloc("bench0", ns.lba, ns.num_blocks()),
+            NsKind::Null => Bdev::null("bench0", ns.lba, ns.num_blocks()),
+        }
+        .context("cannot create the namespace")?;
+        target
+            .add_controller(ControllerSpec {
+                socket_dir: dir.path().to_path_buf(),
+                socket_mode: 0o600,
+                config: ControllerConfig {
+                    serial: "NVMEMU-BENCH".into(),
+                    ..ControllerConfig::default()
+                },
+                namespaces: vec![Namespace::new(Nsid(1), Arc::new(bdev))],
+            })
+            .context("cannot start the in-process controller")?;
+        Ok(EmbeddedTarget { target, dir })
+    }
+
+    /// The socket directory (`cntrl` inside).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Stops the controller and the pollers, then removes the directory.
+    pub fn shutdown(self) {
+        self.target.shutdown();
+        drop(self.dir);
+    }
+}
+
+impl TargetProbe for EmbeddedTarget {
+    fn snapshot(&self) -> Option<TargetSnapshot> {
+        Some(TargetSnapshot {
+            cores: self
+                .target
+                .poller_stats()
+                .into_iter()
+                .map(|(cpu, s)| CoreCounters {
+                    cpu,
+                    busy_ns: s.busy_ns(),
+                    total_ns: s.elapsed_ns,
+                })
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poller_takes_the_last_cpu_and_jobs_the_rest() {
+        let p = TargetPlacement::choose(&[0, 1], None, None);
+        assert_eq!(p.target_cpus, vec![1]);
+        assert_eq!(p.job_cpus, vec![0]);
+        assert!(p.busy_poll);
+        assert!(p.warning.is_none());
+        let p = TargetPlacement::choose(&[0, 1, 2, 3], Some(&[0]), None);
+        assert_eq!(p.job_cpus, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn sharing_a_cpu_backs_off_and_warns() {
+        let p = TargetPlacement::choose(&[0], None, None);
+        assert_eq!(p.target_cpus, vec![0]);
+        assert!(p.job_cpus.is_empty());
+        assert!(!p.busy_poll);
+        assert!(p.warning.is_some());
+        let p = TargetPlacement::choose(&[0, 1], None, Some(&[1]));
+        assert!(!p.busy_poll);
+        assert!(p.warning.unwrap().contains("CPU 1"));
+    }
+}

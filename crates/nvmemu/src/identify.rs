@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `nvmemu identify`: attach to a vfio-user NVMe server with our driver and
+//! print Identify Controller and Identify Namespace like `nvme id-ctrl` and
+//! `nvme id-ns`.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, anyhow, bail};
+use nvmemu_driver::{AttachOptions, Controller, DriverError, IDENTIFY_BYTES, sqe};
+use nvmemu_spec::Nsid;
+
+use crate::bench_cmd::error_chain;
+use crate::id_print::{Page, ctrl_json, ctrl_text, ns_json, ns_text};
+
+/// Output formats of `nvmemu identify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdFormat {
+    /// nvme-cli's normal output.
+    Normal,
+    /// nvme-cli's JSON keys: `{"controller": {...}, "namespaces": [{...}]}`.
+    Json,
+}
+
+/// Options of `nvmemu identify`.
+#[derive(Debug, clap::Args)]
+pub struct IdentifyArgs {
+    /// The vfio-user NVMe server at DIR/cntrl (nvmemu serve or SPDK).
+    #[arg(long, value_name = "DIR")]
+    pub socket: PathBuf,
+    /// Only this namespace (default: every active namespace).
+    #[arg(long)]
+    pub nsid: Option<u32>,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long = "output-format",
+        value_enum,
+        default_value = "normal"
+    )]
+    pub output_format: IdFormat,
+}
+
+/// The raw pages of one controller.
+#[derive(Debug, Clone)]
+pub struct IdentifyPages {
+    /// Identify Controller (CNS 01h).
+    pub ctrl: Vec<u8>,
+    /// (NSID, Identify Namespace (CNS 00h)) per namespace.
+    pub namespaces: Vec<(u32, Vec<u8>)>,
+}
+
+/// Issues Identify with `cns` for `nsid` and returns the 4 KiB page.
+fn identify_page(ctrl: &mut Controller, cns: u8, nsid: u32) -> Result<Vec<u8>, DriverError> {
+    let buf = ctrl.alloc_dma(IDENTIFY_BYTES as u64)?;
+    let cqe = ctrl.admin_raw_with_data(sqe::identify(cns, Nsid(nsid)), Some((&buf, 4096)))?;
+    let status = cqe.status();
+    if !status.is_success() {
+        return Err(nvmemu_driver::NvmeError::Status(status).into());
+    }
+    let mut page = vec![0u8; IDENTIFY_BYTES];
+    buf.copy_to(0, &mut page)?;
+    Ok(page)
+}
+
+/// Reads the controller page and the pages of `nsid` (or of every active namespace).
+pub fn read_pages(ctrl: &mut Controller, nsid: Option<u32>) -> Result<IdentifyPages> {
+    let page = identify_page(ctrl, sqe::cns::CONTROLLER, 0)
+        .map_err(|e| anyhow!("Identify Controller failed: {}", error_chain(&e)))?;
+    let nsids = match nsid {
+        Some(n) => vec![n],
+        None => ctrl
+            .active_namespaces()
+            .map_err(|e| anyhow!("Identify Active Namespace List failed: {}", error_chain(&e)))?
+            .into_iter()
+            .map(|n| n.0)
+            .collect(),
+    };
+    let mut namespaces = Vec::with_capacity(nsids.len());
+    for n in nsids {
+        let p = identify_page(ctrl, sqe::cns::NAMESPACE, n)
+            .map_err(|e| anyhow!("Identify Namespace {n} failed: {}", error_chain(&e)))?;
+        namespaces.push((n, p));
+    }
+    Ok(IdentifyPages {
+        ctrl: page,
+        namespaces,
+    })
+}
+
+/// Renders the pages in `format`.
+pub fn render(pages: &IdentifyPages, format: IdFormat) -> String {
+    match format {
+        IdFormat::Normal => {
+            let mut out = ctrl_text(Page(&pages.ctrl));
+            for (n, p) in &pages.namespaces {
+                out.push('\n');
+                out.push_str(&ns_text(*n, Page(p)));
+            }
+            out
+        }
+        IdFormat::Json => {
+            let v = serde_json::json!({
+                "controller": ctrl_json(Page(&pages.ctrl)),
+                "namespaces": pages
+                    .namespaces
+                    .iter()
+                    .map(|(n, p)| ns_json(*n, Page(p)))
+                    .collect::<Vec<_>>(),
+            });
+            let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+    }
+}
+
+/// `nvmemu identify`.
+pub fn run(args: &IdentifyArgs) -> Result<()> {
+    if args.nsid == Some(0) {
+        bail!("--nsid must be 1 or more");
+    }
+    let mut ctrl = Controller::attach(
+        &args.socket,
+        AttachOptions {
+            io_queues: 1,
+            queue_depth: 2,
+            dma_pool_bytes: 4 << 20,
+        },
+    )
+    .map_err(|e| {
+        anyhow!(
+            "cannot attach to {}: {} (is nvmemu serve running?)",
+            args.socket.join("cntrl").display(),
+            error_chain(&e)
+        )
+    })?;
+    let pages = read_pages(&mut ctrl, args.nsid);
+    if let Err(e) = ctrl.shutdown() {
+        tracing::warn!("controller shutdown: {}", error_chain(&e));
+    }
+    print!("{}", render(&pages?, args.output_format));
+    Ok(())
+}

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `nvmemu bench` end to end: the built binary against its in-process target and
+//! against a target on a socket, parsed from its fio-shaped JSON.
+#![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn nvmemu() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nvmemu"));
+    c.stdin(Stdio::null());
+    c
+}
+
+fn bench(args: &[&str]) -> Output {
+    nvmemu()
+        .arg("bench")
+        .args(["--eta=never", "--output-format=json"])
+        .args(args)
+        .output()
+        .expect("nvmemu runs")
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "nvmemu failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "output is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn dir_ios(job: &Value, dir: &str) -> u64 {
+    job[dir]["total_ios"].as_u64().expect("total_ios")
+}
+
+#[test]
+fn short_embedded_run_reports_fio_json_with_target_and_machine() {
+    let v = json_of(&bench(&["--runtime=1"]));
+    assert!(v["fio version"].as_str().unwrap().starts_with("nvmemu-"));
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1);
+    let job = &jobs[0];
+    assert_eq!(job["error"], 0);
+    assert_eq!(job["verify_errors"], 0);
+    assert_eq!(job["job options"]["rw"], "randread");
+    assert_eq!(job["job options"]["iodepth"], "32");
+    let read = &job["read"];
+    for k in [
+        "iops", "bw", "bw_bytes", "io_bytes", "runtime", "clat_ns", "lat_ns", "slat_ns",
+    ] {
+        assert!(read.get(k).is_some(), "read.{k} missing");
+    }
+    assert!(read["iops"].as_f64().unwrap() > 0.0);
+    assert!(dir_ios(job, "read") > 0);
+    assert_eq!(dir_ios(job, "write"), 0);
+    assert_eq!(read["clat_ns"]["N"].as_u64(), Some(dir_ios(job, "read")));
+    // The in-process target's poller was observed and did the work.
+    let target = &v["target"];
+    assert!(target["poller_busy_pct"].as_f64().unwrap() > 0.0);
+    assert!(target["target_ns_per_io"].as_f64().unwrap() > 0.0);
+    assert_eq!(target["cores"].as_array().unwrap().len(), 1);
+    let m = &v["machine"];
+    let cpus = m["cpus"].as_u64().unwrap();
+    assert!(cpus >= 1);
+    let target_cpus = m["target_cpus"].as_array().unwrap();
+    assert_eq!(target_cpus.len(), 1);
+    if cpus > 1 {
+        // Jobs stay off the poller's CPU.
+        assert_ne!(m["jobs_cpus"][0], target_cpus[0]);
+    }
+}
+
+#[test]
+fn randwrite_verify_reads_back_every_block_it_wrote() {
+    let v = json_of(&bench(&[
+        "--rw=randwrite",
+        "--verify=crc32c",
+        "--size=8m",
+        "--bs=4k",
+        "--iodepth=16",
+    ]));
+    let job = &v["jobs"][0];
+    assert_eq!(job["error"], 0, "{job}");
+    assert_eq!(job["verify_errors"], 0);
+    assert_eq!(dir_ios(job, "write"), 2048);
+    let verified = job["verify"]["verified_ios"].as_u64().unwrap();
+    // Random writes over 2048 units touch most of them; each is read back once.
+    assert!(verified > 1000, "verified {verified}");
+    assert_eq!(dir_ios(job, "read"), verified);
+}
+
+#[test]
+fn two_jobs_verify_on_two_queue_pairs() {
+    let v = json_of(&bench(&[
+        "--numjobs=2",
+        "--rw=randrw",
+        "--verify=crc32c",
+        "--size=8m",
+        "--bs=8k",
+        "--iodepth=8",
+    ]));
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    for job in jobs {
+        assert_eq!(job["error"], 0, "{job}");
+        assert_eq!(job["verify_errors"], 0);
+        assert!(job["verify"]["verified_ios"].as_u64().unwrap() > 0);
+        assert!(dir_ios(job, "write") > 0);
+    }
+}
+
+#[test]
+fn prp_list_sized_verify_on_4k_namespace() {
+    let v = json_of(&bench(&[
+        "--ns=malloc:size=64M,lba=4096",
+        "--rw=write",
+        "--verify=crc32c",
+        "--size=16m",
+        "--bs=128k",
+        "--iodepth=4",
+    ]));
+    let job = &v["jobs"][0];
+    assert_eq!(job["error"], 0, "{job}");
+    assert_eq!(job["verify_errors"], 0);
+    assert_eq!(dir_ios(job, "write"), 128);
+    assert_eq!(job["verify"]["verified_ios"], 128);
+}
+
+#[test]
+fn socket_run_drives_an_external_target() {
+    let t = common::start(&[("malloc", 512, 1 << 15)]);
+    let dir = t.dir().to_str().unwrap().to_owned();
+    let v = json_of(&bench(&[
+        "--socket",
+        &dir,
+        "--rw=randrw",
+        "--verify=crc32c",
+        "--size=4m",
+        "--iodepth=8",
+    ]));
+    let job = &v["jobs"][0];
+    assert_eq!(job["error"], 0, "{job}");
+    assert_eq!(job["verify_errors"], 0);
+    assert!(job["verify"]["verified_ios"].as_u64().unwrap() > 0);
+    // No in-process target to observe.
+    assert!(v["target"].is_null());
+    assert!(v["machine"]["target_cpus"].as_array().unwrap().is_empty());
+    // The target serves the next client after the bench detached cleanly.
+    let again = json_of(&bench(&["--socket", &dir, "--rw=read", "--size=64k"]));
+    assert_eq!(dir_ios(&again["jobs"][0], "read"), 16);
+}
+
+#[test]
+fn unknown_namespace_on_socket_is_one_clear_error() {
+    let t = common::start(&[("malloc", 512, 4096)]);
+    let out = bench(&[
+        "--socket",
+        t.dir().to_str().unwrap(),
+        "--nsid=7",
+        "--size=64k",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("namespace 7 is not active"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn missing_server_is_one_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(&["--socket", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    let want = format!("nvmemu: cannot attach to {}/cntrl: ", dir.path().display());
+    assert!(lines[0].starts_with(&want), "{err}");
+    assert!(lines[0].ends_with("(is nvmemu serve running?)"), "{err}");
+}
+
+#[test]
+fn block_size_the_namespace_cannot_take_is_rejected() {
+    let out = bench(&["--ns=malloc:size=16M,lba=4096", "--bs=512", "--size=1m"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Block size 512"), "{err}");
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_still_reports() {
+    let child = nvmemu()
+        .args([
+            "bench",
+            "--eta=never",
+            "--output-format=json",
+            "--runtime=60",
+            "--time_based",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nvmemu starts");
+    // Let it get going, then interrupt it as a terminal would.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v = json_of(&out);
+    let job = &v["jobs"][0];
+    assert_eq!(job["error"], 0);
+    assert!(dir_ios(job, "read") > 0);
+    // Stopped well before the 60 s it was asked for.
+    assert!(job["read"]["runtime"].as_u64().unwrap() < 30_000);
+}
+
+#[test]
+fn normal_output_is_fio_text() {
+    let out = nvmemu()
+        .args(["bench", "--eta=never", "--runtime=200ms", "--iodepth=4"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        t.starts_with("nvmemu: (groupid=0, jobs=1): err= 0: pid="),
+        "{t}"
+    );
+    assert!(t.contains("\n  read: IOPS="), "{t}");
+    assert!(
+        t.contains("\nRun status group 0 (all jobs):\n   READ: bw="),
+        "{t}"
+    );
+}
