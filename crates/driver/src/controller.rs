@@ -472,7 +472,10 @@ impl Controller {
         }
         let mut first_err = None;
         let qids = std::mem::take(&mut self.io_qids);
-        for &qid in qids.iter().rev() {
+        // A device that no longer answers a register read (its socket closed) completes no
+        // admin command either: skip the queue deletions rather than wait ADMIN_TIMEOUT each.
+        let reachable = self.transport.read_reg32(regs::CSTS).is_ok();
+        for &qid in qids.iter().rev().filter(|_| reachable) {
             if let Err(e) = self.admin_checked(commands::delete_io_sq(qid), None) {
                 first_err.get_or_insert(e);
             }

@@ -9,7 +9,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use nvmemu_bench::{BenchOptions, CpuList, IoQueue, NoTarget, TargetProbe, render, run_bench};
+use nvmemu_bench::{
+    BenchOptions, BenchResult, CpuList, IoQueue, NoTarget, TargetProbe, render, run_bench,
+};
 use nvmemu_driver::{AttachOptions, Controller};
 use nvmemu_spec::Nsid;
 
@@ -117,11 +119,12 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// One [`DriverQueue`] per job on namespace `nsid`.
+/// One [`DriverQueue`] per job on namespace `nsid`; `stop` is the run's stop flag.
 pub fn make_queues(
     ctrl: &mut Controller,
     nsid: u32,
     numjobs: u32,
+    stop: &Arc<AtomicBool>,
 ) -> Result<Vec<Box<dyn IoQueue>>> {
     let qpairs = ctrl.qpairs();
     if qpairs.len() < usize::try_from(numjobs).unwrap_or(usize::MAX) {
@@ -134,7 +137,7 @@ pub fn make_queues(
     qpairs
         .into_iter()
         .map(|qp| {
-            DriverQueue::new(qp, pool.clone(), Nsid(nsid))
+            DriverQueue::new(qp, pool.clone(), Nsid(nsid), Arc::clone(stop))
                 .map(|q| Box::new(q) as Box<dyn IoQueue>)
                 .map_err(anyhow::Error::from)
         })
@@ -159,28 +162,37 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     apply_defaults(&mut opts);
     let stop = Arc::new(AtomicBool::new(false));
     install_stop(&stop)?;
-    let text = match &args.socket {
+    let result = match &args.socket {
         Some(dir) => {
             let mut ctrl = attach(dir, &opts, true)?;
-            let queues = make_queues(&mut ctrl, args.nsid, opts.numjobs)
+            let queues = make_queues(&mut ctrl, args.nsid, opts.numjobs, &stop)
                 .with_context(|| format!("on {}", dir.join("cntrl").display()))?;
             let result = run_bench(&opts, queues, &NoTarget, &[], stop)?;
             if let Err(e) = ctrl.shutdown() {
                 tracing::warn!("controller shutdown: {}", error_chain(&e));
             }
-            render(&result, opts.output_format)
+            result
         }
         None => run_embedded(args, &mut opts, stop)?,
     };
-    print!("{text}");
-    Ok(())
+    print!("{}", render(&result, opts.output_format));
+    // As fio: the report is printed either way, the exit status says a job failed.
+    match result.jobs.iter().find(|j| j.errno() != 0) {
+        Some(j) => bail!(
+            "job {} failed: {}",
+            j.job,
+            j.error_text()
+                .unwrap_or_else(|| format!("err={}", j.errno()))
+        ),
+        None => Ok(()),
+    }
 }
 
 fn run_embedded(
     args: &BenchArgs,
     opts: &mut BenchOptions,
     stop: Arc<AtomicBool>,
-) -> Result<String> {
+) -> Result<BenchResult> {
     let cpus = allowed_cpus();
     let placement = TargetPlacement::choose(
         &cpus,
@@ -195,7 +207,7 @@ fn run_embedded(
     }
     let target = EmbeddedTarget::start(&args.ns, &placement)?;
     let mut ctrl = attach(target.dir(), opts, false)?;
-    let queues = make_queues(&mut ctrl, args.nsid, opts.numjobs)?;
+    let queues = make_queues(&mut ctrl, args.nsid, opts.numjobs, &stop)?;
     let probe: &dyn TargetProbe = &target;
     let result = run_bench(opts, queues, probe, &placement.target_cpus, stop);
     if let Err(e) = ctrl.shutdown() {
@@ -203,7 +215,7 @@ fn run_embedded(
     }
     drop(ctrl);
     target.shutdown();
-    Ok(render(&result?, opts.output_format))
+    Ok(result?)
 }
 
 #[cfg(test)]

@@ -6,10 +6,25 @@
 //! in-flight flag per slot; it never allocates. The flags let a fatal queue
 //! error (a completion the device should not have posted) fail every command
 //! still in flight, so a job never waits for completions that cannot come.
+//! The same happens when the device stops completing: after [`STALL_TIMEOUT`]
+//! without a completion (or [`STOP_STALL_TIMEOUT`] once the run was asked to
+//! stop), every command in flight fails and the queue is given up. The clock
+//! is read only during such a stall, once per [`STALL_CHECK_POLLS`] empty polls.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use nvmemu_bench::{EngineError, Geometry, IoQueue, Op};
 use nvmemu_driver::{DmaBuf, DmaPool, IoQpair, NvmeError};
 use nvmemu_spec::{Lba, Nsid};
+
+/// Longest wait for any completion while commands are in flight.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The same once the run was asked to stop (Ctrl-C, SIGTERM).
+pub const STOP_STALL_TIMEOUT: Duration = Duration::from_secs(1);
+/// Empty polls between two clock reads during a stall.
+const STALL_CHECK_POLLS: u32 = 1024;
 
 /// Why a [`DriverQueue`] cannot be built for a namespace.
 #[derive(Debug, thiserror::Error)]
@@ -31,11 +46,22 @@ pub struct DriverQueue {
     in_flight: Vec<bool>,
     /// Set once the queue pair is unusable; later calls fail with it.
     fatal: Option<EngineError>,
+    /// The run's stop flag: a stall is given up sooner once it is set.
+    stop: Arc<AtomicBool>,
+    /// Consecutive polls that found nothing while commands were in flight.
+    empty_polls: u32,
+    /// When the current stall was first noticed.
+    stall_since: Option<Instant>,
 }
 
 impl DriverQueue {
     /// Binds `qp` to namespace `nsid`; buffers come from `pool` at `setup`.
-    pub fn new(qp: IoQpair, pool: DmaPool, nsid: Nsid) -> Result<DriverQueue, QueueSetupError> {
+    pub fn new(
+        qp: IoQpair,
+        pool: DmaPool,
+        nsid: Nsid,
+        stop: Arc<AtomicBool>,
+    ) -> Result<DriverQueue, QueueSetupError> {
         let ns = qp
             .namespaces()
             .iter()
@@ -55,11 +81,53 @@ impl DriverQueue {
             slot_bytes: 0,
             in_flight: Vec::new(),
             fatal: None,
+            stop,
+            empty_polls: 0,
+            stall_since: None,
         })
     }
 
     fn buf(&self, slot: usize) -> Result<&DmaBuf, EngineError> {
         self.bufs.get(slot).ok_or(EngineError::InvalidSlot { slot })
+    }
+
+    /// Gives the queue pair up: every command in flight fails with `err`.
+    fn fail_all(
+        &mut self,
+        err: EngineError,
+        done: &mut dyn FnMut(usize, Result<(), EngineError>),
+    ) -> usize {
+        self.fatal = Some(err.clone());
+        let mut n = 0;
+        for (slot, f) in self.in_flight.iter_mut().enumerate() {
+            if std::mem::take(f) {
+                done(slot, Err(err.clone()));
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Called after a poll that found nothing: the stall check described in the module docs.
+    fn stalled(&mut self) -> Option<Duration> {
+        if self.qp.outstanding() == 0 {
+            self.empty_polls = 0;
+            self.stall_since = None;
+            return None;
+        }
+        self.empty_polls += 1;
+        if self.empty_polls < STALL_CHECK_POLLS {
+            return None;
+        }
+        self.empty_polls = 0;
+        let since = *self.stall_since.get_or_insert_with(Instant::now);
+        let limit = if self.stop.load(Ordering::Relaxed) {
+            STOP_STALL_TIMEOUT
+        } else {
+            STALL_TIMEOUT
+        };
+        let waited = since.elapsed();
+        (waited >= limit).then_some(waited)
     }
 }
 
@@ -161,23 +229,173 @@ impl IoQueue for DriverQueue {
             done(slot, res.map(|_| ()).map_err(engine_error));
         });
         match polled {
-            Ok(n) => n,
+            Ok(0) => match self.stalled() {
+                Some(waited) => {
+                    let err = EngineError::Transport {
+                        reason: format!(
+                            "no completion on queue {} for {} ms with {} commands in flight",
+                            self.qp.qid().0,
+                            waited.as_millis(),
+                            self.qp.outstanding()
+                        ),
+                    };
+                    self.fail_all(err, done)
+                }
+                None => 0,
+            },
+            Ok(n) => {
+                self.empty_polls = 0;
+                self.stall_since = None;
+                n
+            }
             Err(e) => {
                 // The queue pair broke: nothing in flight will complete. Fail
                 // every outstanding slot once so the job can end.
                 let err = EngineError::Transport {
                     reason: e.to_string(),
                 };
-                self.fatal = Some(err.clone());
-                let mut n = 0;
-                for (slot, f) in self.in_flight.iter_mut().enumerate() {
-                    if std::mem::take(f) {
-                        done(slot, Err(err.clone()));
-                        n += 1;
-                    }
-                }
-                n
+                self.fail_all(err, done)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench_target::{EmbeddedTarget, TargetPlacement};
+    use nvmemu_driver::{AttachOptions, Controller};
+    use nvmemu_spec::Status;
+
+    fn target() -> EmbeddedTarget {
+        let placement = TargetPlacement {
+            target_cpus: vec![0],
+            job_cpus: Vec::new(),
+            busy_poll: false,
+            warning: None,
+        };
+        let ns = "malloc:size=4M,lba=512".parse().unwrap();
+        EmbeddedTarget::start(&ns, &placement).unwrap()
+    }
+
+    fn queue(ctrl: &mut Controller, stop: &Arc<AtomicBool>) -> DriverQueue {
+        let qp = ctrl.take_qpair().unwrap();
+        DriverQueue::new(qp, ctrl.dma_pool().clone(), Nsid(1), Arc::clone(stop)).unwrap()
+    }
+
+    fn attach(t: &EmbeddedTarget) -> Controller {
+        let opts = AttachOptions {
+            io_queues: 1,
+            queue_depth: 16,
+            dma_pool_bytes: 8 << 20,
+        };
+        Controller::attach(t.dir(), opts).unwrap()
+    }
+
+    /// Reaps until `want` completions were reported.
+    fn reap_all(q: &mut DriverQueue, want: usize) -> Vec<(usize, Result<(), EngineError>)> {
+        let mut got = Vec::new();
+        while got.len() < want {
+            q.reap(16, &mut |slot, r| got.push((slot, r)));
+        }
+        got
+    }
+
+    #[test]
+    fn writes_and_reads_through_slot_buffers() {
+        let t = target();
+        let mut c = attach(&t);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut q = queue(&mut c, &stop);
+        assert_eq!(
+            q.geometry(),
+            Geometry {
+                block_size: 512,
+                num_blocks: 8192,
+                max_transfer: 1 << 20
+            }
+        );
+        q.setup(4, 4096).unwrap();
+        let data: Vec<u8> = (0..4096u32).map(|i| (i % 241) as u8).collect();
+        q.write_payload(2, &data).unwrap();
+        q.submit(2, Op::Write, 64, 8).unwrap();
+        q.ring().unwrap();
+        assert_eq!(reap_all(&mut q, 1), vec![(2, Ok(()))]);
+        q.submit(3, Op::Read, 64, 8).unwrap();
+        q.ring().unwrap();
+        assert_eq!(reap_all(&mut q, 1), vec![(3, Ok(()))]);
+        let mut back = vec![0u8; 4096];
+        q.read_payload(3, &mut back).unwrap();
+        assert_eq!(back, data);
+        // Bad slots and ranges are errors, not panics.
+        assert_eq!(
+            q.submit(4, Op::Read, 0, 1),
+            Err(EngineError::InvalidSlot { slot: 4 })
+        );
+        assert_eq!(
+            q.submit(0, Op::Read, 8190, 8),
+            Err(EngineError::OutOfRange {
+                lba: 8190,
+                blocks: 8
+            })
+        );
+        assert!(q.write_payload(0, &[0; 4097]).is_err());
+        // More slots than the queue holds is refused at setup.
+        assert!(matches!(
+            q.setup(16, 512),
+            Err(EngineError::Transport { .. })
+        ));
+        drop(q);
+        c.shutdown().unwrap();
+        t.shutdown();
+    }
+
+    #[test]
+    fn a_stalled_queue_fails_what_is_in_flight_and_gives_up() {
+        let t = target();
+        let mut c = attach(&t);
+        // Stop already requested: the short stall limit applies.
+        let stop = Arc::new(AtomicBool::new(true));
+        let mut q = queue(&mut c, &stop);
+        q.setup(4, 512).unwrap();
+        // Queued but never rung: the device cannot complete them.
+        q.submit(0, Op::Read, 0, 1).unwrap();
+        q.submit(1, Op::Read, 1, 1).unwrap();
+        let got = reap_all(&mut q, 2);
+        assert_eq!(got.len(), 2);
+        for (slot, r) in &got {
+            assert!(*slot < 2);
+            match r {
+                Err(EngineError::Transport { reason }) => {
+                    assert!(reason.contains("no completion"), "{reason}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // The queue is given up: later calls fail at once.
+        assert!(matches!(
+            q.submit(2, Op::Read, 0, 1),
+            Err(EngineError::Transport { .. })
+        ));
+        assert!(q.ring().is_err());
+        drop(q);
+        c.shutdown().unwrap();
+        t.shutdown();
+    }
+
+    #[test]
+    fn device_statuses_map_to_engine_statuses() {
+        assert_eq!(
+            engine_error(NvmeError::Status(Status::LBA_OUT_OF_RANGE)),
+            EngineError::Status { sct: 0, sc: 0x80 }
+        );
+        assert_eq!(
+            engine_error(NvmeError::Status(Status::COMPARE_FAILURE)),
+            EngineError::Status { sct: 2, sc: 0x85 }
+        );
+        assert!(matches!(
+            engine_error(NvmeError::Busy(3)),
+            EngineError::Transport { .. }
+        ));
     }
 }

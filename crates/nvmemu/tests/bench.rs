@@ -241,3 +241,36 @@ fn normal_output_is_fio_text() {
         "{t}"
     );
 }
+
+#[test]
+fn server_gone_mid_run_ends_the_job_with_an_error_and_the_report() {
+    let t = common::start(&[("malloc", 512, 1 << 15)]);
+    let child = nvmemu()
+        .args([
+            "bench",
+            "--eta=never",
+            "--output-format=json",
+            "--runtime=60",
+            "--time_based",
+            "--socket",
+            t.dir().to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nvmemu starts");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The server goes away: its socket closes and nothing completes any more.
+    t.target.remove_controller(t.id).unwrap();
+    // Then the run is interrupted (as `timeout` would): it must end, not wait forever.
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("job 0 failed: "), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("report still printed");
+    let job = &v["jobs"][0];
+    assert_eq!(job["error"], 5, "EIO: {job}");
+    assert!(dir_ios(job, "read") > 0);
+}
