@@ -203,6 +203,11 @@ fn field(p: Page<'_>, off: usize, width: usize) -> u128 {
 }
 
 fn line(out: &mut String, width: usize, name: &str, value: &str) {
+    // nvme-cli prints this one label with a tab instead of padding (`"nsattr\t: %u"`).
+    if name == "nsattr" {
+        let _ = writeln!(out, "nsattr\t: {value}");
+        return;
+    }
     let _ = writeln!(out, "{name:<width$}: {value}");
 }
 
@@ -524,7 +529,7 @@ mod tests {
         assert_eq!(lines[3], "nuse    : 0");
         assert_eq!(lines[4], "nsfeat  : 0");
         assert_eq!(lines[5], "nlbaf   : 1");
-        assert!(t.contains("\nanagrpid: 0\n"));
+        assert!(t.contains("\nanagrpid: 0\nnsattr\t: 0\nnvmsetid: 0\nendgid  : 0\n"));
         assert!(!t.contains("npwg"));
         assert!(t.contains("\nnguid   : 00000000000000000000000000000000\n"));
         assert!(t.contains("\neui64   : 0000000000000000\n"));
