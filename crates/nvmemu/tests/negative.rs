@@ -1,0 +1,737 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Hostile clients and hosts against the real target: malformed vfio-user messages, bad DMA
+//! maps, data pointers outside mapped memory, invalid queue creation, doorbell abuse and
+//! DMA_UNMAP under load. Each sequence gets its exact error (errno or NVMe status), and
+//! afterwards the same server serves the next client (fresh attach + verified I/O).
+#![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+
+mod common;
+
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{
+    HostMem, RawConn, access_payload, assert_serves_next_client, create_cq_sqe, create_sq_sqe,
+    device_info_payload, errno_of, rw_sqe,
+};
+use nvmemu_driver::sqe::{delete_io_cq, delete_io_sq};
+use nvmemu_spec::opcode::IoOpcode;
+use nvmemu_spec::regs::csts;
+use nvmemu_spec::{Cid, Psdt, Qid, Sqe, Status};
+use nvmemu_spec::{SglDescriptor, SglKind};
+use nvmemu_vfio_user::{DmaMap, DmaUnmap, Errno};
+
+const DMA_MAP: u16 = 2;
+const DEVICE_GET_INFO: u16 = 4;
+const REGION_READ: u16 = 9;
+
+// ---------------------------------------------------------------------------------------
+// Framing and commands.
+
+#[test]
+fn truncated_payloads_get_einval_and_the_stream_stays_in_sync() {
+    let t = common::start_default();
+    let mut c = RawConn::connect_negotiated(&t);
+    // Each command's fixed struct cut short.
+    for (cmd, len) in [
+        (2u16, 31usize),
+        (3, 23),
+        (4, 15),
+        (5, 31),
+        (7, 15),
+        (8, 19),
+        (9, 15),
+        (10, 15),
+    ] {
+        let r = c.request(cmd, 0, &vec![0u8; len]);
+        assert_eq!(r.header.command, cmd);
+        assert_eq!(r.errno(), Errno::INVAL, "command {cmd} with {len} bytes");
+    }
+    // argsz smaller than the struct it describes.
+    let mut info = device_info_payload();
+    info[0] = 8;
+    assert_eq!(c.request(DEVICE_GET_INFO, 0, &info).errno(), Errno::INVAL);
+    // REGION_WRITE whose data is shorter than its count.
+    let mut w = access_payload(7, 0x3C, 4);
+    w.push(1);
+    assert_eq!(c.request(10, 0, &w).errno(), Errno::INVAL);
+    // Still in sync.
+    c.request(DEVICE_GET_INFO, 0, &device_info_payload())
+        .ok(DEVICE_GET_INFO);
+    drop(c);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn message_sizes_that_lie_are_refused() {
+    let t = common::start_default();
+    // msg_size smaller than the header: rejected with EINVAL.
+    let mut c = RawConn::connect_negotiated(&t);
+    let mut h = vec![0u8; 16];
+    h[2..4].copy_from_slice(&DEVICE_GET_INFO.to_le_bytes());
+    h[4..8].copy_from_slice(&8u32.to_le_bytes());
+    c.send_bytes(&h, &[]);
+    assert_eq!(c.recv().errno(), Errno::INVAL);
+    drop(c);
+    // A header that promises more than is ever sent, then the client hangs up mid-message.
+    let mut c = RawConn::connect_negotiated(&t);
+    let mut h = vec![0u8; 16];
+    h[2..4].copy_from_slice(&REGION_READ.to_le_bytes());
+    h[4..8].copy_from_slice(&4096u32.to_le_bytes());
+    h.extend_from_slice(&[0u8; 10]);
+    c.send_bytes(&h, &[]);
+    drop(c);
+    // The server drops that connection and accepts the next.
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn oversized_messages_are_drained_and_refused_with_e2big() {
+    let t = common::start_default();
+    let mut c = RawConn::connect_negotiated(&t);
+    // 2 MiB of payload, more than max_data_xfer_size + room: drained, not allocated.
+    let big = vec![0x41u8; 2 << 20];
+    let writer = {
+        let mut stream = c.stream.try_clone().unwrap();
+        let mut msg = vec![0u8; 16];
+        msg[0..2].copy_from_slice(&77u16.to_le_bytes());
+        msg[2..4].copy_from_slice(&REGION_READ.to_le_bytes());
+        msg[4..8].copy_from_slice(&((16 + big.len()) as u32).to_le_bytes());
+        std::thread::spawn(move || {
+            use std::io::Write;
+            stream.write_all(&msg).unwrap();
+            stream.write_all(&big).unwrap();
+        })
+    };
+    let r = c.recv();
+    writer.join().unwrap();
+    assert_eq!(r.header.msg_id, 77);
+    assert_eq!(r.errno(), Errno::TOOBIG);
+    // REGION_READ of more than 1 MiB in a well-sized message.
+    let r = c.request(REGION_READ, 0, &access_payload(7, 0, (1 << 20) + 1));
+    assert_eq!(r.errno(), Errno::TOOBIG);
+    c.request(DEVICE_GET_INFO, 0, &device_info_payload())
+        .ok(DEVICE_GET_INFO);
+    drop(c);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn unknown_and_unsupported_commands_get_enotsup_with_their_payload_drained() {
+    let t = common::start_default();
+    let mut c = RawConn::connect_negotiated(&t);
+    for cmd in [0u16, 6, 11, 12, 14, 15, 16, 17, 18, 19, 999, u16::MAX] {
+        // A payload that looks like a header: if it were not drained, it would be parsed.
+        let mut payload = vec![0u8; 100];
+        payload[2..4].copy_from_slice(&DEVICE_GET_INFO.to_le_bytes());
+        payload[4..8].copy_from_slice(&32u32.to_le_bytes());
+        let r = c.request(cmd, 0, &payload);
+        assert_eq!(r.header.command, cmd);
+        assert_eq!(r.errno(), Errno::NOTSUP, "command {cmd}");
+    }
+    c.request(DEVICE_GET_INFO, 0, &device_info_payload())
+        .ok(DEVICE_GET_INFO);
+    drop(c);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn commands_before_version_and_a_second_version_are_refused() {
+    let t = common::start_default();
+    let mut c = RawConn::connect(&t);
+    assert_eq!(
+        c.request(DEVICE_GET_INFO, 0, &device_info_payload())
+            .errno(),
+        Errno::INVAL
+    );
+    // Major 1 is not a version we speak.
+    assert_eq!(c.request(1, 0, &[1, 0, 0, 0]).errno(), Errno::INVAL);
+    c.request(1, 0, &[0, 0, 1, 0]).ok(1);
+    assert_eq!(c.request(1, 0, &[0, 0, 1, 0]).errno(), Errno::INVAL);
+    drop(c);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn bad_region_indexes_and_accesses_get_einval() {
+    let t = common::start_default();
+    let mut c = nvmemu_vfio_user::Client::connect(&t.socket()).unwrap();
+    let mut b = [0u8; 4];
+    for index in [1u32, 2, 3, 6, 8, 9, 100, u32::MAX] {
+        assert_eq!(
+            errno_of(c.region_read(index, 0, &mut b)),
+            Errno::INVAL,
+            "region {index}"
+        );
+        assert_eq!(
+            errno_of(c.region_write(index, 0, &b)),
+            Errno::INVAL,
+            "region {index}"
+        );
+    }
+    // NVMe registers only take 4- and 8-byte aligned accesses.
+    let mut two = [0u8; 2];
+    assert_eq!(errno_of(c.region_read(0, 0, &mut two)), Errno::INVAL);
+    assert_eq!(errno_of(c.region_read(0, 2, &mut b)), Errno::INVAL);
+    // A read of zero bytes is not an access.
+    assert_eq!(errno_of(c.region_read(7, 0, &mut [])), Errno::INVAL);
+    drop(c);
+    assert_serves_next_client(&t);
+}
+
+// ---------------------------------------------------------------------------------------
+// DMA maps.
+
+fn map_req(iova: u64, size: u64, offset: u64) -> DmaMap {
+    DmaMap {
+        flags: DmaMap::FLAG_READ | DmaMap::FLAG_WRITE,
+        offset,
+        iova,
+        size,
+    }
+}
+
+#[test]
+fn overlapping_dma_maps_get_eexist() {
+    let t = common::start_default();
+    let mut c = nvmemu_vfio_user::Client::connect(&t.socket()).unwrap();
+    let mem = HostMem::new(2 << 20, 1 << 30);
+    let fd = mem.fd.as_fd();
+    c.dma_map(&map_req(1 << 30, 1 << 20, 0), Some(fd)).unwrap();
+    for (iova, size) in [
+        (1 << 30, 1 << 20),                   // identical
+        ((1 << 30) + 4096, 4096),             // inside
+        ((1 << 30) - 4096, 8192),             // straddles the start
+        ((1 << 30) + (1 << 20) - 4096, 8192), // straddles the end
+        ((1 << 30) - 4096, 2 << 20),          // covers it
+    ] {
+        let e = errno_of(c.dma_map(&map_req(iova, size, 0), Some(fd)));
+        assert_eq!(e, Errno::EXIST, "{iova:#x}+{size:#x}");
+    }
+    // Also for a map without an fd.
+    assert_eq!(
+        errno_of(c.dma_map(&map_req(1 << 30, 4096, 0), None)),
+        Errno::EXIST
+    );
+    // Adjacent is fine, and an exact unmap frees the range for a new map.
+    c.dma_map(&map_req((1 << 30) + (1 << 20), 1 << 20, 1 << 20), Some(fd))
+        .unwrap();
+    c.dma_unmap(&DmaUnmap {
+        flags: 0,
+        iova: 1 << 30,
+        size: 1 << 20,
+    })
+    .unwrap();
+    c.dma_map(&map_req((1 << 30) + 4096, 4096, 0), Some(fd))
+        .unwrap();
+    // Unmapping something that is not a previous map exactly is refused.
+    let e = errno_of(c.dma_unmap(&DmaUnmap {
+        flags: 0,
+        iova: 1 << 30,
+        size: 4096,
+    }));
+    assert_eq!(e, Errno::INVAL);
+    drop(c);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn dma_maps_past_the_end_of_their_fd_are_refused() {
+    let t = common::start_default();
+    let mut c = nvmemu_vfio_user::Client::connect(&t.socket()).unwrap();
+    let mem = HostMem::new(1 << 20, 1 << 30);
+    let fd = mem.fd.as_fd();
+    for (size, offset) in [
+        (2 << 20, 0),
+        (1 << 20, 4096),
+        (4096, 1 << 20),
+        (4096, u64::MAX - 4096),
+    ] {
+        let e = errno_of(c.dma_map(&map_req(1 << 30, size, offset), Some(fd)));
+        assert_eq!(e, Errno::INVAL, "size {size:#x} at offset {offset:#x}");
+    }
+    // IOVA + size wrapping, zero size, unknown flags.
+    assert_eq!(
+        errno_of(c.dma_map(&map_req(u64::MAX - 4095, 8192, 0), Some(fd))),
+        Errno::INVAL
+    );
+    assert_eq!(
+        errno_of(c.dma_map(&map_req(1 << 30, 0, 0), Some(fd))),
+        Errno::INVAL
+    );
+    let mut bad = map_req(1 << 30, 4096, 0);
+    bad.flags |= 1 << 7;
+    assert_eq!(errno_of(c.dma_map(&bad, Some(fd))), Errno::INVAL);
+    // The fd itself is fine: the exact size maps.
+    c.dma_map(&map_req(1 << 30, 1 << 20, 0), Some(fd)).unwrap();
+    drop(c);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn dma_map_with_two_fds_is_refused() {
+    let t = common::start_default();
+    let mut c = RawConn::connect_negotiated(&t);
+    let a = HostMem::new(4096, 0);
+    let b = HostMem::new(4096, 0);
+    let mut p = 32u32.to_le_bytes().to_vec();
+    p.extend_from_slice(&3u32.to_le_bytes());
+    p.extend_from_slice(&0u64.to_le_bytes());
+    p.extend_from_slice(&(1u64 << 30).to_le_bytes());
+    p.extend_from_slice(&4096u64.to_le_bytes());
+    c.send(DMA_MAP, 0, &p, &[a.fd.as_fd(), b.fd.as_fd()]);
+    assert_eq!(c.recv().errno(), Errno::INVAL);
+    drop(c);
+    assert_serves_next_client(&t);
+}
+
+// ---------------------------------------------------------------------------------------
+// Data pointers outside mapped memory.
+
+/// IOVA of a separately mapped data region (above the driver's pool at 4 GiB).
+const DATA_IOVA: u64 = 0x20_0000_0000;
+
+fn sgl_write(lba: u64, nblocks: u32, desc: SglDescriptor) -> Sqe {
+    let mut sqe = rw_sqe(IoOpcode::Write, lba, nblocks, 0);
+    sqe.cdw0 = Sqe::make_cdw0(u8::from(IoOpcode::Write), Psdt::SglMptrContiguous, Cid(0));
+    (sqe.dptr1, sqe.dptr2) = desc.to_dptr();
+    sqe
+}
+
+#[test]
+fn prps_and_sgls_outside_mapped_memory_are_data_transfer_errors() {
+    let t = common::start_default();
+    let mut c = common::attach(&t, 1);
+    let mut q = c.take_qpair().unwrap();
+    let unmapped = 0x7_0000_0000u64;
+    let pool_end = nvmemu_driver::DMA_POOL_IOVA + c.dma_pool().size();
+    let buf = c.alloc_dma(8192).unwrap();
+    let cases: Vec<(&str, Sqe)> = vec![
+        ("PRP1 unmapped", rw_sqe(IoOpcode::Write, 0, 8, unmapped)),
+        (
+            "PRP1 unmapped, read",
+            rw_sqe(IoOpcode::Read, 0, 8, unmapped),
+        ),
+        ("PRP1 at address 0", rw_sqe(IoOpcode::Read, 0, 1, 0)),
+        (
+            "PRP1 just past the pool",
+            rw_sqe(IoOpcode::Write, 0, 1, pool_end),
+        ),
+        ("PRP2 unmapped", {
+            let mut s = rw_sqe(IoOpcode::Write, 0, 16, buf.iova().0);
+            s.dptr2 = unmapped;
+            s
+        }),
+        ("PRP list pointer unmapped", {
+            let mut s = rw_sqe(IoOpcode::Write, 0, 24, buf.iova().0);
+            s.dptr2 = unmapped;
+            s
+        }),
+        (
+            "SGL data block unmapped",
+            sgl_write(
+                0,
+                8,
+                SglDescriptor::new(SglKind::DataBlock {
+                    addr: unmapped,
+                    len: 4096,
+                }),
+            ),
+        ),
+        (
+            "SGL data block running past the pool",
+            sgl_write(
+                0,
+                8,
+                SglDescriptor::new(SglKind::DataBlock {
+                    addr: pool_end - 2048,
+                    len: 4096,
+                }),
+            ),
+        ),
+        (
+            "SGL segment unmapped",
+            sgl_write(
+                0,
+                8,
+                SglDescriptor::new(SglKind::LastSegment {
+                    addr: unmapped,
+                    len: 16,
+                }),
+            ),
+        ),
+    ];
+    for (what, sqe) in cases {
+        let cqe = q.execute_raw(sqe, None).unwrap();
+        assert_eq!(cqe.status(), Status::DATA_TRANSFER_ERROR, "{what}");
+    }
+    // A PRP list whose entry is unmapped.
+    let list = c.alloc_dma(4096).unwrap();
+    list.write_obj(0, &unmapped).unwrap();
+    let mut s = rw_sqe(IoOpcode::Write, 0, 24, buf.iova().0);
+    s.dptr2 = list.iova().0;
+    assert_eq!(
+        q.execute_raw(s, None).unwrap().status(),
+        Status::DATA_TRANSFER_ERROR
+    );
+    // The queue still works.
+    let ok = rw_sqe(IoOpcode::Write, 0, 8, buf.iova().0);
+    assert_eq!(q.execute_raw(ok, None).unwrap().status(), Status::SUCCESS);
+    drop(q);
+    c.shutdown().unwrap();
+    drop(c); // closes the connection: one client at a time
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn prps_into_a_region_mapped_without_an_fd_are_data_transfer_errors() {
+    let t = common::start_default();
+    let (mut c, shared) = common::attach_shared(&t, 1);
+    // QEMU maps ROM/BIOS blocks without an fd: the map succeeds, the memory is unreachable.
+    shared.with_client(|cl| cl.dma_map(&map_req(DATA_IOVA, 1 << 20, 0), None).unwrap());
+    let mut q = c.take_qpair().unwrap();
+    for op in [IoOpcode::Write, IoOpcode::Read] {
+        let cqe = q
+            .execute_raw(rw_sqe(op, 0, 8, DATA_IOVA + 4096), None)
+            .unwrap();
+        assert_eq!(cqe.status(), Status::DATA_TRANSFER_ERROR, "{op:?}");
+    }
+    let sgl = sgl_write(
+        0,
+        8,
+        SglDescriptor::new(SglKind::DataBlock {
+            addr: DATA_IOVA,
+            len: 4096,
+        }),
+    );
+    assert_eq!(
+        q.execute_raw(sgl, None).unwrap().status(),
+        Status::DATA_TRANSFER_ERROR
+    );
+    // An I/O queue in fd-less memory cannot be created either.
+    let cqe = c
+        .admin_raw(create_cq_sqe(2, 16, DATA_IOVA, false, 0))
+        .unwrap();
+    assert_ne!(cqe.status(), Status::SUCCESS);
+    assert_eq!(shared.csts() & csts::CFS, 0, "not fatal");
+    drop(q);
+    c.shutdown().unwrap();
+    drop(c);
+    drop(shared);
+    assert_serves_next_client(&t);
+}
+
+// ---------------------------------------------------------------------------------------
+// Queue creation (NVMe Base 1.4, 5.3 and 5.4).
+
+#[test]
+fn invalid_queue_creation_gets_the_command_specific_status() {
+    let t = common::start_default();
+    // Two I/O queues allocated; queue pair 2 is deleted so QID 2 is free to misuse.
+    let mut c = common::attach(&t, 2);
+    let qps = c.qpairs();
+    assert_eq!(
+        c.admin_raw(delete_io_sq(Qid(2))).unwrap().status(),
+        Status::SUCCESS
+    );
+    assert_eq!(
+        c.admin_raw(delete_io_cq(Qid(2))).unwrap().status(),
+        Status::SUCCESS
+    );
+    let ring = c.alloc_dma(64 * 64).unwrap().iova().0;
+    let cq_ring = c.alloc_dma(16 * 64).unwrap().iova().0;
+    let mqes = c.cap().max_queue_entries() as u16;
+    let cases: Vec<(&str, Sqe, Status)> = vec![
+        (
+            "CQ 0",
+            create_cq_sqe(0, 16, cq_ring, false, 0),
+            Status::INVALID_QID,
+        ),
+        (
+            "CQ beyond the allocated count",
+            create_cq_sqe(3, 16, cq_ring, false, 0),
+            Status::INVALID_QID,
+        ),
+        (
+            "CQ 0xFFFF",
+            create_cq_sqe(0xFFFF, 16, cq_ring, false, 0),
+            Status::INVALID_QID,
+        ),
+        (
+            "CQ that exists",
+            create_cq_sqe(1, 16, cq_ring, false, 0),
+            Status::INVALID_QID,
+        ),
+        (
+            "CQ of 1 entry",
+            create_cq_sqe(2, 1, cq_ring, false, 0),
+            Status::INVALID_QUEUE_SIZE,
+        ),
+        (
+            "CQ above MQES",
+            create_cq_sqe(2, mqes.wrapping_add(1), cq_ring, false, 0),
+            Status::INVALID_QUEUE_SIZE,
+        ),
+        (
+            "CQ on vector 64 of 64",
+            create_cq_sqe(2, 16, cq_ring, true, 64),
+            Status::INVALID_INTERRUPT_VECTOR,
+        ),
+        (
+            "CQ on vector 0xFFFF",
+            create_cq_sqe(2, 16, cq_ring, true, 0xFFFF),
+            Status::INVALID_INTERRUPT_VECTOR,
+        ),
+        ("SQ 0", create_sq_sqe(0, 16, ring, 1), Status::INVALID_QID),
+        (
+            "SQ beyond the allocated count",
+            create_sq_sqe(3, 16, ring, 1),
+            Status::INVALID_QID,
+        ),
+        (
+            "SQ that exists",
+            create_sq_sqe(1, 16, ring, 1),
+            Status::INVALID_QID,
+        ),
+        (
+            "SQ on a missing CQ",
+            create_sq_sqe(2, 16, ring, 2),
+            Status::CQ_INVALID,
+        ),
+        (
+            "SQ on the admin CQ",
+            create_sq_sqe(2, 16, ring, 0),
+            Status::CQ_INVALID,
+        ),
+        (
+            "SQ of 1 entry",
+            create_sq_sqe(2, 1, ring, 1),
+            Status::INVALID_QUEUE_SIZE,
+        ),
+        (
+            "SQ above MQES",
+            create_sq_sqe(2, mqes.wrapping_add(1), ring, 1),
+            Status::INVALID_QUEUE_SIZE,
+        ),
+        (
+            "SQ not physically contiguous",
+            {
+                let mut s = create_sq_sqe(2, 16, ring, 1);
+                s.cdw11 &= !1;
+                s
+            },
+            Status::INVALID_FIELD,
+        ),
+        (
+            "CQ ring not page aligned",
+            create_cq_sqe(2, 16, cq_ring + 16, false, 0),
+            Status::INVALID_FIELD,
+        ),
+    ];
+    for (what, sqe, want) in cases {
+        let cqe = c.admin_raw(sqe).unwrap();
+        assert_eq!(cqe.status(), want, "{what}");
+    }
+    // Deleting what does not exist.
+    assert_eq!(
+        c.admin_raw(delete_io_sq(Qid(2))).unwrap().status(),
+        Status::INVALID_QID
+    );
+    assert_eq!(
+        c.admin_raw(delete_io_cq(Qid(0))).unwrap().status(),
+        Status::INVALID_QID
+    );
+    // A CQ with an SQ still on it cannot be deleted.
+    assert_eq!(
+        c.admin_raw(delete_io_cq(Qid(1))).unwrap().status(),
+        Status::INVALID_QUEUE_DELETION
+    );
+    // Valid creation at the same QID works after all that (and the driver's shutdown then
+    // deletes it as its own).
+    assert_eq!(
+        c.admin_raw(create_cq_sqe(2, 16, cq_ring, true, 63))
+            .unwrap()
+            .status(),
+        Status::SUCCESS
+    );
+    assert_eq!(
+        c.admin_raw(create_sq_sqe(2, 16, ring, 2)).unwrap().status(),
+        Status::SUCCESS
+    );
+    drop(qps);
+    c.shutdown().unwrap();
+    drop(c); // closes the connection: one client at a time
+    assert_serves_next_client(&t);
+}
+
+// ---------------------------------------------------------------------------------------
+// Doorbells (NVMe Base 1.4, 4.1: an invalid doorbell value is ignored and may raise an
+// Invalid Doorbell Write Value asynchronous event; it never takes the controller down).
+
+#[test]
+fn doorbell_values_beyond_the_queue_size_are_ignored_until_corrected() {
+    let t = common::start_default();
+    let (mut c, shared) = common::attach_shared(&t, 1);
+    let mut q = c.take_qpair().unwrap();
+    let depth = u32::from(q.depth());
+    let buf = c.alloc_dma(4096).unwrap();
+    buf.copy_from(0, &common::pattern(4096, 1)).unwrap();
+    q.write_blocking(nvmemu_spec::Nsid(1), nvmemu_spec::Lba(0), 8, &buf)
+        .unwrap();
+    // SQ 1 tail and CQ 1 head, and the admin SQ tail, far beyond their queue sizes.
+    for (offset, value) in [
+        (0x1008u64, depth),
+        (0x1008, 0xFFFF),
+        (0x1008, u32::MAX),
+        (0x100C, depth + 7),
+        (0x1000, 0x1_0000 + 40),
+    ] {
+        shared.with_client(|cl| cl.region_write(0, offset, &value.to_le_bytes()).unwrap());
+        let st = shared.csts();
+        assert_eq!(
+            st & csts::CFS,
+            0,
+            "no fatal status after {value:#x} at {offset:#x}"
+        );
+        assert_eq!(st & csts::RDY, csts::RDY);
+    }
+    // The driver's next ring writes the correct values again: I/O and admin resume.
+    let rbuf = c.alloc_dma(4096).unwrap();
+    q.read_blocking(nvmemu_spec::Nsid(1), nvmemu_spec::Lba(0), 8, &rbuf)
+        .unwrap();
+    let mut back = vec![0u8; 4096];
+    rbuf.copy_to(0, &mut back).unwrap();
+    assert!(back == common::pattern(4096, 1));
+    assert_eq!(c.identify_controller().unwrap().sn.trim(), "TESTSERIAL01");
+    // The bad values were counted.
+    let bad = t
+        .target
+        .on_controller(t.id, |pc| pc.ctrl.stats().bad_doorbells)
+        .unwrap();
+    assert!(bad >= 2, "bad doorbells counted: {bad}");
+    drop(q);
+    c.shutdown().unwrap();
+    drop(c);
+    drop(shared);
+    assert_serves_next_client(&t);
+}
+
+// ---------------------------------------------------------------------------------------
+// DMA_UNMAP while I/O is in flight (vfio-user DMA_UNMAP: the server drops every reference
+// before it replies).
+
+#[test]
+fn unmapping_the_data_region_during_io_replies_promptly_and_fails_later_commands() {
+    let t = common::start_default();
+    let (mut c, shared) = common::attach_shared(&t, 1);
+    let data = HostMem::new(1 << 20, DATA_IOVA);
+    shared.with_client(|cl| data.dma_map(cl).unwrap());
+    let mut q = c.take_qpair().unwrap();
+    let ok = Arc::new(AtomicU32::new(0));
+    let unmapped = Arc::new(AtomicBool::new(false));
+    let io = {
+        let (ok, unmapped) = (ok.clone(), unmapped.clone());
+        std::thread::spawn(move || {
+            // Keep writing and reading 4 KiB pieces of the data region. Once the unmap has
+            // replied, every command submitted afterwards must fail with Data Transfer Error.
+            let mut after = 0u32;
+            let start = Instant::now();
+            let mut i = 0u64;
+            while after < 50 {
+                assert!(start.elapsed() < common::DEADLINE, "I/O loop stuck");
+                let was_unmapped = unmapped.load(Ordering::Acquire);
+                let op = if i % 2 == 0 {
+                    IoOpcode::Write
+                } else {
+                    IoOpcode::Read
+                };
+                let prp = DATA_IOVA + (i % 256) * 4096;
+                let cqe = q
+                    .execute_raw(rw_sqe(op, i % 1024 * 8, 8, prp), None)
+                    .unwrap();
+                if was_unmapped {
+                    assert_eq!(
+                        cqe.status(),
+                        Status::DATA_TRANSFER_ERROR,
+                        "command {i} after unmap"
+                    );
+                    after += 1;
+                } else if cqe.status() == Status::SUCCESS {
+                    ok.fetch_add(1, Ordering::Release);
+                } else {
+                    assert_eq!(cqe.status(), Status::DATA_TRANSFER_ERROR, "command {i}");
+                }
+                i += 1;
+            }
+            q
+        })
+    };
+    common::wait_for("I/O in flight", || {
+        (ok.load(Ordering::Acquire) >= 20).then_some(())
+    });
+    let t0 = Instant::now();
+    shared.with_client(|cl| {
+        cl.dma_unmap(&DmaUnmap {
+            flags: 0,
+            iova: DATA_IOVA,
+            size: 1 << 20,
+        })
+        .unwrap();
+    });
+    let took = t0.elapsed();
+    unmapped.store(true, Ordering::Release);
+    assert!(took < Duration::from_secs(5), "DMA_UNMAP took {took:?}");
+    let q = io.join().unwrap();
+    // The queues live in the driver's pool, which is still mapped: not fatal.
+    assert_eq!(shared.csts() & csts::CFS, 0);
+    drop(q);
+    c.shutdown().unwrap();
+    drop(c);
+    drop(shared);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn unmapping_queue_memory_during_io_makes_the_controller_fatal() {
+    let t = common::start_default();
+    let (mut c, shared) = common::attach_shared(&t, 1);
+    let mut q = c.take_qpair().unwrap();
+    let buf = c.alloc_dma(4096).unwrap();
+    // Commands in flight when the pool (queues + data) goes away.
+    for k in 0..8 {
+        q.submit_write(nvmemu_spec::Nsid(1), nvmemu_spec::Lba(k * 8), 8, &buf, k)
+            .unwrap();
+    }
+    q.ring().unwrap();
+    let (iova, size) = (nvmemu_driver::DMA_POOL_IOVA, c.dma_pool().size());
+    let t0 = Instant::now();
+    shared.with_client(|cl| {
+        cl.dma_unmap(&DmaUnmap {
+            flags: 0,
+            iova,
+            size,
+        })
+        .unwrap()
+    });
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    // NVMe Base 1.4, 10.5: the controller reports Controller Fatal Status.
+    let st = common::wait_for("CSTS.CFS", || {
+        let v = shared.csts();
+        (v & csts::CFS != 0).then_some(v)
+    });
+    assert_eq!(st & csts::CFS, csts::CFS);
+    // The driver cannot shut down cleanly any more; the host's way out is a reset.
+    drop(q);
+    shared.with_client(|cl| cl.reset().unwrap());
+    assert_eq!(shared.csts(), 0, "DEVICE_RESET clears CFS");
+    // Its Drop would wait for admin completions on queues that no longer exist: leak it and
+    // hang up the connection instead.
+    std::mem::forget(c);
+    shared.with_client(|cl| {
+        rustix::net::shutdown(cl.stream_fd(), rustix::net::Shutdown::Both).unwrap()
+    });
+    drop(shared);
+    assert_serves_next_client(&t);
+}
