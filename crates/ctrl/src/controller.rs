@@ -443,12 +443,17 @@ impl Controller {
         self.regs.set(word(regs::CSTS), next.csts());
     }
 
-    /// Controller level reset of the queue side: queues, AERs, shadow doorbells, features.
+    /// Controller level reset of the queue side: queues, AERs, shadow doorbells, features,
+    /// and the doorbell registers themselves (NVMe Base 1.4, 7.3.2: every register but
+    /// AQA/ASQ/ACQ returns to its default, and a doorbell's default is 0). A stale SQ tail
+    /// left in the page would otherwise be taken as new work by the next admin queue.
     fn tear_down(&mut self) {
         self.queues.clear();
         self.aer.reset();
         self.dbbuf = None;
         self.features = Features::new(&self.config);
+        // Cannot fail: the range is the page's own length.
+        let _ = self.doorbells.fill(0, self.doorbells.len(), 0);
     }
 
     /// The largest transfer a command may ask for, in bytes.
