@@ -220,11 +220,24 @@ fn check_rpc_socket_free(path: &Path) -> Result<()> {
 /// Run until SIGINT/SIGTERM or `spdk_kill_instance`, then shut down cleanly (RPC socket
 /// and controller sockets removed, threads joined).
 pub fn run(args: &ServeArgs) -> Result<()> {
-    let rpc_path = args
-        .rpc_socket
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
-    check_rpc_socket_free(&rpc_path)?;
+    // An explicit -r must be usable; the default path may belong to another instance, in
+    // which case this one serves its controllers without RPC (and says so).
+    let rpc_path = match &args.rpc_socket {
+        Some(path) => {
+            check_rpc_socket_free(path)?;
+            Some(path.clone())
+        }
+        None => {
+            let path = PathBuf::from(DEFAULT_SOCKET);
+            match check_rpc_socket_free(&path) {
+                Ok(()) => Some(path),
+                Err(e) => {
+                    eprintln!("nvmemu: {e:#}; serving without JSON-RPC");
+                    None
+                }
+            }
+        }
+    };
     let stop = StopHandle::new().context("cannot create the stop event")?;
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
@@ -248,6 +261,12 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         for dir in &args.socket_dirs {
             eprintln!("nvmemu: serving {}/cntrl", dir.display());
         }
+        let Some(rpc_path) = rpc_path else {
+            drop(served.handler);
+            wait_for_stop(&stop);
+            shut_down(served.target);
+            return Ok(());
+        };
         eprintln!("nvmemu: JSON-RPC on {}", rpc_path.display());
         let handler: Arc<dyn Handler + Send + Sync> = served.handler.clone();
         let rpc = nvmemu_rpc::serve(&rpc_path, handler, stop.clone());

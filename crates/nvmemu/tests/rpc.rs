@@ -368,10 +368,36 @@ fn namespace_hot_add_and_remove_reach_an_attached_driver_by_async_event() {
         .unwrap();
     assert!(w.status().is_success());
 
-    // Hot remove: another event, the log lists the NSID again, and I/O to it now fails
-    // while namespace 1 is untouched.
+    // Hot remove with reads in flight: each completes (successfully, or with Invalid
+    // Namespace if it was fetched after the removal); none is lost. Then another event,
+    // the log lists the NSID again, and I/O to it fails while namespace 1 is untouched.
     c.submit_async_event_request().unwrap();
+    let inflight = 24u64;
+    for i in 0..inflight {
+        let rd = sqe::rw(IoOpcode::Read, Nsid(2), Lba(i % 8), 1);
+        q.submit_raw(rd, Some((&buf, 4096)), i).unwrap();
+    }
+    q.ring().unwrap();
     s.ok(&["nvmf_subsystem_remove_ns", NQN, "2"]);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (seen.len() as u64) < inflight {
+        q.poll_completions(64, |token, r| {
+            seen.push((token, r.map_err(|e| e.to_string())))
+        })
+        .unwrap();
+        assert!(Instant::now() < deadline, "in-flight reads lost: {seen:?}");
+    }
+    let invalid_ns = format!("command failed with status {}", Status::INVALID_NAMESPACE);
+    for (token, r) in &seen {
+        assert!(
+            r.is_ok() || r.as_ref().err() == Some(&invalid_ns),
+            "read {token}: {r:?}"
+        );
+    }
+    let mut tokens: Vec<u64> = seen.iter().map(|(t, _)| *t).collect();
+    tokens.sort_unstable();
+    assert_eq!(tokens, (0..inflight).collect::<Vec<_>>());
     assert_eq!(wait_event(&mut c), NS_ATTR_CHANGED_DW0);
     assert_eq!(changed_namespaces(&mut c), vec![2]);
     assert_eq!(c.active_namespaces().unwrap(), vec![Nsid(1)]);
@@ -497,4 +523,23 @@ fn python_raw_json_rpc_suite_passes_against_serve() {
     let mut s = s;
     let status = s.child.take().unwrap().wait().unwrap();
     assert!(status.success());
+}
+
+#[test]
+fn sigterm_with_a_driver_attached_shuts_down_cleanly() {
+    let mut s = Server::start(&[]);
+    s.reference_sequence();
+    let c = attach(&s.traddr());
+    let pid = s.child.as_ref().expect("child").id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(sent.success());
+    let status = s.child.take().expect("child").wait().unwrap();
+    assert!(status.success(), "nvmemu serve exited with {status}");
+    assert!(!s.sock().exists(), "RPC socket removed");
+    assert!(
+        !s.traddr().join("cntrl").exists(),
+        "controller socket removed"
+    );
+    // The driver finds the device gone; dropping it must not hang or panic.
+    drop(c);
 }
