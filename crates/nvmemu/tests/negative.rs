@@ -642,7 +642,7 @@ fn unmapping_the_data_region_during_io_replies_promptly_and_fails_later_commands
             while after < 50 {
                 assert!(start.elapsed() < common::DEADLINE, "I/O loop stuck");
                 let was_unmapped = unmapped.load(Ordering::Acquire);
-                let op = if i % 2 == 0 {
+                let op = if i.is_multiple_of(2) {
                     IoOpcode::Write
                 } else {
                     IoOpcode::Read

@@ -80,7 +80,7 @@ fn spdk_sized_region_info_request_gets_sparse_area_and_fd_and_stays_in_sync() {
     let st = rustix::fs::fstat(&reply.fds[0]).unwrap();
     let file_offset = u64_at(p, 24);
     assert!(
-        st.st_size as u64 >= file_offset + 0x2000,
+        st.st_size.cast_unsigned() >= file_offset + 0x2000,
         "fd covers the area"
     );
     // The whole 4064-byte request was consumed: the next one is answered correctly.

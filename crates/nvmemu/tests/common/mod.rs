@@ -654,7 +654,7 @@ impl RawHost {
     /// Write `data` (a multiple of 512 bytes, at most 4 KiB) at `lba` of NSID 1 from the data
     /// area, read it back into a second buffer, and compare.
     pub fn verified_io(&mut self, q: &mut RawQueue, lba: u64, data: &[u8]) {
-        assert!(data.len() <= 4096 && data.len() % 512 == 0);
+        assert!(data.len() <= 4096 && data.len().is_multiple_of(512));
         let (wr, rd) = (Self::DATA, Self::DATA + 0x1000);
         self.mem.map.copy_from(wr, data).unwrap();
         self.mem.map.fill(rd, 4096, 0xEE).unwrap();
