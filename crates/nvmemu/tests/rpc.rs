@@ -167,16 +167,16 @@ fn rpc_code(r: Result<Value, ClientError>) -> (i32, String) {
 
 /// SUBNQN: Identify Controller bytes 1023:768, NUL padded.
 fn identify_subnqn(c: &mut Controller) -> String {
-    let buf = c.alloc_dma(4096).unwrap();
+    let buf = c.alloc_dma(4096).expect("DMA buffer");
     let cqe = c
         .admin_raw_with_data(
             sqe::identify(sqe::cns::CONTROLLER, Nsid(0)),
             Some((&buf, 4096)),
         )
-        .unwrap();
+        .expect("Identify Controller");
     assert!(cqe.status().is_success());
     let mut raw = vec![0u8; 256];
-    buf.copy_to(768, &mut raw).unwrap();
+    buf.copy_to(768, &mut raw).expect("copy identify data");
     String::from_utf8_lossy(&raw)
         .trim_end_matches('\0')
         .to_owned()
@@ -307,7 +307,7 @@ fn bad_parameters_unknown_methods_and_state_errors_get_spdk_codes() {
 fn wait_event(c: &mut Controller) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let events = c.poll_async_events().unwrap();
+        let events = c.poll_async_events().expect("poll AERs");
         if let Some(cqe) = events.first() {
             assert_eq!(events.len(), 1);
             assert!(cqe.status().is_success(), "{:?}", cqe.status());
@@ -320,7 +320,9 @@ fn wait_event(c: &mut Controller) -> u32 {
 
 /// Changed Namespace List (LID 04h): the NSIDs it lists.
 fn changed_namespaces(c: &mut Controller) -> Vec<u32> {
-    let page = c.get_log_page(0x04, Nsid(0xFFFF_FFFF), 4096, 0).unwrap();
+    let page = c
+        .get_log_page(0x04, Nsid(0xFFFF_FFFF), 4096, 0)
+        .expect("Changed Namespace List");
     page.chunks_exact(4)
         .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
         .take_while(|&n| n != 0)

@@ -311,3 +311,37 @@ fn stats_and_kill_instance() {
     );
     assert!(stop.is_stopped());
 }
+
+#[test]
+fn get_bdevs_waits_up_to_timeout_for_the_name() {
+    let (h, _) = handler();
+    let h = Arc::new(h);
+    assert_eq!(
+        code(call(
+            &h,
+            "bdev_get_bdevs",
+            json!({"name": "Late", "timeout": 20})
+        )),
+        -19
+    );
+    let creator = {
+        let h = Arc::clone(&h);
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            call(
+                &h,
+                "bdev_null_create",
+                json!({"name": "Late", "num_blocks": 8, "block_size": 512}),
+            )
+        })
+    };
+    // Generous timeout: the wait ends when the bdev appears, not when the timeout expires.
+    let found = call(
+        &h,
+        "bdev_get_bdevs",
+        json!({"name": "Late", "timeout": 60_000}),
+    )
+    .unwrap();
+    assert_eq!(found[0]["name"], json!("Late"));
+    assert_eq!(creator.join().unwrap(), Ok(json!("Late")));
+}
