@@ -735,3 +735,60 @@ fn unmapping_queue_memory_during_io_makes_the_controller_fatal() {
     drop(shared);
     assert_serves_next_client(&t);
 }
+
+#[test]
+fn unaligned_dma_map_offsets_are_honoured_exactly() {
+    let t = common::start_default();
+    let (mut c, shared) = common::attach_shared(&t, 1);
+    let mem = HostMem::new(1 << 20, 0);
+    let marker = common::pattern(4096, 0x33);
+    mem.map.copy_from(0x100, &marker).unwrap();
+    // fd offset 0x100 (not page aligned): the server maps the page below and the device sees
+    // fd byte 0x100 at DATA_IOVA, as libvfio-user does.
+    shared.with_client(|cl| {
+        cl.dma_map(&map_req(DATA_IOVA, 0x2000, 0x100), Some(mem.fd.as_fd()))
+            .unwrap()
+    });
+    let mut q = c.take_qpair().unwrap();
+    let cqe = q
+        .execute_raw(rw_sqe(IoOpcode::Write, 0, 8, DATA_IOVA), None)
+        .unwrap();
+    assert_eq!(cqe.status(), Status::SUCCESS);
+    let back = c.alloc_dma(4096).unwrap();
+    q.read_blocking(nvmemu_spec::Nsid(1), nvmemu_spec::Lba(0), 8, &back)
+        .unwrap();
+    let mut got = vec![0u8; 4096];
+    back.copy_to(0, &mut got).unwrap();
+    assert!(got == marker, "device read the wrong bytes of the fd");
+    // The map ends 0x2000 bytes later, not at a page boundary of the fd.
+    let cqe = q
+        .execute_raw(rw_sqe(IoOpcode::Write, 0, 1, DATA_IOVA + 0x2000), None)
+        .unwrap();
+    assert_eq!(cqe.status(), Status::DATA_TRANSFER_ERROR);
+    drop(q);
+    c.shutdown().unwrap();
+    drop(c);
+    drop(shared);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn client_vanishing_with_io_in_flight_leaves_the_server_serving() {
+    let t = common::start_default();
+    let (mut c, shared) = common::attach_shared(&t, 1);
+    let mut q = c.take_qpair().unwrap();
+    let buf = c.alloc_dma(4096).unwrap();
+    for k in 0..32 {
+        q.submit_write(nvmemu_spec::Nsid(1), nvmemu_spec::Lba(k * 8), 8, &buf, k)
+            .unwrap();
+    }
+    q.ring().unwrap();
+    // Hang up without any shutdown: no queue deletion, no unmap.
+    shared.with_client(|cl| {
+        rustix::net::shutdown(cl.stream_fd(), rustix::net::Shutdown::Both).unwrap()
+    });
+    std::mem::forget(q);
+    std::mem::forget(c);
+    drop(shared);
+    assert_serves_next_client(&t);
+}
