@@ -61,21 +61,14 @@ impl NvmeFunction {
         doorbells: Arc<MmapRegion>,
         msix_vectors: u16,
     ) -> NvmeFunction {
-        let bars = BarSizes([
-            BAR0_SIZE as u32,
-            0,
-            0,
-            0,
-            MSIX_BAR_SIZE as u32,
-            MSIX_BAR_SIZE as u32,
-        ]);
+        let bars = BarSizes([BAR0_SIZE_U32, 0, 0, 0, MSIX_BAR_SIZE_U32, MSIX_BAR_SIZE_U32]);
         NvmeFunction {
             id,
             mailbox,
             config: ConfigSpace::new(bars, msix_vectors, 0),
             doorbell_fd,
             doorbells,
-            msix_table: vec![0; MSIX_BAR_SIZE as usize],
+            msix_table: vec![0; usize::try_from(MSIX_BAR_SIZE).unwrap_or(4096)],
             guest: Arc::new(GuestMemory::new()),
             irqs: IrqState::new(msix_vectors),
         }
@@ -169,7 +162,7 @@ impl NvmeFunction {
             // A doorbell written by message (client without the mapping): it lands in the
             // same page the poller polls. Dword writes only, as the spec defines doorbells.
             let value: [u8; 4] = data.try_into().map_err(|_| Errno::INVAL)?;
-            if offset % 4 != 0 {
+            if !offset.is_multiple_of(4) {
                 return Err(Errno::INVAL);
             }
             // Release: pairs with the poller's Acquire load of the tail, as a host store would.

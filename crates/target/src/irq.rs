@@ -84,7 +84,7 @@ impl IrqState {
                 Ok(req.index == MSIX)
             }
             IrqData::None => {
-                for slot in self.slots(req.index).get(range).unwrap_or(&mut []) {
+                for slot in self.slots(req.index).get(range).unwrap_or(&[]) {
                     signal(slot.as_ref());
                 }
                 Ok(false)

@@ -136,10 +136,10 @@ impl Poller {
             std::thread::Builder::new()
                 .name(format!("nvmemu-poller{index}"))
                 .spawn(move || {
-                    if let Some(cpu) = cpu {
-                        if let Err(e) = crate::affinity::pin_current_thread(cpu) {
-                            tracing::warn!("poller {index}: cannot pin to CPU {cpu}: {e}");
-                        }
+                    if let Some(cpu) = cpu
+                        && let Err(e) = crate::affinity::pin_current_thread(cpu)
+                    {
+                        tracing::warn!("poller {index}: cannot pin to CPU {cpu}: {e}");
                     }
                     run(&mailbox, &stats, &stop, backoff, epoch);
                 })?

@@ -15,13 +15,17 @@ pub const BAR5: u32 = 5;
 pub const CONFIG: u32 = 7;
 
 /// BAR0 size: a power of two holding the registers and one doorbell page.
-pub const BAR0_SIZE: u64 = 0x4000;
+pub const BAR0_SIZE: u64 = BAR0_SIZE_U32 as u64;
+/// BAR0 size as the 32-bit BAR register sees it.
+pub const BAR0_SIZE_U32: u32 = 0x4000;
 /// Where the doorbells start in BAR0 and in the doorbell memfd.
 pub const DOORBELL_OFFSET: u64 = 0x1000;
 /// Bytes of doorbells: 256 queue pairs at stride 4 (CAP.DSTRD = 0).
 pub const DOORBELL_SIZE: u64 = 0x1000;
 /// MSI-X table and PBA BAR size (one page each, enough for 256 vectors).
-pub const MSIX_BAR_SIZE: u64 = 0x1000;
+pub const MSIX_BAR_SIZE: u64 = MSIX_BAR_SIZE_U32 as u64;
+/// MSI-X BAR size as the 32-bit BAR register sees it.
+pub const MSIX_BAR_SIZE_U32: u32 = 0x1000;
 
 /// Region flags (vfio `VFIO_REGION_INFO_FLAG_*`).
 pub const FLAG_READ: u32 = 1;

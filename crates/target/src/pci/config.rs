@@ -23,11 +23,14 @@ const CAP_PTR: usize = 0x34;
 const INTERRUPT_LINE: usize = 0x3C;
 
 /// Power Management capability offset.
-pub const PM_CAP: usize = 0x40;
+pub const PM_CAP: usize = PM_CAP_PTR as usize;
 /// PCI Express capability offset.
-pub const PCIE_CAP: usize = 0x48;
+pub const PCIE_CAP: usize = PCIE_CAP_PTR as usize;
 /// MSI-X capability offset.
-pub const MSIX_CAP: usize = 0x84;
+pub const MSIX_CAP: usize = MSIX_CAP_PTR as usize;
+const PM_CAP_PTR: u8 = 0x40;
+const PCIE_CAP_PTR: u8 = 0x48;
+const MSIX_CAP_PTR: u8 = 0x84;
 const PCIE_DEVCTL: usize = PCIE_CAP + 0x08;
 const MSIX_CONTROL: usize = MSIX_CAP + 0x02;
 
@@ -108,20 +111,20 @@ impl ConfigSpace {
         cs.set_u16(0x2C, VENDOR_ID);
         cs.set_u16(0x2E, subsystem_id);
         // ROM BAR reads back 0 whatever is written: "no expansion ROM" (QEMU probes it).
-        cs.set_u8(CAP_PTR, PM_CAP as u8);
+        cs.set_u8(CAP_PTR, PM_CAP_PTR);
         cs.set_mask_u8(INTERRUPT_LINE, 0xFF);
         cs.set_u8(INTERRUPT_LINE + 1, 1); // Interrupt Pin: INTA#.
 
         // Power Management: version 3; PMCSR power state writable, No_Soft_Reset set.
         cs.set_u8(PM_CAP, 0x01);
-        cs.set_u8(PM_CAP + 1, PCIE_CAP as u8);
+        cs.set_u8(PM_CAP + 1, PCIE_CAP_PTR);
         cs.set_u16(PM_CAP + 2, 0x0003);
         cs.set_u16(PM_CAP + 4, 1 << 3);
         cs.set_mask_u16(PM_CAP + 4, 0x0003);
 
         // PCI Express capability v2, endpoint; FLR and role-based error reporting.
         cs.set_u8(PCIE_CAP, 0x10);
-        cs.set_u8(PCIE_CAP + 1, MSIX_CAP as u8);
+        cs.set_u8(PCIE_CAP + 1, MSIX_CAP_PTR);
         cs.set_u16(PCIE_CAP + 2, 0x0002);
         cs.set_u32(PCIE_CAP + 0x04, (1 << 28) | (1 << 15));
         cs.set_mask_u16(PCIE_DEVCTL, 0x7FFF | DEVCTL_INITIATE_FLR);
