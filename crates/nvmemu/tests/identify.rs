@@ -74,7 +74,7 @@ fn json_has_nvme_cli_keys() {
     assert_eq!(c["mdts"], 8);
     assert_eq!(c["sqes"], 0x66);
     assert!(c["nn"].as_u64().unwrap() >= 2);
-    assert!(c["psds"].as_array().unwrap().len() >= 1);
+    assert!(!c["psds"].as_array().unwrap().is_empty());
     let ns = v["namespaces"].as_array().unwrap();
     assert_eq!(ns.len(), 2);
     assert_eq!(ns[0]["nsid"], 1);
