@@ -168,6 +168,11 @@ fn walk_prp<'m, F: FnMut(Chunk<'m>) -> Result<(), Status>>(
     if len == 0 {
         return Ok(());
     }
+    // PRP entries are dword aligned (NVMe Base 1.4, 4.3 "Physical Region Page Entry"):
+    // bits 1:0 of an offset must be 00b, else PRP Offset Invalid.
+    if prp1 & 0x3 != 0 {
+        return Err(Status::PRP_OFFSET_INVALID);
+    }
     let first = len.min(PAGE_SIZE - (prp1 & PAGE_MASK));
     let (region, offset) = map(mem, prp1, first, access)?;
     out.push(region, offset, first)?;
