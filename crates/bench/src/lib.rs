@@ -26,6 +26,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod ceiling;
+pub mod compare;
 mod engine;
 mod job;
 mod mem_queue;
@@ -38,6 +40,8 @@ mod status;
 mod sysinfo;
 pub mod verify;
 
+pub use ceiling::{CeilingError, CeilingOptions, CeilingResult, run_ceiling};
+pub use compare::{Comparison, RunSummary, median};
 pub use engine::{EngineError, Geometry, IoQueue, Op};
 pub use job::{JobOutput, JobPlan, JobState, Progress, Rng, VerifySummary, run_job};
 pub use mem_queue::{MemDevice, MemQueue};

@@ -17,10 +17,12 @@
 #[cfg(not(all(target_pointer_width = "64", target_endian = "little")))]
 compile_error!("nvmemu-mem builds only for little-endian 64-bit targets (u64 offsets are usize)");
 
+mod clock;
 mod guest;
 mod memfd;
 mod mmap;
 
+pub use clock::{TscClock, global_clock};
 pub use guest::{Access, DmaBacking, DmaError, DmaRegion, GuestMemory, Iova};
 pub use memfd::{create_memfd, page_size_of};
 pub use mmap::{MemError, MmapRegion, Protection};

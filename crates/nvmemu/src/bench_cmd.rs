@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use nvmemu_bench::{
-    BenchOptions, BenchResult, CpuList, IoQueue, NoTarget, TargetProbe, render, run_bench,
+    BenchOptions, BenchResult, CeilingOptions, CeilingResult, Comparison, CpuList, IoQueue,
+    NoTarget, RunSummary, RwMode, TargetProbe, render, run_bench, run_ceiling,
 };
 use nvmemu_driver::{AttachOptions, Controller};
 use nvmemu_spec::Nsid;
@@ -56,6 +57,26 @@ pub struct BenchArgs {
     /// CPUs for the in-process target's poller (default: the last CPU).
     #[arg(long = "target-cpus", value_name = "LIST", value_parser = nvmemu_bench::parse_cpu_list_arg)]
     pub target_cpus: Option<CpuList>,
+    /// Run only the ceiling probe: two pinned threads (client on the job CPU, "device" on the
+    /// target CPU) moving 64-byte commands and 16-byte completions through shared-memory rings
+    /// at --iodepth, the device copying --bs bytes from a random offset of a buffer as large as
+    /// the namespace (copy) or copying nothing (nocopy). The limit of this machine for the run.
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "copy")]
+    pub ceiling: Option<CeilingMode>,
+    /// Alternate the ceiling probe and the real run N times and print both medians and their
+    /// ratio (IOPS fraction of the probe, latency multiple of the probe's round trip). The
+    /// probe mode is --ceiling's (default: copy, nocopy for a null namespace).
+    #[arg(long = "ceiling-compare", value_name = "N")]
+    pub ceiling_compare: Option<u32>,
+}
+
+/// What the ceiling probe's device does per command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CeilingMode {
+    /// Copy --bs bytes between the buffer and the client's slot.
+    Copy,
+    /// Move the command and completion only.
+    Nocopy,
 }
 
 /// Fills in what the user left open: a 10 s time-based run when nothing bounds it.
@@ -162,6 +183,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     apply_defaults(&mut opts);
     let stop = Arc::new(AtomicBool::new(false));
     install_stop(&stop)?;
+    if args.ceiling.is_some() || args.ceiling_compare.is_some() {
+        return run_ceiling_cmd(args, &mut opts, stop);
+    }
     let result = match &args.socket {
         Some(dir) => {
             let mut ctrl = attach(dir, &opts, true)?;
@@ -185,6 +209,85 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 .unwrap_or_else(|| format!("err={}", j.errno()))
         ),
         None => Ok(()),
+    }
+}
+
+/// The probe's options for this run: its block size, depth, footprint and CPUs.
+fn ceiling_options(args: &BenchArgs, opts: &BenchOptions) -> CeilingOptions {
+    let placement = TargetPlacement::choose(
+        &allowed_cpus(),
+        args.target_cpus.as_ref().map(|c| c.0.as_slice()),
+        opts.cpus_allowed.as_ref().map(|c| c.0.as_slice()),
+    );
+    let client_cpu = opts
+        .cpus_allowed
+        .as_ref()
+        .and_then(|c| c.0.first().copied())
+        .or_else(|| placement.job_cpus.first().copied());
+    let copy = match args.ceiling {
+        Some(m) => m == CeilingMode::Copy,
+        None => args.ns.kind != crate::ns_spec::NsKind::Null,
+    };
+    CeilingOptions {
+        bs: opts.bs,
+        depth: u16::try_from(opts.iodepth.max(1)).unwrap_or(u16::MAX - 1),
+        footprint: args.ns.size.max(opts.bs),
+        copy,
+        write: matches!(opts.rw, RwMode::Write | RwMode::Randwrite),
+        runtime: opts.runtime.unwrap_or(DEFAULT_RUNTIME),
+        client_cpu,
+        device_cpu: placement.target_cpus.first().copied(),
+    }
+}
+
+/// `--ceiling` and `--ceiling-compare`.
+fn run_ceiling_cmd(args: &BenchArgs, opts: &mut BenchOptions, stop: Arc<AtomicBool>) -> Result<()> {
+    let copts = ceiling_options(args, opts);
+    let json = opts.output_format.json;
+    let Some(n) = args.ceiling_compare else {
+        let r = run_ceiling(&copts, &stop)?;
+        print_ceiling(&r, json);
+        return Ok(());
+    };
+    if args.socket.is_some() {
+        bail!("--ceiling-compare runs the in-process target; drop --socket");
+    }
+    let mut cmp = Comparison::default();
+    for i in 0..n.max(1) {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let p = run_ceiling(&copts, &stop)?;
+        let mut o = opts.clone();
+        let r = run_embedded(args, &mut o, Arc::clone(&stop))?;
+        if let Some(j) = r.jobs.iter().find(|j| j.errno() != 0) {
+            bail!("run {i}: job {} failed", j.job);
+        }
+        cmp.probe.push(p);
+        cmp.real.push(RunSummary::from_result(&r));
+        if !json {
+            eprintln!(
+                "run {i}: probe {:.0} ops/s, real {:.0} IOPS",
+                p.ops_per_sec(),
+                cmp.real.last().map_or(0.0, |r| r.iops)
+            );
+        }
+    }
+    if json {
+        let v = serde_json::json!({ "ceiling_compare": cmp.to_json() });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", cmp.render_text());
+    }
+    Ok(())
+}
+
+fn print_ceiling(r: &CeilingResult, json: bool) {
+    if json {
+        let v = serde_json::json!({ "ceiling": r.to_json() });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        print!("{}", r.render_text());
     }
 }
 
