@@ -6,6 +6,7 @@
 # while watching its console, and reading the PASS/FAIL markers the guest prints.
 
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck disable=SC2034 # used by qemu.sh
 REPO_ROOT=$(cd "$E2E_DIR/../.." && pwd)
 
 log() { printf '[e2e %s] %s\n' "$(date +%T)" "$*" >&2; }
@@ -50,6 +51,7 @@ make_initrd() {
 
 # guest_args INITRD: sets GUEST_ARGS, the QEMU options every e2e guest shares (console aside).
 guest_args() {
+    # shellcheck disable=SC2054 # commas belong to QEMU option values
     GUEST_ARGS=(-nodefaults -no-user-config -display none
         -accel tcg,thread=multi -cpu max -smp "${E2E_SMP:-2}" -m 1G
         -object memory-backend-memfd,id=mem,size=1G,share=on -machine q35,memory-backend=mem
@@ -97,7 +99,7 @@ show_console() {
 # expect_phases NAME RC PHASE...: QEMU exited cleanly, no check failed and every listed phase
 # printed PASS, in order. Prints the console and returns 1 otherwise.
 expect_phases() {
-    local name=$1 rc=$2 console=$RUN/$1.console p got
+    local name=$1 rc=$2 console=$RUN/$1.console got
     shift 2
     local bad=""
     [[ "$rc" == 0 ]] || bad="QEMU exit status $rc"

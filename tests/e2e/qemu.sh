@@ -96,7 +96,7 @@ start_server() {
     log "starting: $bin serve --socket-dir $RUN/sock --ns malloc:size=256M,lba=512 --ns malloc:size=64M,lba=4096 -m 0x2"
     RUST_LOG=${RUST_LOG:-info} "$bin" serve --socket-dir "$RUN/sock" \
         --ns malloc:size=256M,lba=512 --ns malloc:size=64M,lba=4096 -m 0x2 \
-        --serial "$SERIAL" --model "$MODEL" >"$RUN/nvmemu.log" 2>&1 &
+        --serial "$SERIAL" --model "$MODEL" -r "$RUN/rpc.sock" >"$RUN/nvmemu.log" 2>&1 &
     SERVER_PID=$!
     for ((i = 0; i < 300; i++)); do
         [[ -S "$RUN/sock/cntrl" ]] && return 0
@@ -180,6 +180,7 @@ run_bench() {
             ;;
         virtio-blk)
             [[ -f "$RUN/ns1.img" ]] || truncate -s "$NS1_BYTES" "$RUN/ns1.img"
+            # shellcheck disable=SC2054
             dev=(-drive "file=$RUN/ns1.img,if=none,id=d1,format=raw,cache=writeback"
                 -device virtio-blk-pci,drive=d1) bench_dev=/dev/vda
             ;;

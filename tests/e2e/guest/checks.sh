@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
+# shellcheck shell=sh disable=SC2015 # "cond && ok ... || fail ...": ok only echoes, never fails
 #
 # Checks run inside the e2e guest (busybox sh), sourced by /init after /e2e/config.
 # Every check prints one line "E2E-CHECK ok: ..." or "E2E-CHECK FAIL: ..."; a scenario ends with
@@ -166,6 +167,7 @@ check_identify() {
         eval dev=\$NS$n bytes=\$EXP_NS${n}_BYTES lbads=\$EXP_NS${n}_LBADS
         if idn=$(nvme id-ns "$dev" 2>&1); then
             ok "nvme id-ns $dev"
+            # shellcheck disable=SC2154 # bytes and lbads are set by the eval above
             blocks=$((bytes >> lbads))
             check_equal "$dev id-ns nsze" "$(printf '%#x' "$blocks")" "$(echo "$idn" | field nsze)"
             inuse=$(echo "$idn" | grep '(in use)' | sed -n 's/.*lbads:\([0-9]*\).*/\1/p')
