@@ -32,6 +32,7 @@ mod engine;
 mod job;
 mod mem_queue;
 mod options;
+pub mod plot;
 pub mod report;
 mod result;
 mod runner;

@@ -18,6 +18,9 @@
 #![warn(clippy::indexing_slicing)]
 
 mod admin;
+#[cfg(any(test, feature = "test-utils"))]
+#[doc(hidden)]
+pub mod bench_hooks;
 mod controller;
 mod dptr;
 mod io;

@@ -57,6 +57,10 @@ pub struct BenchArgs {
     /// CPUs for the in-process target's poller (default: the last CPU).
     #[arg(long = "target-cpus", value_name = "LIST", value_parser = nvmemu_bench::parse_cpu_list_arg)]
     pub target_cpus: Option<CpuList>,
+    /// Also draw the run as an SVG: clat percentiles (and the latency breakdown, when the
+    /// report has one).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
     /// Run only the ceiling probe: two pinned threads (client on the job CPU, "device" on the
     /// target CPU) moving 64-byte commands and 16-byte completions through shared-memory rings
     /// at --iodepth, the device copying --bs bytes from a random offset of a buffer as large as
@@ -200,6 +204,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         None => run_embedded(args, &mut opts, stop)?,
     };
     print!("{}", render(&result, opts.output_format));
+    if let Some(path) = &args.plot {
+        let json = nvmemu_bench::render_json(&result, true);
+        nvmemu_bench::plot::write_svg(&json, path).context("--plot")?;
+    }
     // As fio: the report is printed either way, the exit status says a job failed.
     match result.jobs.iter().find(|j| j.errno() != 0) {
         Some(j) => bail!(
