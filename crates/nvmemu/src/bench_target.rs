@@ -112,6 +112,9 @@ impl EmbeddedTarget {
             NsKind::Null => Bdev::null("bench0", ns.lba, ns.num_blocks()),
         }
         .context("cannot create the namespace")?;
+        if ns.kind == NsKind::Malloc {
+            prefault(&bdev).context("cannot pre-fault the namespace")?;
+        }
         target
             .add_controller(ControllerSpec {
                 socket_dir: dir.path().to_path_buf(),
@@ -136,6 +139,23 @@ impl EmbeddedTarget {
         self.target.shutdown();
         drop(self.dir);
     }
+}
+
+/// Write the whole malloc namespace once (zeroes) so the run never takes a first-touch page
+/// fault, and reads hit real pages rather than the kernel's shared zero page (which would
+/// make cold reads look faster than any warmed-up namespace).
+fn prefault(bdev: &Bdev) -> Result<()> {
+    const CHUNK: u64 = 2 << 20;
+    let total = bdev.size_bytes();
+    let src = nvmemu_mem::MmapRegion::anonymous(CHUNK.min(total).max(1))?;
+    src.fill(0, src.len(), 0)?;
+    let mut off = 0;
+    while off < total {
+        let len = CHUNK.min(total - off);
+        bdev.write(off, &src, 0, len)?;
+        off += len;
+    }
+    Ok(())
 }
 
 impl TargetProbe for EmbeddedTarget {
