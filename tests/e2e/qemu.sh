@@ -154,14 +154,20 @@ run_flow() {
     rc=0
     run_guest guest1 "$LIMIT" "$RUN/initrd" "${dev[@]}" || rc=$?
     expect_phases guest1 "$rc" 1 2 || failed=1
-    if [[ $kind == nvmemu ]]; then server_alive "during guest 1" || return 1; fi
+    if [[ $kind == nvmemu ]]; then
+        server_alive "during guest 1" || return 1
+        ((failed == 0)) || show_server_log
+    fi
     ((failed == 0)) || return 1
 
     log "guest 2: a fresh QEMU process against the same device: phase 3"
     rc=0
     run_guest guest2 "$LIMIT" "$RUN/initrd" -no-reboot "${dev[@]}" || rc=$?
     expect_phases guest2 "$rc" 3 || failed=1
-    if [[ $kind == nvmemu ]]; then server_alive "during guest 2" || return 1; fi
+    if [[ $kind == nvmemu ]]; then
+        server_alive "during guest 2" || return 1
+        ((failed == 0)) || show_server_log
+    fi
     ((failed == 0)) || return 1
 }
 
