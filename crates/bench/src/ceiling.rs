@@ -303,7 +303,8 @@ fn client(sh: &Shared, opts: &CeilingOptions, stop: &AtomicBool) -> CeilingResul
                 recording = true;
                 start = t_done;
             }
-            if t_done >= end_ns || stop.load(Ordering::Relaxed) {
+            // At least one measured operation, however slow the machine (or a stop request).
+            if (t_done >= end_ns && ops > 0) || stop.load(Ordering::Relaxed) {
                 let elapsed_ns = t_done.saturating_sub(start);
                 return CeilingResult {
                     opts: *opts,

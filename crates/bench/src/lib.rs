@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod breakdown;
 pub mod ceiling;
 pub mod compare;
 mod engine;
@@ -41,6 +42,7 @@ mod status;
 mod sysinfo;
 pub mod verify;
 
+pub use breakdown::LatBreakdown;
 pub use ceiling::{CeilingError, CeilingOptions, CeilingResult, run_ceiling};
 pub use compare::{Comparison, RunSummary, median};
 pub use engine::{EngineError, Geometry, IoQueue, Op};

@@ -24,6 +24,7 @@ pub mod bench_hooks;
 mod controller;
 mod dptr;
 mod io;
+mod latency;
 mod metrics;
 mod namespace;
 mod poll;
@@ -34,6 +35,7 @@ mod state;
 pub mod test_utils;
 
 pub use controller::{Controller, ControllerConfig, CtrlError, InterruptSink, MmioError};
+pub use latency::{LatencyHook, LatencyTable, Stage};
 pub use metrics::{ControllerStats, QueueCounters};
 pub use namespace::Namespace;
 pub use state::CtrlState;

@@ -6,6 +6,7 @@ use nvmemu_mem::{TscClock, global_clock};
 use nvmemu_spec::log_page::AsyncEvent;
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
+use crate::latency::{LatencyHook, Stage};
 use crate::queue::RingIdx;
 use crate::state::CtrlEvent;
 use crate::{Controller, InterruptSink};
@@ -61,6 +62,8 @@ impl Controller {
         };
         let mut completed = 0;
         let mut taken = 0;
+        // Checked once per batch; None (the normal case) costs one branch per command.
+        let lat = self.config.latency.clone();
         for _ in 0..batch {
             let Some(sq) = self.queues.sq(qid) else { break };
             if sq.head == tail {
@@ -78,6 +81,9 @@ impl Controller {
                 self.apply(CtrlEvent::Fault, None);
                 break;
             };
+            if let Some(l) = &lat {
+                l.0.record(qid.0, sqe.cid().0, Stage::Fetch, TscClock::ticks());
+            }
             // SQHD in this command's CQE must already count it as consumed.
             sq.head = head.next(sq.size).0;
             taken += 1;
@@ -89,7 +95,10 @@ impl Controller {
             } else {
                 self.exec_io(qid, &sqe)
             };
-            if self.complete(qid, &sqe, result) {
+            if let Some(l) = &lat {
+                l.0.record(qid.0, sqe.cid().0, Stage::Done, TscClock::ticks());
+            }
+            if self.complete(qid, &sqe, result, lat.as_ref()) {
                 completed += 1;
             }
             if !self.state.is_ready() {
@@ -164,7 +173,13 @@ impl Controller {
     }
 
     /// Post the completion of `sqe` (taken from `sqid`); false if nothing was posted.
-    fn complete(&mut self, sqid: Qid, sqe: &Sqe, result: Result<u32, Status>) -> bool {
+    fn complete(
+        &mut self,
+        sqid: Qid,
+        sqe: &Sqe,
+        result: Result<u32, Status>,
+        lat: Option<&LatencyHook>,
+    ) -> bool {
         let (status, dw0) = match result {
             Ok(dw0) => (Status::SUCCESS, dw0),
             Err(s) => (s, 0),
@@ -184,6 +199,9 @@ impl Controller {
             sq.stats.errors += 1;
             self.counters.errors += 1;
             self.error_log.record(sqid, sqe, status);
+        }
+        if let Some(l) = lat {
+            l.0.record(sqid.0, sqe.cid().0, Stage::Post, TscClock::ticks());
         }
         self.post(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
     }

@@ -218,6 +218,17 @@ impl IoQpair {
             .poll(max, |token, cqe| f(token, queue::result_of(cqe)))
     }
 
+    /// `poll_completions`, also passing each completion's CID (for per-command tracing such
+    /// as `nvmemu bench --lat-breakdown`).
+    pub fn poll_completions_cid(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(u64, u16, Result<u32, NvmeError>),
+    ) -> Result<usize, NvmeError> {
+        self.ring
+            .poll(max, |token, cqe| f(token, cqe.cid, queue::result_of(cqe)))
+    }
+
     /// Submit `sqe` (as `submit_raw`), ring, and wait for its completion, which is returned
     /// whatever its status. Needs an idle queue pair.
     pub fn execute_raw(

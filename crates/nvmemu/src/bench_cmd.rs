@@ -11,13 +11,14 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use nvmemu_bench::{
     BenchOptions, BenchResult, CeilingOptions, CeilingResult, Comparison, CpuList, IoQueue,
-    NoTarget, RunSummary, RwMode, TargetProbe, render, run_bench, run_ceiling,
+    LatBreakdown, NoTarget, RunSummary, RwMode, TargetProbe, render, run_bench, run_ceiling,
 };
+use nvmemu_ctrl::{LatencyHook, LatencyTable};
 use nvmemu_driver::{AttachOptions, Controller};
 use nvmemu_spec::Nsid;
 
 use crate::bench_target::{EmbeddedTarget, TargetPlacement, allowed_cpus};
-use crate::engine::DriverQueue;
+use crate::engine::{DriverQueue, SpreadQueue, Trace};
 use crate::ns_spec::NsSpec;
 
 /// Run length when none of --runtime, --size and --time_based is given.
@@ -72,6 +73,16 @@ pub struct BenchArgs {
     /// probe mode is --ceiling's (default: copy, nocopy for a null namespace).
     #[arg(long = "ceiling-compare", value_name = "N")]
     pub ceiling_compare: Option<u32>,
+    /// In-process target only: time every command at client submit, doorbell write, target
+    /// SQE fetch, backend done, CQE post and client reap (calibrated TSC) and print the mean
+    /// per layer (cumulative ns, delta ns, % of total). Runs once without tracing first and
+    /// reports both IOPS as the tracing overhead. Without the flag nothing is timed.
+    #[arg(long = "lat-breakdown")]
+    pub lat_breakdown: bool,
+    /// In-process target only: serve N controllers (one namespace, one bdev) from the one
+    /// poller; each job spreads its --iodepth evenly over a queue pair on every controller.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub controllers: u32,
 }
 
 /// What the ceiling probe's device does per command.
@@ -151,6 +162,19 @@ pub fn make_queues(
     numjobs: u32,
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<Box<dyn IoQueue>>> {
+    Ok(make_driver_queues(ctrl, nsid, numjobs, stop)?
+        .into_iter()
+        .map(|q| Box::new(q) as Box<dyn IoQueue>)
+        .collect())
+}
+
+/// `make_queues` without the boxing.
+pub fn make_driver_queues(
+    ctrl: &mut Controller,
+    nsid: u32,
+    numjobs: u32,
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<DriverQueue>> {
     let qpairs = ctrl.qpairs();
     if qpairs.len() < usize::try_from(numjobs).unwrap_or(usize::MAX) {
         bail!(
@@ -163,7 +187,6 @@ pub fn make_queues(
         .into_iter()
         .map(|qp| {
             DriverQueue::new(qp, pool.clone(), Nsid(nsid), Arc::clone(stop))
-                .map(|q| Box::new(q) as Box<dyn IoQueue>)
                 .map_err(anyhow::Error::from)
         })
         .collect()
@@ -201,8 +224,30 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             }
             result
         }
-        None => run_embedded(args, &mut opts, stop)?,
+        None if args.lat_breakdown => {
+            let mut o = opts.clone();
+            let (plain, _) = run_embedded(args, &mut o, Arc::clone(&stop), false)?;
+            let (result, sums) = run_embedded(args, &mut opts, stop, true)?;
+            let overhead = Some((
+                RunSummary::from_result(&plain).iops,
+                RunSummary::from_result(&result).iops,
+            ));
+            print!("{}", render(&result, opts.output_format));
+            if let Some(b) = sums {
+                if opts.output_format.json {
+                    let v = serde_json::json!({ "lat_breakdown": b.to_json(overhead) });
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                } else {
+                    print!("{}", b.render_text(overhead));
+                }
+            }
+            return finish(&result);
+        }
+        None => run_embedded(args, &mut opts, stop, false)?.0,
     };
+    if args.lat_breakdown {
+        bail!("--lat-breakdown needs the in-process target (drop --socket)");
+    }
     print!("{}", render(&result, opts.output_format));
     if let Some(path) = &args.plot {
         let json = nvmemu_bench::render_json(&result, true);
@@ -267,7 +312,7 @@ fn run_ceiling_cmd(args: &BenchArgs, opts: &mut BenchOptions, stop: Arc<AtomicBo
         }
         let p = run_ceiling(&copts, &stop)?;
         let mut o = opts.clone();
-        let r = run_embedded(args, &mut o, Arc::clone(&stop))?;
+        let (r, _) = run_embedded(args, &mut o, Arc::clone(&stop), false)?;
         if let Some(j) = r.jobs.iter().find(|j| j.errno() != 0) {
             bail!("run {i}: job {} failed", j.job);
         }
@@ -299,11 +344,25 @@ fn print_ceiling(r: &CeilingResult, json: bool) {
     }
 }
 
+/// The exit status of a finished run, as fio: a failed job fails the command.
+fn finish(result: &BenchResult) -> Result<()> {
+    match result.jobs.iter().find(|j| j.errno() != 0) {
+        Some(j) => bail!(
+            "job {} failed: {}",
+            j.job,
+            j.error_text()
+                .unwrap_or_else(|| format!("err={}", j.errno()))
+        ),
+        None => Ok(()),
+    }
+}
+
 fn run_embedded(
     args: &BenchArgs,
     opts: &mut BenchOptions,
     stop: Arc<AtomicBool>,
-) -> Result<BenchResult> {
+    trace: bool,
+) -> Result<(BenchResult, Option<Arc<LatBreakdown>>)> {
     let cpus = allowed_cpus();
     let placement = TargetPlacement::choose(
         &cpus,
@@ -316,17 +375,53 @@ fn run_embedded(
     if opts.cpus_allowed.is_none() && !placement.job_cpus.is_empty() {
         opts.cpus_allowed = Some(CpuList(placement.job_cpus.clone()));
     }
-    let target = EmbeddedTarget::start(&args.ns, &placement)?;
-    let mut ctrl = attach(target.dir(), opts, false)?;
-    let queues = make_queues(&mut ctrl, args.nsid, opts.numjobs, &stop)?;
+    let sums = trace.then(|| Arc::new(LatBreakdown::default()));
+    let table = trace.then(|| {
+        let queues = u16::try_from(opts.numjobs.saturating_add(1)).unwrap_or(u16::MAX);
+        let cids = u16::try_from(opts.iodepth.saturating_add(2)).unwrap_or(u16::MAX);
+        Arc::new(LatencyTable::new(queues, cids))
+    });
+    let target = EmbeddedTarget::start_with(
+        &args.ns,
+        &placement,
+        args.controllers,
+        table.clone().map(LatencyHook),
+    )?;
+    let mut ctrls = Vec::new();
+    let mut per_ctrl: Vec<std::vec::IntoIter<DriverQueue>> = Vec::new();
+    for dir in target.dirs() {
+        let mut ctrl = attach(dir, opts, false)?;
+        let mut qs = make_driver_queues(&mut ctrl, args.nsid, opts.numjobs, &stop)?;
+        if let (Some(t), Some(b), true) = (&table, &sums, per_ctrl.is_empty()) {
+            qs = qs
+                .into_iter()
+                .map(|q| q.with_trace(Trace::new(Arc::clone(t), Arc::clone(b))))
+                .collect();
+        }
+        per_ctrl.push(qs.into_iter());
+        ctrls.push(ctrl);
+    }
+    let mut queues: Vec<Box<dyn IoQueue>> = Vec::new();
+    for _ in 0..opts.numjobs {
+        let mut spread: Vec<DriverQueue> = per_ctrl.iter_mut().filter_map(Iterator::next).collect();
+        if spread.len() == 1 {
+            if let Some(q) = spread.pop() {
+                queues.push(Box::new(q));
+            }
+        } else {
+            queues.push(Box::new(SpreadQueue::new(spread)));
+        }
+    }
+    drop(per_ctrl);
     let probe: &dyn TargetProbe = &target;
     let result = run_bench(opts, queues, probe, &placement.target_cpus, stop);
-    if let Err(e) = ctrl.shutdown() {
-        tracing::warn!("controller shutdown: {}", error_chain(&e));
+    for mut ctrl in ctrls {
+        if let Err(e) = ctrl.shutdown() {
+            tracing::warn!("controller shutdown: {}", error_chain(&e));
+        }
     }
-    drop(ctrl);
     target.shutdown();
-    Ok(result?)
+    Ok((result?, sums))
 }
 
 #[cfg(test)]

@@ -3,13 +3,13 @@
 //! get, one controller with one namespace on a socket in a temporary
 //! directory, and its poller counters as the bench's [`TargetProbe`].
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use nvmemu_bdev::Bdev;
 use nvmemu_bench::{CoreCounters, TargetProbe, TargetSnapshot};
-use nvmemu_ctrl::{ControllerConfig, Namespace};
+use nvmemu_ctrl::{ControllerConfig, LatencyHook, Namespace};
 use nvmemu_spec::Nsid;
 use nvmemu_target::{Backoff, ControllerSpec, Target, TargetConfig};
 
@@ -88,11 +88,25 @@ fn list(cpus: &[usize]) -> String {
 pub struct EmbeddedTarget {
     target: Target,
     dir: tempfile::TempDir,
+    dirs: Vec<PathBuf>,
 }
 
 impl EmbeddedTarget {
     /// Starts the pollers and the controller.
+    #[cfg(test)]
     pub fn start(ns: &NsSpec, placement: &TargetPlacement) -> Result<EmbeddedTarget> {
+        Self::start_with(ns, placement, 1, None)
+    }
+
+    /// Starts the pollers and `controllers` controllers on the first poller, each serving the
+    /// same namespace (one bdev) on its own socket directory; `latency` is handed to the
+    /// first controller (`--lat-breakdown`).
+    pub fn start_with(
+        ns: &NsSpec,
+        placement: &TargetPlacement,
+        controllers: u32,
+        latency: Option<LatencyHook>,
+    ) -> Result<EmbeddedTarget> {
         let dir = tempfile::Builder::new()
             .prefix("nvmemu-bench-")
             .tempdir()
@@ -115,22 +129,42 @@ impl EmbeddedTarget {
         if ns.kind == NsKind::Malloc {
             prefault(&bdev).context("cannot pre-fault the namespace")?;
         }
-        target
-            .add_controller(ControllerSpec {
-                socket_dir: dir.path().to_path_buf(),
-                socket_mode: 0o600,
-                config: ControllerConfig {
-                    serial: "NVMEMU-BENCH".into(),
-                    ..ControllerConfig::default()
-                },
-                namespaces: vec![Namespace::new(Nsid(1), Arc::new(bdev))],
-            })
-            .context("cannot start the in-process controller")?;
-        Ok(EmbeddedTarget { target, dir })
+        let bdev = Arc::new(bdev);
+        let mut dirs = Vec::new();
+        for i in 0..controllers.max(1) {
+            let d = if i == 0 {
+                dir.path().to_path_buf()
+            } else {
+                let d = dir.path().join(format!("c{i}"));
+                std::fs::create_dir(&d).context("cannot create a socket directory")?;
+                d
+            };
+            target
+                .add_controller(ControllerSpec {
+                    socket_dir: d.clone(),
+                    socket_mode: 0o600,
+                    config: ControllerConfig {
+                        serial: format!("NVMEMU-BENCH{i}"),
+                        cntlid: u16::try_from(i + 1).unwrap_or(u16::MAX),
+                        latency: if i == 0 { latency.clone() } else { None },
+                        ..ControllerConfig::default()
+                    },
+                    namespaces: vec![Namespace::new(Nsid(1), Arc::clone(&bdev))],
+                })
+                .context("cannot start the in-process controller")?;
+            dirs.push(d);
+        }
+        Ok(EmbeddedTarget { target, dir, dirs })
+    }
+
+    /// The socket directories of all controllers (`cntrl` inside each), first one first.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
     }
 
     /// The socket directory (`cntrl` inside).
-    pub fn dir(&self) -> &Path {
+    #[cfg(test)]
+    pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
     }
 

@@ -15,8 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use nvmemu_bench::{EngineError, Geometry, IoQueue, Op};
+use nvmemu_bench::{EngineError, Geometry, IoQueue, LatBreakdown, Op};
+use nvmemu_ctrl::LatencyTable;
 use nvmemu_driver::{DmaBuf, DmaPool, IoQpair, NvmeError};
+use nvmemu_mem::TscClock;
 use nvmemu_spec::{Lba, Nsid};
 
 /// Longest wait for any completion while commands are in flight.
@@ -52,6 +54,31 @@ pub struct DriverQueue {
     empty_polls: u32,
     /// When the current stall was first noticed.
     stall_since: Option<Instant>,
+    /// Per-command tracing for `--lat-breakdown` (None: no clock read, no table access).
+    trace: Option<Box<Trace>>,
+}
+
+/// Client-side timestamps of `--lat-breakdown`, joined with the controller's at reap.
+#[derive(Debug)]
+pub struct Trace {
+    table: Arc<LatencyTable>,
+    sums: Arc<LatBreakdown>,
+    /// Submit and doorbell ticks per slot.
+    submit: Vec<[u64; 2]>,
+    /// Slots submitted since the last doorbell.
+    unrung: Vec<usize>,
+}
+
+impl Trace {
+    /// Trace against the controller's `table`, summing into `sums`.
+    pub fn new(table: Arc<LatencyTable>, sums: Arc<LatBreakdown>) -> Trace {
+        Trace {
+            table,
+            sums,
+            submit: Vec::new(),
+            unrung: Vec::new(),
+        }
+    }
 }
 
 impl DriverQueue {
@@ -84,7 +111,14 @@ impl DriverQueue {
             stop,
             empty_polls: 0,
             stall_since: None,
+            trace: None,
         })
+    }
+
+    /// Record the six `--lat-breakdown` timestamps of every command.
+    pub fn with_trace(mut self, trace: Trace) -> DriverQueue {
+        self.trace = Some(Box::new(trace));
+        self
     }
 
     fn buf(&self, slot: usize) -> Result<&DmaBuf, EngineError> {
@@ -209,6 +243,15 @@ impl IoQueue for DriverQueue {
         if let Some(f) = self.in_flight.get_mut(slot) {
             *f = true;
         }
+        if let Some(t) = &mut self.trace {
+            if t.submit.len() <= slot {
+                t.submit.resize(slot + 1, [0; 2]);
+            }
+            if let Some(s) = t.submit.get_mut(slot) {
+                *s = [TscClock::ticks(), 0];
+            }
+            t.unrung.push(slot);
+        }
         Ok(())
     }
 
@@ -216,15 +259,31 @@ impl IoQueue for DriverQueue {
         if let Some(e) = &self.fatal {
             return Err(e.clone());
         }
-        self.qp.ring().map_err(engine_error)
+        self.qp.ring().map_err(engine_error)?;
+        if let Some(t) = &mut self.trace {
+            let now = TscClock::ticks();
+            for slot in t.unrung.drain(..) {
+                if let Some(s) = t.submit.get_mut(slot) {
+                    s[1] = now;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn reap(&mut self, max: usize, done: &mut dyn FnMut(usize, Result<(), EngineError>)) -> usize {
         let in_flight = &mut self.in_flight;
-        let polled = self.qp.poll_completions(max, |token, res| {
+        let qid = self.qp.qid().0;
+        let trace = self.trace.as_deref();
+        let polled = self.qp.poll_completions_cid(max, |token, cid, res| {
             let slot = usize::try_from(token).unwrap_or(usize::MAX);
             if let Some(f) = in_flight.get_mut(slot) {
                 *f = false;
+            }
+            if let Some(t) = trace
+                && let (Some(c), Some(&[sub, db])) = (t.table.read(qid, cid), t.submit.get(slot))
+            {
+                t.sums.add([sub, db, c[0], c[1], c[2], TscClock::ticks()]);
             }
             done(slot, res.map(|_| ()).map_err(engine_error));
         });
@@ -257,6 +316,93 @@ impl IoQueue for DriverQueue {
                 self.fail_all(err, done)
             }
         }
+    }
+}
+
+/// One job's queue spread over queue pairs of several controllers (`--controllers N`):
+/// slot `s` lives on queue `s % N` as its local slot `s / N`, so one job keeps the same
+/// total depth while every controller on the poller gets an equal share of it.
+#[derive(Debug)]
+pub struct SpreadQueue {
+    queues: Vec<DriverQueue>,
+    rung: Vec<bool>,
+}
+
+impl SpreadQueue {
+    /// Spread over `queues` (at least one; all on the same namespace geometry).
+    pub fn new(queues: Vec<DriverQueue>) -> SpreadQueue {
+        let rung = vec![false; queues.len()];
+        SpreadQueue { queues, rung }
+    }
+
+    fn at(&mut self, slot: usize) -> Result<(&mut DriverQueue, usize, usize), EngineError> {
+        let n = self.queues.len().max(1);
+        let q = slot % n;
+        self.queues
+            .get_mut(q)
+            .map(|d| (d, q, slot / n))
+            .ok_or(EngineError::InvalidSlot { slot })
+    }
+}
+
+impl IoQueue for SpreadQueue {
+    fn geometry(&self) -> Geometry {
+        self.queues.first().map_or(
+            Geometry {
+                block_size: 512,
+                num_blocks: 0,
+                max_transfer: 0,
+            },
+            IoQueue::geometry,
+        )
+    }
+
+    fn setup(&mut self, slots: usize, slot_bytes: usize) -> Result<(), EngineError> {
+        let n = self.queues.len().max(1);
+        for q in &mut self.queues {
+            q.setup(slots.div_ceil(n), slot_bytes)?;
+        }
+        Ok(())
+    }
+
+    fn write_payload(&mut self, slot: usize, src: &[u8]) -> Result<(), EngineError> {
+        let (q, _, local) = self.at(slot)?;
+        q.write_payload(local, src)
+    }
+
+    fn read_payload(&mut self, slot: usize, dst: &mut [u8]) -> Result<(), EngineError> {
+        let (q, _, local) = self.at(slot)?;
+        q.read_payload(local, dst)
+    }
+
+    fn submit(&mut self, slot: usize, op: Op, lba: u64, blocks: u32) -> Result<(), EngineError> {
+        let (q, i, local) = self.at(slot)?;
+        q.submit(local, op, lba, blocks)?;
+        if let Some(r) = self.rung.get_mut(i) {
+            *r = true;
+        }
+        Ok(())
+    }
+
+    fn ring(&mut self) -> Result<(), EngineError> {
+        for (q, r) in self.queues.iter_mut().zip(self.rung.iter_mut()) {
+            if std::mem::take(r) {
+                q.ring()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn reap(&mut self, max: usize, done: &mut dyn FnMut(usize, Result<(), EngineError>)) -> usize {
+        let n = self.queues.len().max(1);
+        let mut total = 0;
+        for (i, q) in self.queues.iter_mut().enumerate() {
+            if total >= max {
+                break;
+            }
+            total += q.reap(max - total, &mut |local, r| done(local * n + i, r));
+        }
+        total
     }
 }
 
