@@ -24,8 +24,6 @@ impl Controller {
         if !self.state.is_ready() {
             return 0;
         }
-        // One TSC read per pass (a few ns), none of clock_gettime's cost.
-        let start = TscClock::ticks();
         let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH);
         done += self.deliver_events();
         let mut i = 0;
@@ -34,9 +32,18 @@ impl Controller {
             i += 1;
         }
         self.raise_interrupts(irq);
+        // Busy time without a clock read on idle passes: one TSC read per busy pass, charging
+        // the time since the previous busy pass ended. The first pass of a busy stretch is
+        // not charged (it undercounts by one pass per stretch; SMART reports minutes).
         if done > 0 {
-            let ticks = TscClock::ticks().wrapping_sub(start);
-            self.counters.busy_nanos += u128::from(global_clock().ticks_to_ns(ticks));
+            let now = TscClock::ticks();
+            let mark = std::mem::replace(&mut self.counters.busy_mark, now);
+            if mark != 0 {
+                let ns = global_clock().ticks_to_ns(now.wrapping_sub(mark));
+                self.counters.busy_nanos += u128::from(ns);
+            }
+        } else {
+            self.counters.busy_mark = 0;
         }
         done
     }
