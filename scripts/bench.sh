@@ -11,11 +11,14 @@
 #                       (bench, probe, bench, probe, ...), so slow drift hits both alike
 #   BENCH_RUNTIME=5     seconds per run
 #   BENCH_QUICK=1       one repetition of 2 s (a smoke test, not a measurement)
+#   BENCH_RAMP=1        seconds of --ramp_time before each bench run's statistics
+#   BENCH_PROFILE=1     perf record one extra run of each missed goal (0: skip)
 #   BENCH_TARGET_CPU=1  CPU of the target poller (and of the probe's server thread)
 #   BENCH_JOB_CPU=0     CPU of the job thread (and of the probe's client thread)
 #   BENCH_BIN=path      use this nvmemu binary instead of building one
 #   BENCH_RESULTS=dir   where raw JSON and logs go (default target/bench-results/<time>)
 #   BENCH_SKIP_BUILD=1  do not run cargo build (BENCH_BIN or the default path must exist)
+#   BENCH_COMMIT=text   what to record as the commit (when BENCH_BIN was built elsewhere)
 #   CARGO_TARGET_DIR    as for cargo (default: target)
 #
 # Rows whose flag the binary lacks (--ceiling, --controllers, ...) are reported as
@@ -59,6 +62,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import time
 
 ap = argparse.ArgumentParser()
 for a in ("bin", "out", "results", "repo"):
@@ -71,6 +75,7 @@ ap.add_argument("--quick", default="0")
 args = ap.parse_args()
 
 BIN = args.bin
+RAMP = os.environ.get("BENCH_RAMP", "1")
 MALLOC = "malloc:size=1G,lba=512"
 NULL = "null:size=1G,lba=512"
 
@@ -129,7 +134,9 @@ def base_cmd(c):
 
 
 def bench_cmd(c, extra=()):
-    cmd = base_cmd(c) + [f"--ns={c['ns']}"]
+    # The probe warms up for a tenth of its run (at most 1 s); the bench gets a ramp too, so
+    # neither side counts first-touch page faults of the namespace memory.
+    cmd = base_cmd(c) + [f"--ns={c['ns']}", f"--ramp_time={RAMP}"]
     if "n" in c:
         cmd.append(f"--controllers={c['n']}")
     return cmd + list(extra)
@@ -247,7 +254,7 @@ RUNS = []  # (case id, kind, cmd, summary or None, error)
 COMMANDS = {}
 
 
-def run(cid, kind, cmd, rep):
+def run(cid, kind, cmd, rep, busy=None):
     COMMANDS.setdefault((cid, kind), cmd)
     tag = f"{cid}.{kind}.{rep}"
     try:
@@ -264,12 +271,36 @@ def run(cid, kind, cmd, rep):
     if rc == 0:
         summary = probe_summary(out) if kind == "probe" else fio_summary(parse_json(out) or {})
     error = None if summary else (err.strip().splitlines() or [f"exit {rc}"])[-1][:200]
-    RUNS.append(dict(id=cid, kind=kind, rep=rep, s=summary, error=error))
+    RUNS.append(dict(id=cid, kind=kind, rep=rep, s=summary, error=error, busy=busy))
     if summary:
         lat = summary.get("lat_ns")
         log(f"{tag}: {summary['iops']:,.0f} IOPS" + (f", {lat:,.0f} ns avg" if lat else ""))
     else:
         log(f"{tag}: not measured ({error})")
+
+
+def cpu_busy(interval=0.5):
+    """Share of all CPUs busy (anything but idle/iowait) over `interval` seconds."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]
+    t0, i0 = snap()
+    time.sleep(interval)
+    t1, i1 = snap()
+    return 1.0 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def wait_quiet():
+    """Before a bench/probe pair: wait (at most BENCH_QUIET_WAIT s) for the machine to be
+    idle enough (busy share below BENCH_QUIET, default 0.25); returns the share seen."""
+    deadline = time.time() + float(os.environ.get("BENCH_QUIET_WAIT", "60"))
+    limit = float(os.environ.get("BENCH_QUIET", "0.25"))
+    while True:
+        b = cpu_busy()
+        if b < limit or time.time() >= deadline:
+            return b
+        time.sleep(1.5)
 
 
 def loadavg():
@@ -284,15 +315,16 @@ START = datetime.datetime.now(datetime.timezone.utc)
 log(f"{args.reps} repetition(s) of {args.runtime} s runs, load average {' '.join(LOAD_START)}")
 for rep in range(args.reps):
     for c in CASES:
-        run(c["id"], "bench", bench_cmd(c), rep)
+        busy = wait_quiet()
+        run(c["id"], "bench", bench_cmd(c), rep, busy)
         why = runnable_probe(c)
         if why is None:
-            run(c["id"], "probe", probe_cmd(c), rep)
+            run(c["id"], "probe", probe_cmd(c), rep, busy)
     for c in BACKENDS:
-        run(c["id"], "bench", bench_cmd(c), rep)
+        run(c["id"], "bench", bench_cmd(c), rep, wait_quiet())
     if FLAGS["--controllers"]:
         for c in CTRLS:
-            run(c["id"], "bench", bench_cmd(c), rep)
+            run(c["id"], "bench", bench_cmd(c), rep, wait_quiet())
 LOAD_END = loadavg()
 
 # One extra, unmeasured run for the plot (and the layer breakdown when there is one).
@@ -366,7 +398,7 @@ def bound(cid):
     elif job is not None and job >= 90:
         who = "the job (driver) thread"
     else:
-        who = "neither core saturated: round-trip latency"
+        who = "round trip or CPU taken by other processes (neither thread saturated)"
     return f"{who} ({', '.join(parts)})" if parts else "unknown (no target counters)"
 
 
@@ -386,7 +418,8 @@ def profile(c):
     rep = subprocess.run([perf, "report", "-i", data, "--stdio", "--no-children",
                           "--percent-limit", "2", "--sort", "comm,symbol", "-g", "none"],
                          capture_output=True, text=True, timeout=120).stdout
-    lines = [ln.rstrip() for ln in rep.splitlines() if ln.strip() and not ln.startswith("#")]
+    lines = [re.sub(r"(\s+-)+\s*$", "", ln).rstrip() for ln in rep.splitlines()
+             if ln.strip() and not ln.startswith("#")]
     return "\n".join(lines[:14])
 
 
@@ -407,13 +440,21 @@ for c in CASES:
     p = med(c["id"], "probe", key)
     why = runnable_probe(c) or first_error(c["id"], "probe")
     ratio = (m / p) if (m is not None and p) else None
+    pairs = []
+    for r in RUNS:
+        if r["id"] == c["id"] and r["kind"] == "bench" and r["s"]:
+            q = [x for x in RUNS if x["id"] == c["id"] and x["kind"] == "probe"
+                 and x["rep"] == r["rep"] and x["s"] and x["s"].get(key)]
+            if q and r["s"].get(key) is not None:
+                pairs.append(r["s"][key] / q[0]["s"][key])
+    paired = statistics.median(pairs) if pairs else None
     if ratio is None:
         verdict = "not measured"
     elif kind == "iops":
         verdict = "pass" if ratio >= target else "miss"
     else:
         verdict = "pass" if ratio <= target else "miss"
-    GOALS.append(dict(c=c, kind=kind, target=target, m=m, p=p, ratio=ratio,
+    GOALS.append(dict(c=c, kind=kind, target=target, m=m, p=p, ratio=ratio, paired=paired,
                       verdict=verdict, why=why))
     if verdict == "miss" and os.environ.get("BENCH_PROFILE", "1") == "1":
         log(f"profiling {c['id']} (missed)")
@@ -455,8 +496,9 @@ MACHINE = [
     ("Kernel", os.uname().release),
     ("rustc", sh(["rustc", "--version"]).strip() or "?"),
     ("Date (UTC)", START.strftime("%Y-%m-%d %H:%M")),
-    ("Commit", (git("rev-parse", "--short=12", "HEAD") or "?")
-     + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")),
+    ("Commit", os.environ.get("BENCH_COMMIT") or (
+        (git("rev-parse", "--short=12", "HEAD") or "?")
+        + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""))),
     ("Placement", f"target poller / probe server on CPU {args.target_cpu}, "
                   f"job / probe client on CPU {args.job_cpu}"),
     ("Load average", f"{' '.join(LOAD_START)} at start, {' '.join(LOAD_END)} at end"),
@@ -489,8 +531,11 @@ w("IOPS belong to this machine only.")
 w("")
 w("## Goals (issue 5), as ratios to the ceiling probe")
 w("")
-w("| Case | Measured | Probe | Ratio | Goal | Result | Spread (bench) |")
-w("|---|---|---|---|---|---|---|")
+w("Ratio = median of the bench runs / median of the probe runs; paired = median of the")
+w("per-repetition ratios (each bench run against the probe run right after it).")
+w("")
+w("| Case | Measured | Probe | Ratio | Paired | Goal | Result | Spread (bench) |")
+w("|---|---|---|---|---|---|---|---|")
 for g in GOALS:
     c = g["c"]
     if g["kind"] == "iops":
@@ -503,7 +548,8 @@ for g in GOALS:
         sp = spread(c["id"], "bench", "lat_ns")
     ratio = "–" if g["ratio"] is None else f"{g['ratio']:.2f}"
     res = g["verdict"] if g["verdict"] != "not measured" else f"not measured ({g['why'] or 'no data'})"
-    w(f"| {c['title']} | {m} | {p} | {ratio} | {goal} | {res} | {sp} |")
+    paired = "–" if g["paired"] is None else f"{g['paired']:.2f}"
+    w(f"| {c['title']} | {m} | {p} | {ratio} | {paired} | {goal} | {res} | {sp} |")
 n_ok = sum(1 for _, _, _, v in CTRL_ROWS if v == "pass")
 for c, m, ratio, verdict in CTRL_ROWS[1:]:
     rr = "–" if ratio is None else f"{ratio:.2f}"
@@ -511,7 +557,7 @@ for c, m, ratio, verdict in CTRL_ROWS[1:]:
         "not measured (the binary has no --controllers)" if not FLAGS["--controllers"]
         else f"not measured ({first_error(c['id'], 'bench') or 'no data'})")
     w(f"| one poller, {c['n']} controllers (512 B randread QD16) | {fmt_iops(m)} | "
-      f"{fmt_iops(one)} (1 controller) | {rr} | ≥ 0.90 of 1 controller | {res} | "
+      f"{fmt_iops(one)} (1 controller) | {rr} | – | ≥ 0.90 of 1 controller | {res} | "
       f"{spread(c['id'], 'bench', 'iops')} |")
 w("")
 w("What bounds each case (from the run's own counters: poller busy share, target ns per I/O,")
@@ -571,8 +617,11 @@ for b in ("malloc", "null"):
 w("")
 w("## Every run")
 w("")
-w("| Case | Kind | IOPS per repetition | avg latency per repetition |")
-w("|---|---|---|---|")
+w("Machine busy = share of both CPUs used by anything in the half second before the pair")
+w("started (the script waits up to BENCH_QUIET_WAIT s for it to drop below BENCH_QUIET).")
+w("")
+w("| Case | Kind | IOPS per repetition | avg latency per repetition | machine busy before |")
+w("|---|---|---|---|---|")
 seen = []
 for r in RUNS:
     if (r["id"], r["kind"]) not in seen and r["id"] != "plot":
@@ -581,7 +630,8 @@ for cid, kind in seen:
     rs = [r for r in RUNS if r["id"] == cid and r["kind"] == kind]
     iops = ", ".join(fmt_iops(r["s"]["iops"]) if r["s"] else "failed" for r in rs)
     lat = ", ".join(fmt_ns(r["s"].get("lat_ns")) if r["s"] else "failed" for r in rs)
-    w(f"| {cid} | {kind} | {iops} | {lat} |")
+    busy = ", ".join("?" if r.get("busy") is None else f"{r['busy'] * 100:.0f}%" for r in rs)
+    w(f"| {cid} | {kind} | {iops} | {lat} | {busy} |")
 w("")
 w("## Commands")
 w("")
