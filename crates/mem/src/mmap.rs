@@ -113,6 +113,10 @@ fn bad_len(op: &'static str, overflow: bool) -> MemError {
     os(op, errno)
 }
 
+/// Anonymous mappings at least this large ask for transparent huge pages: a malloc
+/// namespace read at random offsets otherwise spends most of each small copy in TLB misses.
+const HUGE_PAGE: usize = 2 << 20;
+
 impl MmapRegion {
     /// Map `len` bytes of `fd` starting at file `offset`, shared with every other mapping of
     /// the fd. The offset is rounded down and the length up to the fd's page size
@@ -192,6 +196,12 @@ impl MmapRegion {
             )
         }
         .map_err(|e| os("mmap", e))?;
+        if map_len >= HUGE_PAGE {
+            // SAFETY: [base, base + map_len) is the mapping mmap just returned, owned by
+            // nobody else yet; MADV_HUGEPAGE only lets the kernel back it with transparent
+            // huge pages (contents and address range unchanged). Failure (THP off) is harmless.
+            let _ = unsafe { mm::madvise(base, map_len, Advice::LinuxHugepage) };
+        }
         Self::from_raw_parts(
             base,
             map_len,
