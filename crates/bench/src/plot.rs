@@ -11,7 +11,8 @@
 //! bins give the full curve; without bins the fixed fio percentiles are used). A breakdown
 //! is any object or array named `lat_breakdown`, `latency_breakdown` or `breakdown` in the
 //! report or a job, mapping a layer name to nanoseconds (a number, or an object with
-//! `mean_ns`, `avg_ns`, `ns` or `mean`).
+//! `delta_ns`, `mean_ns`, `avg_ns`, `ns` or `mean`); an object
+//! with a `layers` array (the shape `nvmemu bench --lat-breakdown` prints) is read through it.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -201,13 +202,17 @@ pub fn breakdown(doc: &Value) -> Vec<Layer> {
 
 fn layer_ns(v: &Value) -> Option<f64> {
     v.as_f64().or_else(|| {
-        ["mean_ns", "avg_ns", "ns", "mean"]
+        ["delta_ns", "mean_ns", "avg_ns", "ns", "mean"]
             .iter()
             .find_map(|k| v.get(*k).and_then(Value::as_f64))
     })
 }
 
 fn layers_of(v: &Value) -> Vec<Layer> {
+    // `nvmemu bench --lat-breakdown`'s shape: {"layers": [{"layer", "delta_ns", ...}], ...}.
+    if let Some(inner) = v.get("layers") {
+        return layers_of(inner);
+    }
     let raw: Vec<Layer> = match v {
         Value::Object(m) => m
             .iter()
@@ -492,6 +497,28 @@ mod tests {
         assert!(!svg.contains(">bad"));
         let plain = render_svg(&report(true, None)).unwrap();
         assert!(!plain.contains("breakdown"));
+    }
+
+    #[test]
+    fn the_lat_breakdown_shape_of_nvmemu_bench() {
+        let doc = json!({"lat_breakdown": {"commands": 10, "total_ns": 30.0, "layers": [
+            {"layer": "submit", "cum_ns": 10.0, "delta_ns": 10.0, "pct": 33.3},
+            {"layer": "target", "cum_ns": 30.0, "delta_ns": 20.0, "pct": 66.7}
+        ]}});
+        let l = breakdown(&doc);
+        assert_eq!(
+            l,
+            vec![
+                Layer {
+                    name: "submit".into(),
+                    ns: 10.0
+                },
+                Layer {
+                    name: "target".into(),
+                    ns: 20.0
+                }
+            ]
+        );
     }
 
     #[test]

@@ -233,6 +233,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 RunSummary::from_result(&result).iops,
             ));
             print!("{}", render(&result, opts.output_format));
+            if let Some(path) = &args.plot {
+                let mut v: serde_json::Value =
+                    serde_json::from_str(&nvmemu_bench::render_json(&result, true))?;
+                if let Some(b) = &sums {
+                    v["lat_breakdown"] = b.to_json(overhead);
+                }
+                nvmemu_bench::plot::write_svg(&v.to_string(), path).context("--plot")?;
+            }
             if let Some(b) = sums {
                 if opts.output_format.json {
                     let v = serde_json::json!({ "lat_breakdown": b.to_json(overhead) });
