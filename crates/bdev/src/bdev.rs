@@ -148,6 +148,14 @@ impl Bdev {
         }
     }
 
+    /// Hint that `len` bytes at `offset` will be read soon (malloc only; a no-op otherwise).
+    #[inline]
+    pub fn prefetch(&self, offset: u64, len: u64) {
+        if let Some(s) = &self.storage {
+            s.prefetch(offset, len);
+        }
+    }
+
     /// Copy `len` bytes at `offset` into `dst` at `dst_offset`. Null: fills `dst` with zeroes.
     #[inline]
     pub fn read(
