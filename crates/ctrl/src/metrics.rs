@@ -32,7 +32,7 @@ pub(crate) struct CtrlCounters {
     pub(crate) host_write_commands: u64,
     /// Time spent in polls that completed work.
     pub(crate) busy_nanos: u128,
-    /// TSC at the end of the previous pass when it completed work (0: it was idle).
+    /// TSC when the current pass first found work (0: none yet).
     pub(crate) busy_mark: u64,
     /// Invalid doorbell values seen.
     pub(crate) bad_doorbells: u64,

@@ -37,18 +37,12 @@ impl Controller {
         if done > 0 {
             self.raise_interrupts(irq);
         }
-        // Busy time without a clock read on idle passes: one TSC read per busy pass, charging
-        // the time since the previous busy pass ended. The first pass of a busy stretch is
-        // not charged (it undercounts by one pass per stretch; SMART reports minutes).
-        if done > 0 {
-            let now = TscClock::ticks();
-            let mark = std::mem::replace(&mut self.counters.busy_mark, now);
-            if mark != 0 {
-                let ns = global_clock().ticks_to_ns(now.wrapping_sub(mark));
-                self.counters.busy_nanos += u128::from(ns);
-            }
-        } else {
-            self.counters.busy_mark = 0;
+        // Busy time without a clock read on idle passes: the first SQ found with work reads
+        // the TSC (`busy_mark`), the end of a pass that completed work reads it again.
+        let mark = std::mem::take(&mut self.counters.busy_mark);
+        if done > 0 && mark != 0 {
+            let ns = global_clock().ticks_to_ns(TscClock::ticks().wrapping_sub(mark));
+            self.counters.busy_nanos += u128::from(ns);
         }
         done
     }
@@ -74,6 +68,12 @@ impl Controller {
         };
         let mut completed = 0;
         let mut taken = 0;
+        if self.counters.busy_mark == 0 && self.queues.sq(qid).is_some_and(|sq| sq.head != tail) {
+            self.counters.busy_mark = TscClock::ticks();
+        }
+        if qid != Qid::ADMIN {
+            self.prefetch_batch(qid, tail, batch);
+        }
         // Checked once per batch; None (the normal case) costs one branch per command.
         let lat = self.config.latency.clone();
         for _ in 0..batch {
@@ -121,6 +121,23 @@ impl Controller {
             self.publish_event_idx(qid);
         }
         completed
+    }
+
+    /// Prefetch the data of the Reads queued in `[head, tail)` (at most `batch`).
+    fn prefetch_batch(&self, qid: Qid, tail: RingIdx, batch: usize) {
+        let Some(sq) = self.queues.sq(qid) else {
+            return;
+        };
+        let mut at = sq.head;
+        for _ in 0..batch {
+            if at == tail {
+                break;
+            }
+            if let Some(sqe) = sq.read_sqe(at) {
+                self.prefetch_io(&sqe);
+            }
+            at = at.next(sq.size).0;
+        }
     }
 
     /// Read and validate the SQ tail doorbell (shadow doorbell for I/O queues once Doorbell

@@ -121,6 +121,28 @@ impl Controller {
     }
 }
 
+impl Controller {
+    /// Start fetching the namespace data of a queued Read into the cache (a hint only: the
+    /// command is validated when it runs). Issued for a whole batch before any of it runs, so
+    /// the cache misses of its commands overlap.
+    pub(crate) fn prefetch_io(&self, sqe: &Sqe) {
+        if sqe.opcode() != 0x02 {
+            return;
+        }
+        let Ok(ns) = active_ns(&self.namespaces, Nsid(sqe.nsid)) else {
+            return;
+        };
+        let slba = u64::from(sqe.cdw10) | (u64::from(sqe.cdw11) << 32);
+        let blocks = u64::from(sqe.cdw12 & 0xFFFF) + 1;
+        let shift = ns.block_shift();
+        if let (Some(off), Some(len)) = (slba.checked_shl(shift), blocks.checked_shl(shift))
+            && off >> shift == slba
+        {
+            ns.bdev().prefetch(off, len);
+        }
+    }
+}
+
 /// The attached namespace `nsid`; 0, broadcast and inactive NSIDs are Invalid Namespace.
 fn active_ns(namespaces: &[Option<Namespace>], nsid: Nsid) -> Result<&Namespace, Status> {
     let index = nsid.0.checked_sub(1).ok_or(Status::INVALID_NAMESPACE)?;
