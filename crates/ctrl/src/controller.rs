@@ -250,20 +250,28 @@ impl Controller {
     /// and reports Controller Fatal Status until the host resets it.
     pub fn set_guest_memory(&mut self, mem: Arc<GuestMemory>) {
         self.mem = mem;
-        let mut lost = 0usize;
+        let (mut paused, mut resumed) = (0usize, 0usize);
         for ring in self.queues.rings_mut() {
             match ring.re_resolve(&self.mem) {
-                Some(r) => *ring = r,
-                None => lost += 1,
+                Some(r) => {
+                    resumed += usize::from(ring.paused);
+                    *ring = r;
+                }
+                None => {
+                    // Keep base and size to re-resolve later; the stale mapping is never
+                    // touched while paused (SPDK suspends and re-maps queues the same way).
+                    paused += usize::from(!ring.paused);
+                    ring.paused = true;
+                }
             }
+        }
+        if paused + resumed > 0 {
+            tracing::debug!(target: "guest", paused, resumed, "queue memory unmapped or mapped again");
         }
         if let Some(db) = &mut self.dbbuf
             && !db.re_resolve(&self.mem)
         {
-            lost += 1;
-        }
-        if lost > 0 {
-            tracing::warn!(target: "guest", lost, "queue memory was unmapped; controller fatal");
+            tracing::warn!(target: "guest", "shadow doorbell memory was unmapped; controller fatal");
             self.apply(CtrlEvent::Fault, None);
         }
     }

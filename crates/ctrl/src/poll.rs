@@ -63,6 +63,9 @@ impl Controller {
     }
 
     fn poll_sq(&mut self, qid: Qid, batch: usize) -> usize {
+        if self.queues.sq(qid).is_none_or(|sq| sq.ring.paused) {
+            return 0;
+        }
         let Some(tail) = self.load_sq_tail(qid) else {
             return 0;
         };
@@ -170,7 +173,7 @@ impl Controller {
     /// Whether CQ `cqid` can take one more entry; re-reads the head doorbell only when the
     /// cached head says full.
     pub(crate) fn cq_has_room(&mut self, cqid: Qid) -> bool {
-        let Some(cq) = self.queues.cq(cqid) else {
+        let Some(cq) = self.queues.cq(cqid).filter(|cq| !cq.ring.paused) else {
             return false;
         };
         if !cq.looks_full() {

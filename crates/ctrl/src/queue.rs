@@ -64,6 +64,9 @@ pub(crate) struct Ring {
     pub(crate) region: Arc<MmapRegion>,
     /// Offset of the ring in `region`.
     pub(crate) offset: u64,
+    /// The client unmapped the ring's memory: the queue is left alone until a later DMA
+    /// table maps it again (QEMU remaps guest RAM while firmware has queues live).
+    pub(crate) paused: bool,
 }
 
 impl Ring {
@@ -81,6 +84,7 @@ impl Ring {
             access,
             region: Arc::clone(region),
             offset,
+            paused: false,
         })
     }
 

@@ -694,17 +694,12 @@ fn unmapping_the_data_region_during_io_replies_promptly_and_fails_later_commands
 }
 
 #[test]
-fn unmapping_queue_memory_during_io_makes_the_controller_fatal() {
+fn unmapping_queue_memory_during_io_pauses_the_queues_until_it_is_mapped_again() {
     let t = common::start_default();
     let (mut c, shared) = common::attach_shared(&t, 1);
     let mut q = c.take_qpair().unwrap();
     let buf = c.alloc_dma(4096).unwrap();
-    // Commands in flight when the pool (queues + data) goes away.
-    for k in 0..8 {
-        q.submit_write(nvmemu_spec::Nsid(1), nvmemu_spec::Lba(k * 8), 8, &buf, k)
-            .unwrap();
-    }
-    q.ring().unwrap();
+    buf.fill(0, 4096, 0x5A).unwrap();
     let (iova, size) = (nvmemu_driver::DMA_POOL_IOVA, c.dma_pool().size());
     let t0 = Instant::now();
     shared.with_client(|cl| {
@@ -715,23 +710,55 @@ fn unmapping_queue_memory_during_io_makes_the_controller_fatal() {
         })
         .unwrap()
     });
-    assert!(t0.elapsed() < Duration::from_secs(5));
-    // NVMe Base 1.4, 10.5: the controller reports Controller Fatal Status.
-    let st = common::wait_for("CSTS.CFS", || {
-        let v = shared.csts();
-        (v & csts::CFS != 0).then_some(v)
-    });
-    assert_eq!(st & csts::CFS, csts::CFS);
-    // The driver cannot shut down cleanly any more; the host's way out is a reset.
-    drop(q);
-    shared.with_client(|cl| cl.reset().unwrap());
-    assert_eq!(shared.csts(), 0, "DEVICE_RESET clears CFS");
-    // Its Drop would wait for admin completions on queues that no longer exist: leak it and
-    // hang up the connection instead.
-    std::mem::forget(c);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "DMA_UNMAP replies promptly"
+    );
+    // Commands rung while the pool (queues + data) is unmapped are not taken.
+    for k in 0..8 {
+        q.submit_write(nvmemu_spec::Nsid(1), nvmemu_spec::Lba(k * 8), 8, &buf, k)
+            .unwrap();
+    }
+    q.ring().unwrap();
+    // A register round trip runs between two poller passes: several passes have seen the
+    // doorbell by the time it returns, and none took a command.
+    for _ in 0..3 {
+        assert_eq!(shared.csts() & csts::CFS, 0, "not fatal");
+    }
+    let mut seen = 0;
+    q.poll_completions(64, |_, _| seen += 1).unwrap();
+    assert_eq!(seen, 0, "no completion while the queues are unmapped");
+    // The same memory mapped again: the queued writes run and complete, none lost.
     shared.with_client(|cl| {
-        rustix::net::shutdown(cl.stream_fd(), rustix::net::Shutdown::Both).unwrap()
+        cl.dma_map(
+            &nvmemu_vfio_user::DmaMap {
+                flags: 3,
+                offset: 0,
+                iova,
+                size,
+            },
+            Some(c.dma_pool().fd()),
+        )
+        .unwrap()
     });
+    let mut done = 0u64;
+    common::wait_for("the paused writes to complete", || {
+        q.poll_completions(64, |_, r| {
+            r.unwrap();
+            done += 1;
+        })
+        .unwrap();
+        (done == 8).then_some(())
+    });
+    let rbuf = c.alloc_dma(4096).unwrap();
+    q.read_blocking(nvmemu_spec::Nsid(1), nvmemu_spec::Lba(56), 8, &rbuf)
+        .unwrap();
+    let mut back = vec![0u8; 4096];
+    rbuf.copy_to(0, &mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 0x5A));
+    drop(q);
+    c.shutdown().unwrap();
+    drop(c);
     drop(shared);
     assert_serves_next_client(&t);
 }
