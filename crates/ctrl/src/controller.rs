@@ -246,8 +246,8 @@ impl Controller {
     }
 
     /// Install a new DMA table (after DMA_MAP/DMA_UNMAP). Queue rings and shadow doorbell
-    /// pages are resolved again; if one is no longer mapped the controller stops processing
-    /// and reports Controller Fatal Status until the host resets it.
+    /// pages are resolved again. A queue whose ring is no longer mapped pauses (it is not
+    /// touched) until a later table maps it again; lost shadow doorbell pages are fatal.
     pub fn set_guest_memory(&mut self, mem: Arc<GuestMemory>) {
         self.mem = mem;
         let (mut paused, mut resumed) = (0usize, 0usize);
