@@ -157,17 +157,21 @@ def runnable_probe(c):
 
 # ---------------------------------------------------------------- parsing
 def parse_json(text):
-    text = text.strip()
-    try:
-        return json.loads(text)
-    except ValueError:
-        i = text.find("{")
-        if i >= 0:
-            try:
-                return json.loads(text[i:])
-            except ValueError:
-                return None
-    return None
+    """The report; a second JSON object after it (--lat-breakdown's) is merged in."""
+    dec = json.JSONDecoder()
+    i = text.find("{")
+    doc = None
+    while i >= 0:
+        try:
+            obj, end = dec.raw_decode(text, i)
+        except ValueError:
+            return doc
+        if doc is None:
+            doc = obj
+        elif isinstance(doc, dict) and isinstance(obj, dict):
+            doc.update(obj)
+        i = text.find("{", end)
+    return doc
 
 
 def walk_numbers(obj, path=()):
