@@ -61,7 +61,10 @@ pub struct Layer {
 
 const W: f64 = 900.0;
 const CHART_H: f64 = 420.0;
-const BAR_H: f64 = 170.0;
+/// Height of the breakdown panel without its legend.
+const BAR_H: f64 = 100.0;
+/// One legend line per layer under the bar.
+const LEGEND_ROW: f64 = 18.0;
 const LEFT: f64 = 80.0;
 const RIGHT: f64 = 180.0;
 const TOP: f64 = 40.0;
@@ -80,7 +83,12 @@ pub fn render_svg(json: &str) -> Result<String, PlotError> {
         return Err(PlotError::NoLatencies);
     }
     let layers = breakdown(&doc);
-    let height = CHART_H + if layers.is_empty() { 0.0 } else { BAR_H };
+    let height = CHART_H
+        + if layers.is_empty() {
+            0.0
+        } else {
+            BAR_H + LEGEND_ROW * layers.len() as f64
+        };
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -416,11 +424,9 @@ fn bar(s: &mut String, layers: &[Layer], top: f64) {
             s,
             r#"<rect x="{x:.1}" y="{y}" width="{w:.1}" height="{h}" fill="{color}" stroke="white"/>"#
         );
-        // Legend: two rows of four.
-        let col = (i % 4) as f64;
-        let row = (i / 4) as f64;
-        let lx = x0 + col * (x1 - x0) / 4.0;
-        let ly = y + h + 24.0 + row * 18.0;
+        // Legend: one line per layer (layer names are long).
+        let lx = x0;
+        let ly = y + h + 24.0 + i as f64 * LEGEND_ROW;
         let _ = writeln!(
             s,
             r#"<rect x="{lx:.1}" y="{}" width="12" height="12" fill="{color}"/><text x="{:.1}" y="{ly}">{} {} ({:.0}%)</text>"#,
