@@ -1,10 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 //! I/O counters of one bdev (SPDK `bdev_get_iostat`), Relaxed atomics read as snapshots.
 //!
-//! The bdev bumps them itself after each successful operation: one or two Relaxed
-//! `fetch_add`s, no lock. They are statistics only; nothing orders other memory by them.
+//! The bdev bumps them itself after each successful operation. A bdev's I/O comes from the
+//! one poller that owns its controller, so each counter has a single writer: a Relaxed load
+//! and store, not a locked read-modify-write, which would wait for the data copy's stores
+//! to drain before every completion (perf showed 98% of the write path's post-copy time on
+//! that `lock incq`). A bdev shared by controllers on different pollers may undercount; the
+//! counters are statistics only and nothing orders other memory by them.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Single-writer increment: no lock prefix on the I/O path (see the module docs).
+#[inline]
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
+}
 
 /// Live counters. Only successful operations are counted.
 #[derive(Debug, Default)]
@@ -53,42 +63,42 @@ impl BdevStats {
     /// Count a read of `bytes`.
     #[inline]
     pub fn record_read(&self, bytes: u64) {
-        self.bytes_read.fetch_add(bytes, Relaxed);
-        self.num_read_ops.fetch_add(1, Relaxed);
+        bump(&self.bytes_read, bytes);
+        bump(&self.num_read_ops, 1);
     }
 
     /// Count a write of `bytes`.
     #[inline]
     pub fn record_write(&self, bytes: u64) {
-        self.bytes_written.fetch_add(bytes, Relaxed);
-        self.num_write_ops.fetch_add(1, Relaxed);
+        bump(&self.bytes_written, bytes);
+        bump(&self.num_write_ops, 1);
     }
 
     /// Count a deallocate of `bytes`.
     #[inline]
     pub fn record_unmap(&self, bytes: u64) {
-        self.bytes_unmapped.fetch_add(bytes, Relaxed);
-        self.num_unmap_ops.fetch_add(1, Relaxed);
+        bump(&self.bytes_unmapped, bytes);
+        bump(&self.num_unmap_ops, 1);
     }
 
     /// Count a Write Zeroes of `bytes`.
     #[inline]
     pub fn record_write_zeroes(&self, bytes: u64) {
-        self.bytes_zeroed.fetch_add(bytes, Relaxed);
-        self.num_write_zeroes_ops.fetch_add(1, Relaxed);
+        bump(&self.bytes_zeroed, bytes);
+        bump(&self.num_write_zeroes_ops, 1);
     }
 
     /// Count a compare of `bytes`.
     #[inline]
     pub fn record_compare(&self, bytes: u64) {
-        self.bytes_compared.fetch_add(bytes, Relaxed);
-        self.num_compare_ops.fetch_add(1, Relaxed);
+        bump(&self.bytes_compared, bytes);
+        bump(&self.num_compare_ops, 1);
     }
 
     /// Count a flush.
     #[inline]
     pub fn record_flush(&self) {
-        self.num_flush_ops.fetch_add(1, Relaxed);
+        bump(&self.num_flush_ops, 1);
     }
 
     /// Read every counter.
