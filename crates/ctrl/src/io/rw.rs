@@ -2,7 +2,8 @@
 //! Read, Write and Compare (NVM Command Set, 6.7 / 6.15 / 6.2): one bdev copy per contiguous
 //! piece of client memory.
 
-use nvmemu_mem::{Access, GuestMemory};
+use nvmemu_bdev::Bdev;
+use nvmemu_mem::{Access, GuestMemory, MmapRegion};
 use nvmemu_spec::{DataPtr, Lba, Status};
 
 use super::{bdev_status, byte_range};
@@ -18,6 +19,33 @@ fn transfer(ns: &Namespace, slba: Lba, blocks: u32, max: u64) -> Result<(u64, u6
     Ok((offset, len))
 }
 
+/// Walk the data pointer of a data-moving command and hand each contiguous piece of client
+/// memory to `piece(bdev_offset, region, region_offset, len)`; bit-bucket pieces only advance
+/// the namespace position. Returns the bytes the command covers.
+fn for_each_piece(
+    ns: &Namespace,
+    mem: &GuestMemory,
+    (slba, blocks, dptr, max): (Lba, u32, &DataPtr, u64),
+    access: Access,
+    mut piece: impl FnMut(&Bdev, u64, &MmapRegion, u64, u64) -> Result<(), Status>,
+) -> Result<u64, Status> {
+    let (mut pos, len) = transfer(ns, slba, blocks, max)?;
+    let bdev = ns.bdev();
+    walk(mem, dptr, len, access, |chunk| {
+        if let Chunk::Mem {
+            region,
+            offset,
+            len,
+        } = chunk
+        {
+            piece(bdev, pos, region, offset, len)?;
+        }
+        pos += chunk.len();
+        Ok(())
+    })?;
+    Ok(len)
+}
+
 /// Read: namespace -> client memory. Returns the bytes moved.
 pub(super) fn read(
     ns: &Namespace,
@@ -27,22 +55,14 @@ pub(super) fn read(
     dptr: &DataPtr,
     max: u64,
 ) -> Result<u64, Status> {
-    let (mut pos, len) = transfer(ns, slba, blocks, max)?;
-    let bdev = ns.bdev();
-    walk(mem, dptr, len, Access::Write, |chunk| {
-        if let Chunk::Mem {
-            region,
-            offset,
-            len,
-        } = chunk
-        {
-            bdev.read(pos, region, offset, len)
-                .map_err(|e| bdev_status(&e))?;
-        }
-        pos += chunk.len();
-        Ok(())
-    })?;
-    Ok(len)
+    // The device writes client memory.
+    for_each_piece(
+        ns,
+        mem,
+        (slba, blocks, dptr, max),
+        Access::Write,
+        |bdev, pos, r, off, len| bdev.read(pos, r, off, len).map_err(|e| bdev_status(&e)),
+    )
 }
 
 /// Write: client memory -> namespace. Returns the bytes moved.
@@ -54,22 +74,13 @@ pub(super) fn write(
     dptr: &DataPtr,
     max: u64,
 ) -> Result<u64, Status> {
-    let (mut pos, len) = transfer(ns, slba, blocks, max)?;
-    let bdev = ns.bdev();
-    walk(mem, dptr, len, Access::Read, |chunk| {
-        if let Chunk::Mem {
-            region,
-            offset,
-            len,
-        } = chunk
-        {
-            bdev.write(pos, region, offset, len)
-                .map_err(|e| bdev_status(&e))?;
-        }
-        pos += chunk.len();
-        Ok(())
-    })?;
-    Ok(len)
+    for_each_piece(
+        ns,
+        mem,
+        (slba, blocks, dptr, max),
+        Access::Read,
+        |bdev, pos, r, off, len| bdev.write(pos, r, off, len).map_err(|e| bdev_status(&e)),
+    )
 }
 
 /// Compare: Compare Failure at the first piece that differs.
@@ -81,21 +92,18 @@ pub(super) fn compare(
     dptr: &DataPtr,
     max: u64,
 ) -> Result<(), Status> {
-    let (mut pos, len) = transfer(ns, slba, blocks, max)?;
-    let bdev = ns.bdev();
-    walk(mem, dptr, len, Access::Read, |chunk| {
-        if let Chunk::Mem {
-            region,
-            offset,
-            len,
-        } = chunk
-            && !bdev
-                .compare(pos, region, offset, len)
-                .map_err(|e| bdev_status(&e))?
+    for_each_piece(
+        ns,
+        mem,
+        (slba, blocks, dptr, max),
+        Access::Read,
+        |bdev, pos, r, off, len| match bdev
+            .compare(pos, r, off, len)
+            .map_err(|e| bdev_status(&e))?
         {
-            return Err(Status::COMPARE_FAILURE);
-        }
-        pos += chunk.len();
-        Ok(())
-    })
+            true => Ok(()),
+            false => Err(Status::COMPARE_FAILURE),
+        },
+    )
+    .map(|_| ())
 }
