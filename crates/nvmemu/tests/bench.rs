@@ -196,28 +196,59 @@ fn block_size_the_namespace_cannot_take_is_rejected() {
     assert!(err.contains("Block size 512"), "{err}");
 }
 
-#[test]
-fn ctrl_c_stops_the_run_and_still_reports() {
-    let child = nvmemu()
-        .args([
-            "bench",
-            "--eta=never",
-            "--output-format=json",
-            "--runtime=60",
-            "--time_based",
-        ])
+/// Start `nvmemu bench ARGS --eta=always` and return once its job runs (fio's status line
+/// shows up on stderr), however slow the machine is; the thread returns all of stderr.
+fn spawn_running(args: &[&str]) -> (std::process::Child, std::thread::JoinHandle<String>) {
+    use std::io::Read;
+    let mut child = nvmemu()
+        .arg("bench")
+        .arg("--eta=always")
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("nvmemu starts");
-    // Let it get going, then interrupt it as a terminal would.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 256];
+        let mut told = false;
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            if !told && String::from_utf8_lossy(&seen).contains("Jobs: 1") {
+                told = true;
+                let _ = tx.send(());
+            }
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the bench starts its job within 60 s");
+    // Some I/O before the caller acts.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    (child, reader)
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_still_reports() {
+    let (child, reader) = spawn_running(&[
+        "--output-format=json",
+        "--runtime=60",
+        "--time_based",
+        "--ns=malloc:size=64M,lba=512",
+    ]);
+    // Interrupt it as a terminal would.
     let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let out = child.wait_with_output().unwrap();
+    let err = reader.join().unwrap();
     let v = json_of(&out);
     let job = &v["jobs"][0];
-    assert_eq!(job["error"], 0);
+    assert_eq!(job["error"], 0, "{err}");
     assert!(dir_ios(job, "read") > 0);
     // Stopped well before the 60 s it was asked for.
     assert!(job["read"]["runtime"].as_u64().unwrap() < 30_000);
@@ -245,21 +276,14 @@ fn normal_output_is_fio_text() {
 #[test]
 fn server_gone_mid_run_ends_the_job_with_an_error_and_the_report() {
     let t = common::start(&[("malloc", 512, 1 << 15)]);
-    let child = nvmemu()
-        .args([
-            "bench",
-            "--eta=never",
-            "--output-format=json",
-            "--runtime=60",
-            "--time_based",
-            "--socket",
-            t.dir().to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("nvmemu starts");
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let dir = t.dir().to_str().unwrap().to_owned();
+    let (child, reader) = spawn_running(&[
+        "--output-format=json",
+        "--runtime=60",
+        "--time_based",
+        "--socket",
+        &dir,
+    ]);
     // The server goes away: its socket closes and nothing completes any more.
     t.target.remove_controller(t.id).unwrap();
     // Then the run is interrupted (as `timeout` would): it must end, not wait forever.
@@ -267,7 +291,7 @@ fn server_gone_mid_run_ends_the_job_with_an_error_and_the_report() {
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = reader.join().unwrap();
     assert!(err.contains("job 0 failed: "), "{err}");
     let v: Value = serde_json::from_slice(&out.stdout).expect("report still printed");
     let job = &v["jobs"][0];
