@@ -27,13 +27,26 @@ pub struct Listener {
 impl Listener {
     /// Binds `dir/cntrl` with permission bits `mode` (use [`DEFAULT_SOCKET_MODE`]).
     ///
-    /// A stale socket file at that path is removed first; any other kind of file is left alone
-    /// and the bind fails with `AlreadyExists`. `dir` must exist. Between `bind` and `chmod` the
-    /// socket briefly has the process umask's permissions.
+    /// A stale socket file at that path (nobody accepts on it) is removed first; a socket
+    /// someone still listens on fails the bind with `AddrInUse`, and any other kind of file is
+    /// left alone and fails it with `AlreadyExists`. `dir` must exist. Between `bind` and
+    /// `chmod` the socket briefly has the process umask's permissions.
     pub fn bind(dir: &Path, mode: u32) -> io::Result<Self> {
         let path = dir.join(SOCKET_NAME);
         match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_socket() => fs::remove_file(&path)?,
+            Ok(meta) if meta.file_type().is_socket() => {
+                match UnixStream::connect(&path) {
+                    Ok(_) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AddrInUse,
+                            format!("{} is served by a running listener", path.display()),
+                        ));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                    Err(e) => return Err(e),
+                }
+                fs::remove_file(&path)?
+            }
             Ok(_) => {
                 return Err(io::Error::new(
                     io::ErrorKind::AlreadyExists,
@@ -111,6 +124,19 @@ mod tests {
         let path = l.path().to_path_buf();
         drop(l);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn live_socket_is_not_stolen() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Listener::bind(dir.path(), DEFAULT_SOCKET_MODE).unwrap();
+        // The same directory under another spelling must not unlink the live socket.
+        let alias = dir.path().join(".");
+        let err = Listener::bind(&alias, DEFAULT_SOCKET_MODE).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        let _c = UnixStream::connect(first.path()).unwrap();
+        let stop = StopSignal::new().unwrap();
+        assert!(first.accept(&stop).unwrap().is_some());
     }
 
     #[test]
