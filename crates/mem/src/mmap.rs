@@ -4,7 +4,7 @@
 use std::ffi::c_void;
 use std::os::fd::BorrowedFd;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering, fence};
 
 use rustix::fs::{self, FileType};
 use rustix::mm::{self, Advice, MapFlags, ProtFlags};
@@ -473,13 +473,21 @@ impl MmapRegion {
 
     /// Atomic 32-bit load with Acquire ordering (doorbells; pairs with the peer's barrier
     /// before its doorbell store). `offset` must be 4-byte aligned.
+    ///
+    /// Done as a Relaxed load followed by an Acquire fence (the same ordering): only
+    /// register-sized Relaxed loads are defined on read-only memory, and a `Protection::Read`
+    /// mapping is read-only.
     #[inline]
     pub fn load_acquire_u32(&self, offset: u64) -> Result<u32, MemError> {
         let p = self.span_aligned::<4>(offset, false)?;
-        // SAFETY: `p` is 4 in-bounds, 4-byte-aligned bytes of the live mapping; atomics are
-        // allowed on memory shared with another process, and the &AtomicU32 lives only for
-        // this one load while self (and so the mapping) is borrowed.
-        Ok(unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire))
+        // SAFETY: `p` is 4 in-bounds (span), 4-byte-aligned (span_aligned) bytes of the
+        // mapping, which stays mapped while self is borrowed; the &AtomicU32 lives only for
+        // this one load and is the only Rust reference made, to a type with interior
+        // mutability, so it asserts nothing about the bytes another process may change. The
+        // load is Relaxed and 32-bit, which the atomic docs allow on read-only memory.
+        let v = unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        Ok(v)
     }
 
     /// Atomic 32-bit store with Release ordering (event indexes, doorbells on the host side).
@@ -504,12 +512,17 @@ impl MmapRegion {
     }
 
     /// Atomic 16-bit load with Acquire ordering (host side: a CQE's phase word before its body).
+    /// Relaxed load + Acquire fence, as in `load_acquire_u32`, so read-only mappings are fine.
     #[inline]
     pub fn load_acquire_u16(&self, offset: u64) -> Result<u16, MemError> {
         let p = self.span_aligned::<2>(offset, false)?;
-        // SAFETY: `p` is 2 in-bounds, 2-byte-aligned bytes of the live mapping; the
-        // &AtomicU16 lives only for this one load while self is borrowed.
-        Ok(unsafe { AtomicU16::from_ptr(p.cast()) }.load(Ordering::Acquire))
+        // SAFETY: `p` is 2 in-bounds (span), 2-byte-aligned (span_aligned) bytes of the
+        // mapping, which stays mapped while self is borrowed; the &AtomicU16 lives only for
+        // this one Relaxed 16-bit load (allowed on read-only memory) and has interior
+        // mutability, so it asserts nothing about bytes another process may change.
+        let v = unsafe { AtomicU16::from_ptr(p.cast()) }.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        Ok(v)
     }
 }
 
@@ -796,6 +809,11 @@ mod tests {
         assert!(matches!(m.discard(0, 4096), Err(MemError::ReadOnly)));
         assert!(matches!(m.store_release_u32(0, 1), Err(MemError::ReadOnly)));
         assert!(matches!(m.store_release_u16(0, 1), Err(MemError::ReadOnly)));
+        // Atomic loads are fine on a read-only mapping and see the other mapping's stores.
+        let rw = MmapRegion::map_shared(fd.as_fd(), 0, 4096, Protection::ReadWrite).unwrap();
+        rw.store_release_u32(8, 0x0bad_f00d).unwrap();
+        assert_eq!(m.load_acquire_u32(8).unwrap(), 0x0bad_f00d);
+        assert_eq!(m.load_acquire_u16(10).unwrap(), 0x0bad);
         let src = MmapRegion::anonymous(4096).unwrap();
         assert!(matches!(
             src.copy_to_region(0, &m, 0, 1),
