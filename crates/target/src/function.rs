@@ -21,11 +21,6 @@ use crate::pci::config::{BarSizes, ConfigSpace};
 use crate::poller::PollerState;
 use crate::regions::*;
 
-const DEVICE_FLAG_RESET: u32 = 1;
-const DEVICE_FLAG_PCI: u32 = 2;
-const DMA_FLAG_WRITE: u32 = 2;
-const UNMAP_FLAG_ALL: u32 = 1 << 1;
-
 /// The PCI function of one emulated controller, as its control thread sees it.
 #[derive(Debug)]
 pub struct NvmeFunction {
@@ -180,7 +175,7 @@ impl NvmeFunction {
 impl Device for NvmeFunction {
     fn device_info(&self) -> DeviceInfo {
         DeviceInfo {
-            flags: DEVICE_FLAG_RESET | DEVICE_FLAG_PCI,
+            flags: DeviceInfo::FLAG_RESET | DeviceInfo::FLAG_PCI,
             num_regions: NUM_REGIONS,
             num_irqs: NUM_IRQS,
         }
@@ -188,7 +183,11 @@ impl Device for NvmeFunction {
 
     fn region_info(&self, index: u32) -> Result<RegionInfo<'_>, Errno> {
         let size = region_size(index).ok_or(Errno::INVAL)?;
-        let rw = if size == 0 { 0 } else { FLAG_READ | FLAG_WRITE };
+        let rw = if size == 0 {
+            0
+        } else {
+            RegionInfo::FLAG_READ | RegionInfo::FLAG_WRITE
+        };
         let mut info = RegionInfo {
             flags: rw,
             size,
@@ -197,7 +196,7 @@ impl Device for NvmeFunction {
             fd: None,
         };
         if index == BAR0 {
-            info.flags |= FLAG_MMAP;
+            info.flags |= RegionInfo::FLAG_MMAP;
             info.sparse.push(SparseArea {
                 offset: DOORBELL_OFFSET,
                 size: DOORBELL_SIZE,
@@ -277,7 +276,7 @@ impl Device for NvmeFunction {
     }
 
     fn dma_map(&mut self, map: &DmaMap, fd: Option<OwnedFd>) -> Result<(), Errno> {
-        let writable = map.flags & DMA_FLAG_WRITE != 0;
+        let writable = map.flags & DmaMap::FLAG_WRITE != 0;
         let backing = match fd {
             Some(fd) => {
                 // A map past the end of the file would SIGBUS on first touch.
@@ -312,7 +311,7 @@ impl Device for NvmeFunction {
     }
 
     fn dma_unmap(&mut self, unmap: &DmaUnmap) -> Result<(), Errno> {
-        let table = if unmap.flags & UNMAP_FLAG_ALL != 0 {
+        let table = if unmap.is_all() {
             GuestMemory::new()
         } else {
             self.guest

@@ -27,13 +27,6 @@ pub const MSIX_BAR_SIZE: u64 = MSIX_BAR_SIZE_U32 as u64;
 /// MSI-X BAR size as the 32-bit BAR register sees it.
 pub const MSIX_BAR_SIZE_U32: u32 = 0x1000;
 
-/// Region flags (vfio `VFIO_REGION_INFO_FLAG_*`).
-pub const FLAG_READ: u32 = 1;
-/// Region is writable.
-pub const FLAG_WRITE: u32 = 2;
-/// Region can be mmapped (through its sparse areas).
-pub const FLAG_MMAP: u32 = 4;
-
 /// Size of region `index` (0 for the unimplemented ones), or None if out of range.
 pub fn region_size(index: u32) -> Option<u64> {
     match index {

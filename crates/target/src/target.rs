@@ -289,5 +289,5 @@ fn serve_clients(listener: &Listener, function: &mut NvmeFunction, stop: &StopSi
 
 /// Convenience for callers that only have a path.
 pub fn socket_path(dir: &Path) -> PathBuf {
-    dir.join("cntrl")
+    dir.join(nvmemu_vfio_user::SOCKET_NAME)
 }
