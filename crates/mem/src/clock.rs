@@ -119,12 +119,15 @@ impl TscClock {
     }
 
     /// Nanoseconds since `new`.
+    ///
+    /// A counter reading below the start (another core's TSC a few ticks behind the one that
+    /// created the clock) reads as 0, not as a wrapped ~2^64-tick interval.
     #[inline(always)]
     pub fn now_ns(&self) -> u64 {
         if self.ns_per_tick_q32 == 0 {
             return u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
         }
-        self.ticks_to_ns(rdtsc().wrapping_sub(self.start_ticks))
+        self.ticks_to_ns(rdtsc().saturating_sub(self.start_ticks))
     }
 
     /// Raw counter ticks (0 without a TSC): for timestamps converted later with `ticks_to_ns`.
@@ -155,6 +158,18 @@ pub fn global_clock() -> &'static TscClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reading_before_the_start_is_zero_not_a_wrap() {
+        let c = TscClock {
+            start_ticks: u64::MAX,
+            ns_per_tick_q32: 1 << 32,
+            epoch: Instant::now(),
+        };
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(c.now_ns(), 0);
+        }
+    }
 
     #[test]
     fn tsc_clock_tracks_instant() {
