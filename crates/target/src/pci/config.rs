@@ -18,7 +18,6 @@ pub const DEVICE_ID: u16 = 0x0001;
 const COMMAND: usize = 0x04;
 const STATUS: usize = 0x06;
 const BAR0: usize = 0x10;
-const ROM_BAR: usize = 0x30;
 const CAP_PTR: usize = 0x34;
 const INTERRUPT_LINE: usize = 0x3C;
 
@@ -54,7 +53,7 @@ pub struct ConfigEvent {
 }
 
 /// Why a config access was refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     /// The access does not fit in the 4 KiB config space.
     #[error("config access at {offset:#x} of {len} bytes is outside the config space")]
@@ -171,7 +170,6 @@ impl ConfigSpace {
             self.set_u16(PCIE_DEVCTL, v);
             event.flr = true;
         }
-        let _ = ROM_BAR;
         Ok(event)
     }
 
@@ -229,14 +227,6 @@ impl ConfigSpace {
 
     fn set_mask_u32(&mut self, offset: usize, m: u32) {
         self.writable[offset..offset + 4].copy_from_slice(&m.to_le_bytes());
-    }
-}
-
-impl Clone for ConfigError {
-    fn clone(&self) -> Self {
-        match *self {
-            ConfigError::OutOfRange { offset, len } => ConfigError::OutOfRange { offset, len },
-        }
     }
 }
 
