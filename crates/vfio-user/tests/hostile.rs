@@ -16,7 +16,7 @@ use std::os::unix::net::UnixStream;
 
 use common::{Call, Harness, message, peer_closed, read_message, spdk_version};
 use nvmemu_vfio_user::wire::{DmaMapWire, msg_flags};
-use nvmemu_vfio_user::{Client, ConnectionError, Errno, FrameError, Header};
+use nvmemu_vfio_user::{Client, ClientError, ConnectionError, Errno, FrameError, Header};
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
 use zerocopy::IntoBytes;
 
@@ -218,7 +218,10 @@ fn client_rejects_fd_floods_before_sending() {
     let pairs: Vec<(UnixStream, UnixStream)> =
         (0..17).map(|_| UnixStream::pair().unwrap()).collect();
     let fds: Vec<_> = pairs.iter().map(|(a, _)| a.as_fd()).collect();
-    assert!(c.raw_request(2, 0, &[0; 32], &fds).is_err());
+    assert!(matches!(
+        c.raw_request(2, 0, &[0; 32], &fds),
+        Err(ClientError::Frame(FrameError::TooManyFds { count: 17 }))
+    ));
     assert!(c.device_info().is_ok());
 }
 
