@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use nvmemu_mem::{Access, GuestMemory, Iova, MmapRegion};
 use nvmemu_spec::{Cqe, Qid, Sqe};
-use zerocopy::IntoBytes;
 
 use crate::metrics::QueueCounters;
 
@@ -182,15 +181,11 @@ impl CompletionQueue {
     pub(crate) fn post(&mut self, mut cqe: Cqe) -> bool {
         cqe.status_phase = (cqe.status_phase & !1) | u16::from(self.phase);
         let off = self.ring.offset + u64::from(self.tail.get()) * CQE_SIZE;
-        let bytes = cqe.as_bytes();
-        let ok = bytes
-            .get(..14)
-            .is_some_and(|body| self.ring.region.copy_from(off, body).is_ok())
-            && self
-                .ring
-                .region
-                .store_release_u16(off + 14, cqe.status_phase)
-                .is_ok();
+        // Two stores from registers (see `MmapRegion::store_u64s`); the second carries
+        // the phase tag and is the Release store the host's Acquire load pairs with.
+        let [body, tagged] = cqe.to_words();
+        let ok = self.ring.region.store_u64s(off, [body]).is_ok()
+            && self.ring.region.store_release_u64(off + 8, tagged).is_ok();
         if ok {
             let (next, wrapped) = self.tail.next(self.size);
             self.tail = next;

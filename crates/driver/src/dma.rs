@@ -324,6 +324,17 @@ impl DmaBuf {
         self.alloc.pool.region.write_obj(at, value)
     }
 
+    /// `N` 64-bit stores at `offset` (8-byte aligned), in order: a queue entry.
+    #[inline]
+    pub(crate) fn store_u64s<const N: usize>(
+        &self,
+        offset: u64,
+        words: [u64; N],
+    ) -> Result<(), MemError> {
+        let at = self.check(offset, 8 * N as u64)?;
+        self.alloc.pool.region.store_u64s(at, words)
+    }
+
     /// Atomic 16-bit Acquire load at `offset` (a CQE's status/phase word).
     pub(crate) fn load_acquire_u16(&self, offset: u64) -> Result<u16, MemError> {
         let at = self.check(offset, 2)?;

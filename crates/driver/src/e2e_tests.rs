@@ -142,6 +142,58 @@ fn batched_async_io_completes_every_token() {
 }
 
 #[test]
+fn fixed_buffers_carry_batched_io_and_stay_held_while_registered() {
+    let (mut ctrl, _h) = attach();
+    let mut qp = ctrl.take_qpair().unwrap();
+    let free_before = ctrl.dma_pool().free_bytes();
+    let bufs = ctrl.dma_pool().alloc_slab(15, 4096).unwrap();
+    for (i, b) in bufs.iter().enumerate() {
+        b.fill(0, 4096, i as u8 + 1).unwrap();
+    }
+    qp.register_buffers(bufs).unwrap();
+    // The queue pair now holds the only handles: the pages stay allocated.
+    assert_eq!(ctrl.dma_pool().free_bytes(), free_before - 15 * 4096);
+    assert!(matches!(
+        qp.submit_write_fixed(Nsid(1), Lba(0), 8, 15, 0),
+        Err(NvmeError::NoFixedBuffer {
+            index: 15,
+            registered: 15
+        })
+    ));
+    for i in 0..15 {
+        qp.submit_write_fixed(Nsid(1), Lba(8 * i as u64), 8, i, i as u64)
+            .unwrap();
+    }
+    qp.ring().unwrap();
+    let mut done = reap(&mut qp, 15);
+    done.sort_by_key(|&(t, _)| t);
+    assert_eq!(done, (0..15).map(|t| (t, Ok(0))).collect::<Vec<_>>());
+    // Read back in reverse order into cleared buffers, with a batch in flight while a
+    // re-registration is refused.
+    for i in 0..15 {
+        qp.fixed_buffer(i).unwrap().fill(0, 4096, 0).unwrap();
+    }
+    for i in (0..15).rev() {
+        qp.submit_read_fixed(Nsid(1), Lba(8 * i as u64), 8, i, 100 + i as u64)
+            .unwrap();
+    }
+    assert!(matches!(
+        qp.register_buffers(Vec::new()),
+        Err(NvmeError::Busy(15))
+    ));
+    qp.ring().unwrap();
+    assert_eq!(reap(&mut qp, 15).len(), 15);
+    for i in 0..15 {
+        let mut got = [0u8; 4096];
+        qp.fixed_buffer(i).unwrap().copy_to(0, &mut got).unwrap();
+        assert!(got.iter().all(|&x| x == i as u8 + 1), "buffer {i}");
+    }
+    // Replacing the set releases the pages.
+    qp.register_buffers(Vec::new()).unwrap();
+    assert_eq!(ctrl.dma_pool().free_bytes(), free_before);
+}
+
+#[test]
 fn write_zeroes_and_deallocate_clear_data() {
     let (mut ctrl, _h) = attach();
     let mut qp = ctrl.take_qpair().unwrap();

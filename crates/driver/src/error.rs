@@ -61,6 +61,14 @@ pub enum NvmeError {
         /// Namespace size in blocks.
         nsze: u64,
     },
+    /// A fixed-buffer command named a buffer that is not registered.
+    #[error("fixed buffer {index} is not registered ({registered} are)")]
+    NoFixedBuffer {
+        /// The index given.
+        index: usize,
+        /// How many buffers are registered.
+        registered: usize,
+    },
     /// The namespace was not reported active at attach time.
     #[error("namespace {0:?} is not active")]
     UnknownNamespace(Nsid),

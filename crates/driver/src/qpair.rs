@@ -73,15 +73,15 @@ impl IoQpair {
         &self.namespaces
     }
 
-    fn data_cmd(
-        &mut self,
+    /// The SQE of a Read, Write or Compare and its byte count, after the namespace checks.
+    #[inline(always)]
+    fn data_sqe(
+        &self,
         op: IoOpcode,
         nsid: Nsid,
         slba: Lba,
         nblocks: u32,
-        buf: &DmaBuf,
-        token: u64,
-    ) -> Result<(), NvmeError> {
+    ) -> Result<(Sqe, u64), NvmeError> {
         let ns = namespace::lookup(&self.namespaces, nsid)?;
         ns.check_range(slba.0, nblocks)?;
         let bytes = ns.bytes(nblocks);
@@ -91,8 +91,59 @@ impl IoQpair {
                 max: self.max_transfer,
             });
         }
-        let sqe = commands::rw(op, nsid, slba, nblocks);
+        Ok((commands::rw(op, nsid, slba, nblocks), bytes))
+    }
+
+    fn data_cmd(
+        &mut self,
+        op: IoOpcode,
+        nsid: Nsid,
+        slba: Lba,
+        nblocks: u32,
+        buf: &DmaBuf,
+        token: u64,
+    ) -> Result<(), NvmeError> {
+        let (sqe, bytes) = self.data_sqe(op, nsid, slba, nblocks)?;
         self.ring.push(sqe, token, Some((buf, bytes))).map(|_| ())
+    }
+
+    /// Register `bufs` as this queue pair's fixed buffers (as io_uring's registered
+    /// buffers), replacing any earlier set; they stay allocated until replaced or the queue
+    /// pair is dropped. `submit_read_fixed` and `submit_write_fixed` name them by index and
+    /// skip the per-command buffer hold of `submit_read`. Needs an idle queue pair.
+    pub fn register_buffers(&mut self, bufs: Vec<DmaBuf>) -> Result<(), NvmeError> {
+        self.ring.register_buffers(bufs)
+    }
+
+    /// Fixed buffer `index`, if registered.
+    pub fn fixed_buffer(&self, index: usize) -> Option<&DmaBuf> {
+        self.ring.fixed_buffer(index)
+    }
+
+    /// Queue a Read of `nblocks` blocks at `slba` into fixed buffer `index`.
+    pub fn submit_read_fixed(
+        &mut self,
+        nsid: Nsid,
+        slba: Lba,
+        nblocks: u32,
+        index: usize,
+        token: u64,
+    ) -> Result<(), NvmeError> {
+        let (sqe, bytes) = self.data_sqe(IoOpcode::Read, nsid, slba, nblocks)?;
+        self.ring.push_fixed(sqe, token, index, bytes).map(|_| ())
+    }
+
+    /// Queue a Write of `nblocks` blocks at `slba` from fixed buffer `index`.
+    pub fn submit_write_fixed(
+        &mut self,
+        nsid: Nsid,
+        slba: Lba,
+        nblocks: u32,
+        index: usize,
+        token: u64,
+    ) -> Result<(), NvmeError> {
+        let (sqe, bytes) = self.data_sqe(IoOpcode::Write, nsid, slba, nblocks)?;
+        self.ring.push_fixed(sqe, token, index, bytes).map(|_| ())
     }
 
     /// Queue a Read of `nblocks` blocks at `slba` into `buf` (rung by `ring()`).

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use nvmemu_mem::{MemError, MmapRegion};
+use nvmemu_mem::{Iova, MemError, MmapRegion};
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
 use crate::dma::{DmaBuf, DmaPool};
@@ -108,6 +108,8 @@ pub(crate) struct Ring {
     /// PRP list space, `list_bytes` per slot.
     prp: Option<DmaBuf>,
     list_bytes: u64,
+    /// Registered buffers commands can name by index (`push_fixed`).
+    fixed: Vec<DmaBuf>,
 }
 
 impl Ring {
@@ -143,6 +145,7 @@ impl Ring {
             free: (0..nslots).rev().collect(),
             prp,
             list_bytes,
+            fixed: Vec::new(),
         })
     }
 
@@ -187,9 +190,67 @@ impl Ring {
     /// The doorbell is not rung: call `ring`.
     pub fn push(
         &mut self,
-        mut sqe: Sqe,
+        sqe: Sqe,
         token: u64,
         data: Option<(&DmaBuf, u64)>,
+    ) -> Result<Cid, NvmeError> {
+        match data {
+            Some((buf, bytes)) => {
+                self.push_with(sqe, token, Some((buf.iova(), buf.len(), bytes)), Some(buf))
+            }
+            None => self.push_with(sqe, token, None, None),
+        }
+    }
+
+    /// Make `bufs` the ring's fixed buffers, replacing any earlier set. Needs an idle ring:
+    /// commands in flight may name the old ones.
+    pub fn register_buffers(&mut self, bufs: Vec<DmaBuf>) -> Result<(), NvmeError> {
+        match self.outstanding() {
+            0 => {
+                self.fixed = bufs;
+                Ok(())
+            }
+            n => Err(NvmeError::Busy(n)),
+        }
+    }
+
+    /// Fixed buffer `index`, if registered.
+    pub fn fixed_buffer(&self, index: usize) -> Option<&DmaBuf> {
+        self.fixed.get(index)
+    }
+
+    /// `push` for a transfer of `bytes` from fixed buffer `index`. The ring holds the fixed
+    /// buffers for as long as they are registered, so no per-command hold is taken: a
+    /// reference-count update is a locked instruction, which waits for the SQE stores ahead
+    /// of it to leave the store buffer and so serializes the cross-core write of every SQE.
+    #[inline(always)]
+    pub fn push_fixed(
+        &mut self,
+        sqe: Sqe,
+        token: u64,
+        index: usize,
+        bytes: u64,
+    ) -> Result<Cid, NvmeError> {
+        let Some(buf) = self.fixed.get(index) else {
+            return Err(NvmeError::NoFixedBuffer {
+                index,
+                registered: self.fixed.len(),
+            });
+        };
+        let data = (buf.iova(), buf.len(), bytes);
+        self.push_with(sqe, token, Some(data), None)
+    }
+
+    /// The body of `push`: `data` is (buffer address, buffer length, bytes to transfer);
+    /// `hold` is cloned into the slot until completion. Always inlined, so the SQE its
+    /// caller built stays in registers up to the stores (see `MmapRegion::store_u64s`).
+    #[inline(always)]
+    fn push_with(
+        &mut self,
+        mut sqe: Sqe,
+        token: u64,
+        data: Option<(Iova, u64, u64)>,
+        hold: Option<&DmaBuf>,
     ) -> Result<Cid, NvmeError> {
         let full = || NvmeError::QueueFull {
             qid: self.qid,
@@ -201,12 +262,9 @@ impl Ring {
         let Some(&slot) = self.free.last() else {
             return Err(full());
         };
-        if let Some((buf, bytes)) = data {
-            if bytes > buf.len() {
-                return Err(NvmeError::BufferTooSmall {
-                    needed: bytes,
-                    len: buf.len(),
-                });
+        if let Some((iova, len, bytes)) = data {
+            if bytes > len {
+                return Err(NvmeError::BufferTooSmall { needed: bytes, len });
             }
             let Prps { prp1, prp2 } = match &self.prp {
                 Some(space) => {
@@ -215,11 +273,11 @@ impl Ring {
                         offset: u64::from(slot) * self.list_bytes,
                         len: self.list_bytes,
                     };
-                    prp::build(buf.iova().0, bytes, &mut list)?
+                    prp::build(iova.0, bytes, &mut list)?
                 }
                 None => {
                     let mut none = NoList;
-                    prp::build(buf.iova().0, bytes, &mut none)?
+                    prp::build(iova.0, bytes, &mut none)?
                 }
             };
             sqe.dptr1 = prp1;
@@ -227,13 +285,14 @@ impl Ring {
         }
         let cid = Cid(slot);
         sqe.cdw0 = (sqe.cdw0 & 0xFFFF) | (u32::from(cid.0) << 16);
+        // Word by word from registers: see `MmapRegion::store_u64s`.
         self.sq
-            .write_obj(u64::from(self.sq_tail) * SQE_BYTES, &sqe)?;
+            .store_u64s(u64::from(self.sq_tail) * SQE_BYTES, sqe.to_words())?;
         self.free.pop();
         if let Some(s) = self.slots.get_mut(usize::from(slot)) {
             *s = Slot::InFlight {
                 token,
-                _buf: data.map(|(b, _)| b.clone()),
+                _buf: hold.cloned(),
             };
         }
         self.sq_tail = self.next(self.sq_tail);

@@ -4,7 +4,7 @@
 use std::ffi::c_void;
 use std::os::fd::BorrowedFd;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU16, AtomicU32, Ordering, fence};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering, fence};
 
 use rustix::fs::{self, FileType};
 use rustix::mm::{self, Advice, MapFlags, ProtFlags};
@@ -500,6 +500,63 @@ impl MmapRegion {
         Ok(())
     }
 
+    /// Store `words` at `offset` (8-byte aligned) as `N` 64-bit stores in order: a queue
+    /// entry written straight from registers. A `write_obj` of an entry built on the stack
+    /// copies it with wide loads that span several narrower stores; such a load cannot be
+    /// forwarded from the store buffer and waits until every older store has reached the
+    /// cache, including stores to lines another core holds (the previous SQE or CQE, the
+    /// data just copied), which serializes the cross-core writes the queues are made of.
+    #[inline(always)]
+    pub fn store_u64s<const N: usize>(&self, offset: u64, words: [u64; N]) -> Result<(), MemError> {
+        let p = self.span_mut(offset, 8 * N as u64)?;
+        if p.addr() & 7 != 0 {
+            return Err(MemError::Misaligned { offset });
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            use core::arch::x86_64::{_mm_set_epi64x, _mm_storeu_si128};
+            // Pairs of words as one 16-byte SSE2 store each: half the store-buffer entries
+            // of 8-byte stores, which matters when a batch of entries waits on ownership of
+            // lines the other side last read.
+            let mut i = 0;
+            while i + 1 < N {
+                #[expect(clippy::cast_possible_wrap, reason = "bit pattern moved as is")]
+                // SAFETY: `p + 8 * i .. p + 8 * i + 16` lies inside the `8 * N` in-bounds
+                // bytes of a live writable mapping (span_mut, i + 1 < N); storeu has no
+                // alignment requirement; SSE2 is part of the x86-64 baseline.
+                unsafe {
+                    let v = _mm_set_epi64x(words[i + 1] as i64, words[i] as i64);
+                    _mm_storeu_si128(p.add(8 * i).cast(), v);
+                }
+                i += 2;
+            }
+            if i < N {
+                // SAFETY: as below, for the last (odd) word.
+                unsafe { AtomicU64::from_ptr(p.add(8 * i).cast()) }
+                    .store(words[i], Ordering::Relaxed);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        for (i, w) in words.into_iter().enumerate() {
+            // SAFETY: `p` starts `8 * N` in-bounds bytes of a live writable mapping (span_mut)
+            // and is 8-aligned (checked above), so `p + 8 * i` for `i < N` is an in-bounds,
+            // aligned u64; the &AtomicU64 lives only for this one store.
+            unsafe { AtomicU64::from_ptr(p.add(8 * i).cast()) }.store(w, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Atomic 64-bit store with Release ordering: the second half of a CQE (SQ head, SQ id,
+    /// CID, status and phase) in one store, after the first half.
+    #[inline]
+    pub fn store_release_u64(&self, offset: u64, value: u64) -> Result<(), MemError> {
+        let p = self.span_aligned::<8>(offset, true)?;
+        // SAFETY: `p` is 8 in-bounds, 8-byte-aligned bytes of a live writable mapping; the
+        // &AtomicU64 lives only for this one store while self is borrowed.
+        unsafe { AtomicU64::from_ptr(p.cast()) }.store(value, Ordering::Release);
+        Ok(())
+    }
+
     /// Atomic 16-bit store with Release ordering: the CQE status+phase word, written after
     /// the rest of the CQE so the host never sees a new phase with stale fields.
     #[inline]
@@ -746,6 +803,33 @@ mod tests {
         assert!(!b.is_zero(0, 8).unwrap());
         assert!(b.is_zero(4, 4086).unwrap());
         assert!(!b.is_zero(4, 4087).unwrap());
+    }
+
+    #[test]
+    fn word_stores_land_in_order_and_check_alignment_and_bounds() {
+        let m = MmapRegion::anonymous(4096).unwrap();
+        let words = [1u64, 2, 3, 4, 5, 6, 7, 0x8877_6655_4433_2211];
+        m.store_u64s(4096 - 64, words).unwrap();
+        assert_eq!(m.read_obj::<[u64; 8]>(4096 - 64).unwrap(), words);
+        // An odd count takes the single-store tail.
+        m.store_u64s(16, [9u64, 10, 11]).unwrap();
+        assert_eq!(m.read_obj::<[u64; 4]>(16).unwrap(), [9, 10, 11, 0]);
+        m.store_release_u64(8, 0xdead_beef_0bad_f00d).unwrap();
+        assert_eq!(m.load_acquire_u32(12).unwrap(), 0xdead_beef);
+        assert!(matches!(
+            m.store_u64s(4, [0u64; 2]),
+            Err(MemError::Misaligned { offset: 4 })
+        ));
+        assert!(matches!(
+            m.store_u64s(4096 - 8, [0u64; 2]),
+            Err(MemError::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            m.store_release_u64(12, 0),
+            Err(MemError::Misaligned { offset: 12 })
+        ));
+        // Nothing was written by the refused stores.
+        assert_eq!(m.read_obj::<u64>(4096 - 8).unwrap(), words[7]);
     }
 
     #[test]

@@ -43,7 +43,8 @@ pub struct DriverQueue {
     pool: DmaPool,
     nsid: Nsid,
     geometry: Geometry,
-    bufs: Vec<DmaBuf>,
+    /// Slots set up: the queue pair's fixed buffers `0..slots`, one per slot.
+    slots: usize,
     slot_bytes: usize,
     in_flight: Vec<bool>,
     /// Set once the queue pair is unusable; later calls fail with it.
@@ -104,7 +105,7 @@ impl DriverQueue {
             pool,
             nsid,
             geometry,
-            bufs: Vec::new(),
+            slots: 0,
             slot_bytes: 0,
             in_flight: Vec::new(),
             fatal: None,
@@ -122,7 +123,9 @@ impl DriverQueue {
     }
 
     fn buf(&self, slot: usize) -> Result<&DmaBuf, EngineError> {
-        self.bufs.get(slot).ok_or(EngineError::InvalidSlot { slot })
+        self.qp
+            .fixed_buffer(slot)
+            .ok_or(EngineError::InvalidSlot { slot })
     }
 
     /// Gives the queue pair up: every command in flight fails with `err`.
@@ -173,6 +176,7 @@ pub fn engine_error(e: NvmeError) -> EngineError {
             sc: s.sc,
         },
         NvmeError::QueueFull { .. } => EngineError::QueueFull,
+        NvmeError::NoFixedBuffer { index, .. } => EngineError::InvalidSlot { slot: index },
         NvmeError::LbaOutOfRange { slba, nblocks, .. } => EngineError::OutOfRange {
             lba: slba,
             blocks: nblocks,
@@ -189,7 +193,7 @@ impl IoQueue for DriverQueue {
     }
 
     fn setup(&mut self, slots: usize, slot_bytes: usize) -> Result<(), EngineError> {
-        if self.bufs.len() == slots && self.slot_bytes == slot_bytes {
+        if self.slots == slots && self.slot_bytes == slot_bytes {
             return Ok(());
         }
         let capacity = usize::from(self.qp.capacity());
@@ -201,12 +205,14 @@ impl IoQueue for DriverQueue {
                 ),
             });
         }
-        self.bufs = self
+        let bufs = self
             .pool
             .alloc_slab(slots, slot_bytes as u64)
             .map_err(|e| EngineError::Transport {
                 reason: format!("cannot allocate {slots} DMA buffers of {slot_bytes} bytes: {e}"),
             })?;
+        self.qp.register_buffers(bufs).map_err(engine_error)?;
+        self.slots = slots;
         self.slot_bytes = slot_bytes;
         self.in_flight = vec![false; slots];
         Ok(())
@@ -228,16 +234,14 @@ impl IoQueue for DriverQueue {
         if let Some(e) = &self.fatal {
             return Err(e.clone());
         }
-        let buf = self
-            .bufs
-            .get(slot)
-            .ok_or(EngineError::InvalidSlot { slot })?;
         let token = slot as u64;
         let r = match op {
-            Op::Read => self.qp.submit_read(self.nsid, Lba(lba), blocks, buf, token),
+            Op::Read => self
+                .qp
+                .submit_read_fixed(self.nsid, Lba(lba), blocks, slot, token),
             Op::Write => self
                 .qp
-                .submit_write(self.nsid, Lba(lba), blocks, buf, token),
+                .submit_write_fixed(self.nsid, Lba(lba), blocks, slot, token),
         };
         r.map_err(engine_error)?;
         if let Some(f) = self.in_flight.get_mut(slot) {

@@ -43,6 +43,11 @@ pub struct Sqe {
 }
 const _: () = assert!(size_of::<Sqe>() == 64);
 
+/// Two dwords as the little-endian 64-bit word they form in memory.
+const fn pair(lo: u32, hi: u32) -> u64 {
+    (lo as u64) | ((hi as u64) << 32)
+}
+
 /// PRP or SGL Data Transfer (CDW0.PSDT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Psdt {
@@ -57,6 +62,21 @@ pub enum Psdt {
 }
 
 impl Sqe {
+    /// The entry as the eight little-endian 64-bit words of its memory layout, for a
+    /// writer that stores it word by word (see `MmapRegion::store_u64s`).
+    pub const fn to_words(&self) -> [u64; 8] {
+        [
+            pair(self.cdw0, self.nsid),
+            pair(self.cdw2, self.cdw3),
+            self.mptr,
+            self.dptr1,
+            self.dptr2,
+            pair(self.cdw10, self.cdw11),
+            pair(self.cdw12, self.cdw13),
+            pair(self.cdw14, self.cdw15),
+        ]
+    }
+
     /// Opcode (CDW0 bits 7:0).
     pub const fn opcode(&self) -> u8 {
         (self.cdw0 & 0xFF) as u8
@@ -116,6 +136,18 @@ pub struct Cqe {
 const _: () = assert!(size_of::<Cqe>() == 16);
 
 impl Cqe {
+    /// The entry as its two little-endian 64-bit words: DW0-DW1, then DW2-DW3 (SQ head,
+    /// SQ id, CID, status and phase), which a controller stores last, in one store.
+    pub const fn to_words(&self) -> [u64; 2] {
+        [
+            pair(self.dw0, self.dw1),
+            (self.sq_head as u64)
+                | ((self.sq_id as u64) << 16)
+                | ((self.cid as u64) << 32)
+                | ((self.status_phase as u64) << 48),
+        ]
+    }
+
     /// Build a completion; `phase` is the tag the host expects for this pass of the ring.
     pub const fn new(
         cid: Cid,
@@ -149,6 +181,40 @@ impl Cqe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The words, stored little-endian one after the other, are the entry's bytes.
+    fn words_as_bytes(words: &[u64]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn to_words_lays_out_the_entries_exactly_as_in_memory() {
+        let sqe = Sqe {
+            cdw0: 0x1234_0102,
+            nsid: 0x0506_0708,
+            cdw2: 0x090A_0B0C,
+            cdw3: 0x0D0E_0F10,
+            mptr: 0x1112_1314_1516_1718,
+            dptr1: 0x2122_2324_2526_2728,
+            dptr2: 0x3132_3334_3536_3738,
+            cdw10: 0x4142_4344,
+            cdw11: 0x4546_4748,
+            cdw12: 0x5152_5354,
+            cdw13: 0x5556_5758,
+            cdw14: 0x6162_6364,
+            cdw15: 0x6566_6768,
+        };
+        assert_eq!(words_as_bytes(&sqe.to_words()), sqe.as_bytes());
+        let cqe = Cqe {
+            dw0: 0x0102_0304,
+            dw1: 0x0506_0708,
+            sq_head: 0x090A,
+            sq_id: 0x0B0C,
+            cid: 0x0D0E,
+            status_phase: 0x0F11,
+        };
+        assert_eq!(words_as_bytes(&cqe.to_words()), cqe.as_bytes());
+    }
 
     #[test]
     fn cdw0_fields_decode() {
