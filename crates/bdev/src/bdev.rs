@@ -189,7 +189,8 @@ impl Bdev {
         let op = BdevOp::Write;
         self.check(op, offset, len)?;
         match &self.storage {
-            Some(s) => src.copy_to_region(src_offset, s, offset, len),
+            // Streaming: written blocks are not read again soon (see the method's docs).
+            Some(s) => src.copy_to_region_streaming(src_offset, s, offset, len),
             None => src.check_range(src_offset, len),
         }
         .map_err(buffer(op, offset, len))?;

@@ -205,6 +205,10 @@ impl Controller {
     }
 
     /// Post the completion of `sqe` (taken from `sqid`); false if nothing was posted.
+    /// Always inlined with `post`, so the CQE goes from registers to the ring: passed in
+    /// memory, it is read back with loads that cannot be forwarded from the stores that
+    /// built it and wait for the command's whole data copy to leave the store buffer.
+    #[inline(always)]
     fn complete(
         &mut self,
         sqid: Qid,
@@ -239,6 +243,7 @@ impl Controller {
     }
 
     /// Write a CQE to `cqid` (room was checked by the caller).
+    #[inline(always)]
     pub(crate) fn post(&mut self, cqid: Qid, cqe: Cqe) -> bool {
         let Some(cq) = self.queues.cq_mut(cqid) else {
             return false;

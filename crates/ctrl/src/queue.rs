@@ -178,6 +178,7 @@ impl CompletionQueue {
     /// with a Release store. The host polls that word (Acquire, or a read barrier after it,
     /// as Linux's `nvme_cqe_pending` + `dma_rmb` do), so it never sees the new phase with
     /// stale fields. Returns false when the ring is no longer writable.
+    #[inline(always)]
     pub(crate) fn post(&mut self, mut cqe: Cqe) -> bool {
         cqe.status_phase = (cqe.status_phase & !1) | u16::from(self.phase);
         let off = self.ring.offset + u64::from(self.tail.get()) * CQE_SIZE;

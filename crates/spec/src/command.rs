@@ -33,6 +33,7 @@ pub enum DataPtr {
 impl DataPtr {
     /// Decode the DPTR of `sqe` according to CDW0.PSDT. Metadata is not supported, so both
     /// SGL variants describe data the same way; the reserved value is Invalid Field.
+    #[inline]
     pub fn decode(sqe: &Sqe) -> Result<DataPtr, Status> {
         match sqe.psdt() {
             Psdt::Prp => Ok(DataPtr::Prp {
@@ -178,7 +179,10 @@ fn reject_fused(sqe: &Sqe) -> Result<(), Status> {
 }
 
 impl IoCommand {
-    /// Decode an I/O SQE.
+    /// Decode an I/O SQE. Inlined into the poll loop: returned through memory, the
+    /// command would be read back with loads that straddle the stores that wrote it, and
+    /// such a load waits for every older store (the previous command's data) to complete.
+    #[inline]
     pub fn decode(sqe: &Sqe) -> Result<IoCommand, Status> {
         reject_fused(sqe)?;
         let nsid = Nsid(sqe.nsid);
