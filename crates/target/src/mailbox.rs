@@ -12,6 +12,8 @@ use std::sync::{Mutex, mpsc};
 use std::thread::Thread;
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
+
 /// How long a control thread waits for a poller before giving up (QEMU times out at 5 s).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -28,7 +30,8 @@ pub enum MailboxError {
 /// A queue of jobs for one poller, whose state is `S`.
 #[repr(align(64))]
 pub struct Mailbox<S> {
-    pending: AtomicBool,
+    /// Loaded by the poller on every pass: padded onto its own line.
+    pending: CachePadded<AtomicBool>,
     jobs: Mutex<Vec<Job<S>>>,
     poller: Mutex<Option<Thread>>,
 }
@@ -44,7 +47,7 @@ impl<S> std::fmt::Debug for Mailbox<S> {
 impl<S> Default for Mailbox<S> {
     fn default() -> Self {
         Mailbox {
-            pending: AtomicBool::new(false),
+            pending: CachePadded::new(AtomicBool::new(false)),
             jobs: Mutex::new(Vec::new()),
             poller: Mutex::new(None),
         }
