@@ -399,7 +399,7 @@ impl MmapRegion {
             let n = us(len);
             let overlap =
                 s.addr() < d.addr().wrapping_add(n) && d.addr() < s.addr().wrapping_add(n);
-            if !overlap && d.addr() & 15 == 0 && n % 64 == 0 {
+            if !overlap && d.addr() & 15 == 0 && n.is_multiple_of(64) {
                 let mut i = 0;
                 while i < n {
                     // SAFETY: `s + i .. s + i + 64` and `d + i .. d + i + 64` lie inside the
