@@ -107,6 +107,20 @@ impl IoQpair {
         self.ring.push(sqe, token, Some((buf, bytes))).map(|_| ())
     }
 
+    #[inline(always)]
+    fn data_cmd_fixed(
+        &mut self,
+        op: IoOpcode,
+        nsid: Nsid,
+        slba: Lba,
+        nblocks: u32,
+        index: usize,
+        token: u64,
+    ) -> Result<(), NvmeError> {
+        let (sqe, bytes) = self.data_sqe(op, nsid, slba, nblocks)?;
+        self.ring.push_fixed(sqe, token, index, bytes).map(|_| ())
+    }
+
     /// Register `bufs` as this queue pair's fixed buffers (as io_uring's registered
     /// buffers), replacing any earlier set; they stay allocated until replaced or the queue
     /// pair is dropped. `submit_read_fixed` and `submit_write_fixed` name them by index and
@@ -129,8 +143,7 @@ impl IoQpair {
         index: usize,
         token: u64,
     ) -> Result<(), NvmeError> {
-        let (sqe, bytes) = self.data_sqe(IoOpcode::Read, nsid, slba, nblocks)?;
-        self.ring.push_fixed(sqe, token, index, bytes).map(|_| ())
+        self.data_cmd_fixed(IoOpcode::Read, nsid, slba, nblocks, index, token)
     }
 
     /// Queue a Write of `nblocks` blocks at `slba` from fixed buffer `index`.
@@ -142,8 +155,7 @@ impl IoQpair {
         index: usize,
         token: u64,
     ) -> Result<(), NvmeError> {
-        let (sqe, bytes) = self.data_sqe(IoOpcode::Write, nsid, slba, nblocks)?;
-        self.ring.push_fixed(sqe, token, index, bytes).map(|_| ())
+        self.data_cmd_fixed(IoOpcode::Write, nsid, slba, nblocks, index, token)
     }
 
     /// Queue a Read of `nblocks` blocks at `slba` into `buf` (rung by `ring()`).
