@@ -1,19 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 //! I/O counters of one bdev (SPDK `bdev_get_iostat`), Relaxed atomics read as snapshots.
 //!
-//! The bdev bumps them itself after each successful operation. A bdev's I/O comes from the
-//! one poller that owns its controller, so each counter has a single writer: a Relaxed load
-//! and store, not a locked read-modify-write, which would wait for the data copy's stores
-//! to drain before every completion (perf showed 98% of the write path's post-copy time on
-//! that `lock incq`). A bdev shared by controllers on different pollers may undercount; the
-//! counters are statistics only and nothing orders other memory by them.
+//! The bdev bumps them itself after each successful operation, with Relaxed `fetch_add`s:
+//! controllers on different pollers can share a bdev, so a counter can have several writers.
+//! On x86 that is a locked add per operation (see `bump`).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Single-writer increment: no lock prefix on the I/O path (see the module docs).
+/// Atomic increment. A bdev can be shared by controllers on different pollers, so the
+/// single-writer load+store this used to be lost counts (caught by
+/// `pollers_on_several_threads_share_one_bdev`); per-poller counter shards would make it
+/// lock-free again.
 #[inline]
 fn bump(counter: &AtomicU64, by: u64) {
-    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
+    counter.fetch_add(by, Relaxed);
 }
 
 /// Live counters. Only successful operations are counted.
