@@ -324,7 +324,8 @@ impl DmaBuf {
         self.alloc.pool.region.write_obj(at, value)
     }
 
-    /// `N` 64-bit stores at `offset` (8-byte aligned), in order: a queue entry.
+    /// Store `words` at `offset` (8-byte aligned) from registers: a queue entry (see
+    /// `MmapRegion::store_u64s`).
     #[inline]
     pub(crate) fn store_u64s<const N: usize>(
         &self,

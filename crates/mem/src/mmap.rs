@@ -549,8 +549,9 @@ impl MmapRegion {
         Ok(())
     }
 
-    /// Store `words` at `offset` (8-byte aligned) as `N` 64-bit stores in order: a queue
-    /// entry written straight from registers. A `write_obj` of an entry built on the stack
+    /// Store `words` at `offset` (8-byte aligned), in order, straight from registers: a
+    /// queue entry. On x86-64 as 16-byte stores of word pairs (an odd last word as one
+    /// 8-byte store), elsewhere as 8-byte stores; each word is written whole. A `write_obj` of an entry built on the stack
     /// copies it with wide loads that span several narrower stores; such a load cannot be
     /// forwarded from the store buffer and waits until every older store has reached the
     /// cache, including stores to lines another core holds (the previous SQE or CQE, the
@@ -580,7 +581,10 @@ impl MmapRegion {
                 i += 2;
             }
             if i < N {
-                // SAFETY: as below, for the last (odd) word.
+                // SAFETY: `i == N - 1`, so `p + 8 * i` starts the last 8 of the `8 * N`
+                // in-bounds bytes of a live writable mapping (span_mut); `p` is 8-aligned
+                // (checked above), so this u64 is too; the &AtomicU64 lives only for this
+                // one store.
                 unsafe { AtomicU64::from_ptr(p.add(8 * i).cast()) }
                     .store(words[i], Ordering::Relaxed);
             }
