@@ -32,7 +32,8 @@ impl BdevKind {
 }
 
 /// A block device backing one namespace. `Send + Sync`: pollers on several threads share it
-/// through an `Arc`; operations take `&self` and never lock.
+/// through an `Arc`; operations take `&self` and never lock. I/O goes through a
+/// [`BdevChannel`](crate::BdevChannel), which counts it.
 ///
 /// Offsets and lengths are in bytes. The controller has already range-checked the LBAs, but
 /// every method checks `[offset, offset + len)` again and returns
@@ -150,7 +151,7 @@ impl Bdev {
 
     /// Hint that `len` bytes at `offset` will be read soon (malloc only; a no-op otherwise).
     #[inline]
-    pub fn prefetch(&self, offset: u64, len: u64) {
+    pub(crate) fn prefetch(&self, offset: u64, len: u64) {
         if let Some(s) = &self.storage {
             s.prefetch(offset, len);
         }
@@ -158,7 +159,7 @@ impl Bdev {
 
     /// Copy `len` bytes at `offset` into `dst` at `dst_offset`. Null: fills `dst` with zeroes.
     #[inline]
-    pub fn read(
+    pub(crate) fn read(
         &self,
         offset: u64,
         dst: &MmapRegion,
@@ -172,14 +173,13 @@ impl Bdev {
             None => dst.fill(dst_offset, len, 0),
         }
         .map_err(buffer(op, offset, len))?;
-        self.stats.record_read(len);
         Ok(())
     }
 
     /// Copy `len` bytes of `src` at `src_offset` to `offset`. Null: checks the buffer range
     /// and drops the data.
     #[inline]
-    pub fn write(
+    pub(crate) fn write(
         &self,
         offset: u64,
         src: &MmapRegion,
@@ -194,13 +194,12 @@ impl Bdev {
             None => src.check_range(src_offset, len),
         }
         .map_err(buffer(op, offset, len))?;
-        self.stats.record_write(len);
         Ok(())
     }
 
     /// Whether `len` bytes at `offset` equal `src` at `src_offset`. Null: whether `src` is
     /// all zeroes.
-    pub fn compare(
+    pub(crate) fn compare(
         &self,
         offset: u64,
         src: &MmapRegion,
@@ -214,14 +213,13 @@ impl Bdev {
             None => src.is_zero(src_offset, len),
         }
         .map_err(buffer(op, offset, len))?;
-        self.stats.record_compare(len);
         Ok(equal)
     }
 
     /// Make `len` bytes at `offset` read as zero: a fill below
     /// [`WRITE_ZEROES_DISCARD_THRESHOLD`], a discard (pages returned to the kernel) at or
     /// above it. Null: nothing to do.
-    pub fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), BdevError> {
+    pub(crate) fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), BdevError> {
         let op = BdevOp::WriteZeroes;
         self.check(op, offset, len)?;
         if let Some(s) = &self.storage {
@@ -232,26 +230,23 @@ impl Bdev {
             }
             .map_err(io(op, offset, len))?;
         }
-        self.stats.record_write_zeroes(len);
         Ok(())
     }
 
     /// Deallocate `len` bytes at `offset`; they read back as zeroes afterwards (the
     /// namespace reports DLFEAT "reads zeroes"). Null: nothing to do.
-    pub fn deallocate(&self, offset: u64, len: u64) -> Result<(), BdevError> {
+    pub(crate) fn deallocate(&self, offset: u64, len: u64) -> Result<(), BdevError> {
         let op = BdevOp::Deallocate;
         self.check(op, offset, len)?;
         if let Some(s) = &self.storage {
             s.discard(offset, len).map_err(io(op, offset, len))?;
         }
-        self.stats.record_unmap(len);
         Ok(())
     }
 
     /// Make completed writes durable. Memory and null backends have nothing volatile to
-    /// flush, so this only counts the operation.
-    pub fn flush(&self) -> Result<(), BdevError> {
-        self.stats.record_flush();
+    /// flush.
+    pub(crate) fn flush(&self) -> Result<(), BdevError> {
         Ok(())
     }
 }
@@ -296,8 +291,10 @@ mod tests {
 
     use nvmemu_mem::{Protection, create_memfd};
 
+    use std::sync::Arc;
+
     use super::*;
-    use crate::{BdevErrorKind, BdevStatsSnapshot};
+    use crate::{BdevChannel, BdevErrorKind, BdevStatsSnapshot};
 
     /// A client-memory buffer: a memfd mapped twice, like the target and the driver see it.
     struct Buf {
@@ -323,7 +320,12 @@ mod tests {
             .collect()
     }
 
-    fn read_back(b: &Bdev, offset: u64, len: usize) -> Vec<u8> {
+    /// An I/O channel on a new malloc bdev.
+    fn malloc(block_size: u32, num_blocks: u64) -> BdevChannel {
+        Arc::new(Bdev::malloc("m", block_size, num_blocks).unwrap()).channel()
+    }
+
+    fn read_back(b: &BdevChannel, offset: u64, len: usize) -> Vec<u8> {
         let out = buf(len as u64);
         b.read(offset, &out.target, 0, len as u64).unwrap();
         let mut v = vec![0u8; len];
@@ -376,7 +378,7 @@ mod tests {
 
     #[test]
     fn malloc_write_then_read_back() {
-        let b = Bdev::malloc("m", 512, 64).unwrap();
+        let b = malloc(512, 64);
         let src = buf(8192);
         let data = pattern(4096, 0x11);
         src.host.copy_from(100, &data).unwrap();
@@ -390,15 +392,15 @@ mod tests {
             read_back(&b, 5120, 64 * 512 - 5120),
             vec![0u8; 64 * 512 - 5120]
         );
-        let s = b.stats().snapshot();
+        let s = b.bdev().stats().snapshot();
         assert_eq!((s.bytes_written, s.num_write_ops), (4096, 1));
         assert_eq!(s.num_read_ops, 4);
     }
 
     #[test]
     fn write_zeroes_small_and_large_read_zero() {
-        let b = Bdev::malloc("m", 512, 512).unwrap();
-        let size = b.size_bytes();
+        let b = malloc(512, 512);
+        let size = b.bdev().size_bytes();
         let src = buf(size);
         src.host.fill(0, size, 0xee).unwrap();
         b.write(0, &src.target, 0, size).unwrap();
@@ -414,12 +416,12 @@ mod tests {
                 || (10_340..10_340 + WRITE_ZEROES_DISCARD_THRESHOLD + 4000).contains(&i);
             assert_eq!(byte, if zero { 0 } else { 0xee }, "byte {i}");
         }
-        assert_eq!(b.stats().snapshot().num_write_zeroes_ops, 2);
+        assert_eq!(b.bdev().stats().snapshot().num_write_zeroes_ops, 2);
     }
 
     #[test]
     fn deallocate_reads_zero_and_the_range_can_be_rewritten() {
-        let b = Bdev::malloc("m", 4096, 64).unwrap();
+        let b = malloc(4096, 64);
         let src = buf(64 * 4096);
         src.host.fill(0, 64 * 4096, 0x77).unwrap();
         b.write(0, &src.target, 0, 64 * 4096).unwrap();
@@ -429,13 +431,13 @@ mod tests {
         assert_eq!(read_back(&b, 17 * 4096, 4096), vec![0x77u8; 4096]);
         b.write(4096, &src.target, 0, 4096).unwrap();
         assert_eq!(read_back(&b, 4096, 4096), vec![0x77u8; 4096]);
-        let s = b.stats().snapshot();
+        let s = b.bdev().stats().snapshot();
         assert_eq!((s.bytes_unmapped, s.num_unmap_ops), (16 * 4096, 1));
     }
 
     #[test]
     fn compare_true_and_false() {
-        let b = Bdev::malloc("m", 512, 8).unwrap();
+        let b = malloc(512, 8);
         let src = buf(4096);
         let data = pattern(1024, 3);
         src.host.copy_from(0, &data).unwrap();
@@ -447,12 +449,12 @@ mod tests {
         // Unwritten blocks compare equal to zeroes only.
         assert!(b.compare(2048, &src.target, 2048, 1024).unwrap());
         assert!(!b.compare(2048, &src.target, 0, 1024).unwrap());
-        assert_eq!(b.stats().snapshot().num_compare_ops, 5);
+        assert_eq!(b.bdev().stats().snapshot().num_compare_ops, 5);
     }
 
     #[test]
     fn null_reads_zeroes_drops_writes_and_compares_against_zero() {
-        let b = Bdev::null("n", 512, 1 << 30).unwrap();
+        let b = Arc::new(Bdev::null("n", 512, 1 << 30).unwrap()).channel();
         let io = buf(8192);
         io.host.fill(0, 8192, 0x5a).unwrap();
         b.write(0, &io.target, 0, 4096).unwrap();
@@ -475,7 +477,7 @@ mod tests {
             b.write(0, &io.target, 4096, 8192).unwrap_err().kind(),
             BdevErrorKind::Buffer
         );
-        let s = b.stats().snapshot();
+        let s = b.bdev().stats().snapshot();
         assert_eq!(
             s,
             BdevStatsSnapshot {
@@ -497,8 +499,8 @@ mod tests {
     #[test]
     fn out_of_range_is_an_error_for_every_operation() {
         for b in [
-            Bdev::malloc("m", 512, 8).unwrap(),
-            Bdev::null("n", 512, 8).unwrap(),
+            malloc(512, 8),
+            Arc::new(Bdev::null("n", 512, 8).unwrap()).channel(),
         ] {
             let io = buf(8192);
             // Exactly to the end is fine.
@@ -521,7 +523,7 @@ mod tests {
                 }
             }
             // Nothing failed was counted.
-            let s = b.stats().snapshot();
+            let s = b.bdev().stats().snapshot();
             assert_eq!(
                 (s.num_read_ops, s.num_write_ops, s.num_unmap_ops),
                 (1, 1, 0)
@@ -531,7 +533,7 @@ mod tests {
 
     #[test]
     fn bad_buffers_are_buffer_errors() {
-        let b = Bdev::malloc("m", 512, 8).unwrap();
+        let b = malloc(512, 8);
         let io = buf(4096);
         let e = b.read(0, &io.target, 4000, 512).unwrap_err();
         assert_eq!((e.kind(), e.op()), (BdevErrorKind::Buffer, BdevOp::Read));
@@ -552,10 +554,11 @@ mod tests {
 
     #[test]
     fn pollers_on_several_threads_share_one_bdev() {
-        let b = std::sync::Arc::new(Bdev::malloc("shared", 512, 64).unwrap());
+        let b = Arc::new(Bdev::malloc("shared", 512, 64).unwrap());
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
-                let b = b.clone();
+                // One channel per thread, as each poller's namespace has its own.
+                let b = b.channel();
                 std::thread::spawn(move || {
                     let io = buf(4096);
                     io.host.fill(0, 4096, t + 1).unwrap();
@@ -568,17 +571,23 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+        // The writers' channels are gone; their counts are not.
+        let reader = b.channel();
         for t in 0..4u8 {
-            assert_eq!(read_back(&b, u64::from(t) * 4096, 4096), vec![t + 1; 4096]);
+            assert_eq!(
+                read_back(&reader, u64::from(t) * 4096, 4096),
+                vec![t + 1; 4096]
+            );
         }
         let s = b.stats().snapshot();
         assert_eq!((s.num_write_ops, s.bytes_written), (200, 200 * 4096));
+        assert_eq!(s.num_read_ops, 4);
     }
 
     #[test]
     fn four_gib_malloc_is_lazy() {
-        let b = Bdev::malloc("big", 4096, 1 << 20).unwrap();
-        assert_eq!(b.size_bytes(), 4 << 30);
+        let b = Arc::new(Bdev::malloc("big", 4096, 1 << 20).unwrap()).channel();
+        assert_eq!(b.bdev().size_bytes(), 4 << 30);
         let io = buf(4096);
         io.host.fill(0, 4096, 0x42).unwrap();
         let last = (4 << 30) - 4096;

@@ -8,12 +8,14 @@
 //!   Deallocate and large Write Zeroes give pages back to the kernel.
 //! - **Null**: no storage; reads return zeroes, writes are dropped (SPDK's null bdev).
 //!
-//! Data moves between the bdev and a caller's [`MmapRegion`] (client memory the controller
-//! has already translated) with one bounds-checked copy; no allocation, lock or syscall on
-//! the read/write/compare path. Every method re-checks its byte range and returns
+//! I/O goes through a [`BdevChannel`], one per user (each namespace has its own), which
+//! counts it without a locked add (see [`BdevStats`]). Data moves between the bdev and a
+//! caller's [`MmapRegion`] (client memory the controller has already translated) with one
+//! bounds-checked copy; no allocation, lock or syscall on the read/write/compare path. Every method re-checks its byte range and returns
 //! [`BdevError`] instead of panicking.
 //!
-//! May depend on: `nvmemu-mem` (for the buffers and the storage mapping). Must never: parse
+//! May depend on: `nvmemu-mem` (for the buffers and the storage mapping), `crossbeam-utils`
+//! (cache-line padding). Must never: parse
 //! NVMe commands (the controller turns LBAs into byte ranges), hold a lock on the I/O path,
 //! or use `unsafe`.
 //!
@@ -22,9 +24,11 @@
 #![deny(missing_docs)]
 
 mod bdev;
+mod channel;
 mod error;
 mod stats;
 
 pub use bdev::{Bdev, BdevKind, WRITE_ZEROES_DISCARD_THRESHOLD};
+pub use channel::BdevChannel;
 pub use error::{BdevError, BdevErrorKind, BdevOp};
 pub use stats::{BdevStats, BdevStatsSnapshot};

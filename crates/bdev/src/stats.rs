@@ -1,24 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
-//! I/O counters of one bdev (SPDK `bdev_get_iostat`), Relaxed atomics read as snapshots.
+//! I/O counters of one bdev (SPDK `bdev_get_iostat`): one set per channel, summed when read.
 //!
-//! The bdev bumps them itself after each successful operation, with Relaxed `fetch_add`s:
-//! controllers on different pollers can share a bdev, so a counter can have several writers.
-//! On x86 that is a locked add per operation (see `bump`).
+//! As in SPDK, where each thread's io_channel keeps its own stats, every
+//! [`BdevChannel`](crate::BdevChannel) owns a cache-line-padded set of counters with a single
+//! writer (the channel is `!Sync`). Counting is then a plain load and store, never a locked
+//! add, and pollers that share a bdev never write to the same line. [`BdevStats::snapshot`]
+//! sums the live channels and the totals left by channels already dropped; only channel
+//! creation, drop and snapshots take the registry lock, never an I/O.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Atomic increment. A bdev can be shared by controllers on different pollers, so the
-/// single-writer load+store this used to be lost counts (caught by
-/// `pollers_on_several_threads_share_one_bdev`); per-poller counter shards would make it
-/// lock-free again.
+use crossbeam_utils::CachePadded;
+
+/// Add `by` to a counter that has exactly one writer: a load and a store, not a locked
+/// add. Readers on other threads see each value whole (Relaxed 64-bit atomics), possibly a
+/// little late.
 #[inline]
 fn bump(counter: &AtomicU64, by: u64) {
-    counter.fetch_add(by, Relaxed);
+    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
 }
 
-/// Live counters. Only successful operations are counted.
+/// The counters of one channel. Only successful operations are counted.
 #[derive(Debug, Default)]
-pub struct BdevStats {
+pub(crate) struct ChannelCounters {
     bytes_read: AtomicU64,
     num_read_ops: AtomicU64,
     bytes_written: AtomicU64,
@@ -30,6 +35,106 @@ pub struct BdevStats {
     bytes_compared: AtomicU64,
     num_compare_ops: AtomicU64,
     num_flush_ops: AtomicU64,
+}
+
+/// Padded so that no two channels' counters share a cache line.
+pub(crate) type SharedCounters = Arc<CachePadded<ChannelCounters>>;
+
+/// Every method must be called by the counters' single writer (see the module docs).
+impl ChannelCounters {
+    #[inline]
+    pub(crate) fn record_read(&self, bytes: u64) {
+        bump(&self.bytes_read, bytes);
+        bump(&self.num_read_ops, 1);
+    }
+
+    #[inline]
+    pub(crate) fn record_write(&self, bytes: u64) {
+        bump(&self.bytes_written, bytes);
+        bump(&self.num_write_ops, 1);
+    }
+
+    pub(crate) fn record_unmap(&self, bytes: u64) {
+        bump(&self.bytes_unmapped, bytes);
+        bump(&self.num_unmap_ops, 1);
+    }
+
+    pub(crate) fn record_write_zeroes(&self, bytes: u64) {
+        bump(&self.bytes_zeroed, bytes);
+        bump(&self.num_write_zeroes_ops, 1);
+    }
+
+    pub(crate) fn record_compare(&self, bytes: u64) {
+        bump(&self.bytes_compared, bytes);
+        bump(&self.num_compare_ops, 1);
+    }
+
+    pub(crate) fn record_flush(&self) {
+        bump(&self.num_flush_ops, 1);
+    }
+
+    /// Read every counter (each on its own, Relaxed).
+    fn load(&self) -> BdevStatsSnapshot {
+        BdevStatsSnapshot {
+            bytes_read: self.bytes_read.load(Relaxed),
+            num_read_ops: self.num_read_ops.load(Relaxed),
+            bytes_written: self.bytes_written.load(Relaxed),
+            num_write_ops: self.num_write_ops.load(Relaxed),
+            bytes_unmapped: self.bytes_unmapped.load(Relaxed),
+            num_unmap_ops: self.num_unmap_ops.load(Relaxed),
+            bytes_zeroed: self.bytes_zeroed.load(Relaxed),
+            num_write_zeroes_ops: self.num_write_zeroes_ops.load(Relaxed),
+            bytes_compared: self.bytes_compared.load(Relaxed),
+            num_compare_ops: self.num_compare_ops.load(Relaxed),
+            num_flush_ops: self.num_flush_ops.load(Relaxed),
+        }
+    }
+}
+
+/// A bdev's counters: the registry of its channels' counter sets.
+#[derive(Debug, Default)]
+pub struct BdevStats {
+    registry: Mutex<Registry>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    live: Vec<SharedCounters>,
+    /// What dropped channels had counted, so totals never go backwards.
+    retired: BdevStatsSnapshot,
+}
+
+impl BdevStats {
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        // The registry stays consistent even if a holder panicked (every update is one step).
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new counter set for a new channel.
+    pub(crate) fn open(&self) -> SharedCounters {
+        let c = SharedCounters::default();
+        self.registry().live.push(Arc::clone(&c));
+        c
+    }
+
+    /// Fold a dropped channel's counts into the totals and forget its set.
+    pub(crate) fn retire(&self, c: &SharedCounters) {
+        let mut r = self.registry();
+        if let Some(i) = r.live.iter().position(|l| Arc::ptr_eq(l, c)) {
+            r.live.swap_remove(i);
+            let counted = c.load();
+            r.retired += counted;
+        }
+    }
+
+    /// The totals over every channel the bdev has had.
+    pub fn snapshot(&self) -> BdevStatsSnapshot {
+        let r = self.registry();
+        r.live.iter().fold(r.retired, |mut sum, c| {
+            sum += c.load();
+            sum
+        })
+    }
 }
 
 /// A copy of the counters at one moment (each field read on its own, Relaxed).
@@ -59,63 +164,21 @@ pub struct BdevStatsSnapshot {
     pub num_flush_ops: u64,
 }
 
-impl BdevStats {
-    /// Count a read of `bytes`.
-    #[inline]
-    pub fn record_read(&self, bytes: u64) {
-        bump(&self.bytes_read, bytes);
-        bump(&self.num_read_ops, 1);
-    }
-
-    /// Count a write of `bytes`.
-    #[inline]
-    pub fn record_write(&self, bytes: u64) {
-        bump(&self.bytes_written, bytes);
-        bump(&self.num_write_ops, 1);
-    }
-
-    /// Count a deallocate of `bytes`.
-    #[inline]
-    pub fn record_unmap(&self, bytes: u64) {
-        bump(&self.bytes_unmapped, bytes);
-        bump(&self.num_unmap_ops, 1);
-    }
-
-    /// Count a Write Zeroes of `bytes`.
-    #[inline]
-    pub fn record_write_zeroes(&self, bytes: u64) {
-        bump(&self.bytes_zeroed, bytes);
-        bump(&self.num_write_zeroes_ops, 1);
-    }
-
-    /// Count a compare of `bytes`.
-    #[inline]
-    pub fn record_compare(&self, bytes: u64) {
-        bump(&self.bytes_compared, bytes);
-        bump(&self.num_compare_ops, 1);
-    }
-
-    /// Count a flush.
-    #[inline]
-    pub fn record_flush(&self) {
-        bump(&self.num_flush_ops, 1);
-    }
-
-    /// Read every counter.
-    pub fn snapshot(&self) -> BdevStatsSnapshot {
-        BdevStatsSnapshot {
-            bytes_read: self.bytes_read.load(Relaxed),
-            num_read_ops: self.num_read_ops.load(Relaxed),
-            bytes_written: self.bytes_written.load(Relaxed),
-            num_write_ops: self.num_write_ops.load(Relaxed),
-            bytes_unmapped: self.bytes_unmapped.load(Relaxed),
-            num_unmap_ops: self.num_unmap_ops.load(Relaxed),
-            bytes_zeroed: self.bytes_zeroed.load(Relaxed),
-            num_write_zeroes_ops: self.num_write_zeroes_ops.load(Relaxed),
-            bytes_compared: self.bytes_compared.load(Relaxed),
-            num_compare_ops: self.num_compare_ops.load(Relaxed),
-            num_flush_ops: self.num_flush_ops.load(Relaxed),
-        }
+impl std::ops::AddAssign for BdevStatsSnapshot {
+    fn add_assign(&mut self, o: BdevStatsSnapshot) {
+        self.bytes_read = self.bytes_read.wrapping_add(o.bytes_read);
+        self.num_read_ops = self.num_read_ops.wrapping_add(o.num_read_ops);
+        self.bytes_written = self.bytes_written.wrapping_add(o.bytes_written);
+        self.num_write_ops = self.num_write_ops.wrapping_add(o.num_write_ops);
+        self.bytes_unmapped = self.bytes_unmapped.wrapping_add(o.bytes_unmapped);
+        self.num_unmap_ops = self.num_unmap_ops.wrapping_add(o.num_unmap_ops);
+        self.bytes_zeroed = self.bytes_zeroed.wrapping_add(o.bytes_zeroed);
+        self.num_write_zeroes_ops = self
+            .num_write_zeroes_ops
+            .wrapping_add(o.num_write_zeroes_ops);
+        self.bytes_compared = self.bytes_compared.wrapping_add(o.bytes_compared);
+        self.num_compare_ops = self.num_compare_ops.wrapping_add(o.num_compare_ops);
+        self.num_flush_ops = self.num_flush_ops.wrapping_add(o.num_flush_ops);
     }
 }
 
@@ -125,7 +188,8 @@ mod tests {
 
     #[test]
     fn each_record_bumps_its_own_pair() {
-        let s = BdevStats::default();
+        let stats = BdevStats::default();
+        let s = stats.open();
         s.record_read(512);
         s.record_read(4096);
         s.record_write(8);
@@ -134,7 +198,7 @@ mod tests {
         s.record_compare(7);
         s.record_flush();
         assert_eq!(
-            s.snapshot(),
+            stats.snapshot(),
             BdevStatsSnapshot {
                 bytes_read: 4608,
                 num_read_ops: 2,
@@ -149,5 +213,25 @@ mod tests {
                 num_flush_ops: 1,
             }
         );
+    }
+
+    #[test]
+    fn snapshot_sums_live_sets_and_keeps_retired_counts() {
+        let stats = BdevStats::default();
+        let (a, b) = (stats.open(), stats.open());
+        a.record_write(100);
+        b.record_write(20);
+        b.record_flush();
+        assert_eq!(stats.snapshot().bytes_written, 120);
+        stats.retire(&a);
+        // Retiring twice must not count twice.
+        stats.retire(&a);
+        b.record_write(3);
+        let s = stats.snapshot();
+        assert_eq!(
+            (s.bytes_written, s.num_write_ops, s.num_flush_ops),
+            (123, 3, 1)
+        );
+        assert_eq!(stats.registry().live.len(), 1);
     }
 }

@@ -3,14 +3,16 @@
 
 use std::sync::Arc;
 
-use nvmemu_bdev::Bdev;
+use nvmemu_bdev::{Bdev, BdevChannel};
 use nvmemu_spec::Nsid;
 
 /// A namespace attached to a controller.
 #[derive(Debug, Clone)]
 pub struct Namespace {
     nsid: Nsid,
-    bdev: Arc<Bdev>,
+    /// This namespace's own channel: its I/O is counted without sharing a line with other
+    /// controllers' namespaces on the same bdev.
+    io: BdevChannel,
     block_shift: u32,
     nguid: [u8; 16],
     eui64: [u8; 8],
@@ -39,7 +41,7 @@ impl Namespace {
         let block_shift = bdev.block_size().trailing_zeros();
         Namespace {
             nsid,
-            bdev,
+            io: bdev.channel(),
             block_shift,
             nguid,
             eui64,
@@ -62,7 +64,12 @@ impl Namespace {
 
     /// The backing block device.
     pub fn bdev(&self) -> &Arc<Bdev> {
-        &self.bdev
+        self.io.bdev()
+    }
+
+    /// The channel for I/O on the backing block device.
+    pub fn io(&self) -> &BdevChannel {
+        &self.io
     }
 
     /// log2 of the logical block size.

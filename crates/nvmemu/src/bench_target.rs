@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use nvmemu_bdev::Bdev;
+use nvmemu_bdev::{Bdev, BdevChannel};
 use nvmemu_bench::{CoreCounters, TargetProbe, TargetSnapshot};
 use nvmemu_ctrl::{ControllerConfig, LatencyHook, Namespace};
 use nvmemu_spec::Nsid;
@@ -126,10 +126,10 @@ impl EmbeddedTarget {
             NsKind::Null => Bdev::null("bench0", ns.lba, ns.num_blocks()),
         }
         .context("cannot create the namespace")?;
-        if ns.kind == NsKind::Malloc {
-            prefault(&bdev).context("cannot pre-fault the namespace")?;
-        }
         let bdev = Arc::new(bdev);
+        if ns.kind == NsKind::Malloc {
+            prefault(&bdev.channel()).context("cannot pre-fault the namespace")?;
+        }
         let mut dirs = Vec::new();
         for i in 0..controllers.max(1) {
             let d = if i == 0 {
@@ -178,9 +178,9 @@ impl EmbeddedTarget {
 /// Write the whole malloc namespace once (zeroes) so the run never takes a first-touch page
 /// fault, and reads hit real pages rather than the kernel's shared zero page (which would
 /// make cold reads look faster than any warmed-up namespace).
-fn prefault(bdev: &Bdev) -> Result<()> {
+fn prefault(bdev: &BdevChannel) -> Result<()> {
     const CHUNK: u64 = 2 << 20;
-    let total = bdev.size_bytes();
+    let total = bdev.bdev().size_bytes();
     let src = nvmemu_mem::MmapRegion::anonymous(CHUNK.min(total).max(1))?;
     src.fill(0, src.len(), 0)?;
     let mut off = 0;

@@ -33,7 +33,7 @@ pub(super) fn dataset_management(
     }
     for r in list.iter().filter(|r| r.blocks > 0) {
         let (offset, len) = byte_range(ns, Lba(r.slba), r.blocks)?;
-        ns.bdev()
+        ns.io()
             .deallocate(offset, len)
             .map_err(|e| bdev_status(&e))?;
     }

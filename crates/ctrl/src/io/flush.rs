@@ -11,12 +11,12 @@ use crate::namespace::Namespace;
 pub(super) fn flush(namespaces: &[Option<Namespace>], nsid: Nsid) -> Result<(), Status> {
     if nsid == Nsid::BROADCAST {
         for ns in namespaces.iter().flatten() {
-            ns.bdev().flush().map_err(|e| bdev_status(&e))?;
+            ns.io().flush().map_err(|e| bdev_status(&e))?;
         }
         return Ok(());
     }
     active_ns(namespaces, nsid)?
-        .bdev()
+        .io()
         .flush()
         .map_err(|e| bdev_status(&e))
 }

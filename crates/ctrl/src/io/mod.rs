@@ -138,7 +138,7 @@ impl Controller {
         if let (Some(off), Some(len)) = (slba.checked_shl(shift), blocks.checked_shl(shift))
             && off >> shift == slba
         {
-            ns.bdev().prefetch(off, len);
+            ns.io().prefetch(off, len);
         }
     }
 }

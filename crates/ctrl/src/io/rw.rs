@@ -2,7 +2,7 @@
 //! Read, Write and Compare (NVM Command Set, 6.7 / 6.15 / 6.2): one bdev copy per contiguous
 //! piece of client memory.
 
-use nvmemu_bdev::Bdev;
+use nvmemu_bdev::BdevChannel;
 use nvmemu_mem::{Access, GuestMemory, MmapRegion};
 use nvmemu_spec::{DataPtr, Lba, Status};
 
@@ -27,10 +27,10 @@ fn for_each_piece(
     mem: &GuestMemory,
     (slba, blocks, dptr, max): (Lba, u32, &DataPtr, u64),
     access: Access,
-    mut piece: impl FnMut(&Bdev, u64, &MmapRegion, u64, u64) -> Result<(), Status>,
+    mut piece: impl FnMut(&BdevChannel, u64, &MmapRegion, u64, u64) -> Result<(), Status>,
 ) -> Result<u64, Status> {
     let (mut pos, len) = transfer(ns, slba, blocks, max)?;
-    let bdev = ns.bdev();
+    let bdev = ns.io();
     walk(mem, dptr, len, access, |chunk| {
         if let Chunk::Mem {
             region,

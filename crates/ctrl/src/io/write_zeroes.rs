@@ -15,7 +15,7 @@ pub(super) fn write_zeroes(
     deallocate: bool,
 ) -> Result<(), Status> {
     let (offset, len) = byte_range(ns, slba, blocks)?;
-    let bdev = ns.bdev();
+    let bdev = ns.io();
     let res = if deallocate {
         bdev.deallocate(offset, len)
     } else {

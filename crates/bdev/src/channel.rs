@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A bdev I/O channel (SPDK's `spdk_io_channel` on a bdev): one user's handle for I/O, with
+//! its own counters.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use nvmemu_mem::MmapRegion;
+
+use crate::stats::SharedCounters;
+use crate::{Bdev, BdevError};
+
+/// I/O on a [`Bdev`] from one thread at a time. Every method checks its byte range and
+/// counts what succeeded in the channel's own counters (summed into the bdev's by
+/// [`BdevStats::snapshot`](crate::BdevStats::snapshot)).
+///
+/// `Send` but not `Sync`: it may move to a poller thread, but only one thread uses it at a
+/// time, which is what lets its counters be bumped without a locked add. Each namespace
+/// holds its own; a clone is a new channel with fresh counters.
+#[derive(Debug)]
+pub struct BdevChannel {
+    bdev: Arc<Bdev>,
+    counters: SharedCounters,
+    /// Makes the type `!Sync` (see above).
+    not_sync: PhantomData<Cell<()>>,
+}
+
+impl Bdev {
+    /// A new I/O channel on this bdev.
+    pub fn channel(self: &Arc<Self>) -> BdevChannel {
+        BdevChannel {
+            bdev: Arc::clone(self),
+            counters: self.stats().open(),
+            not_sync: PhantomData,
+        }
+    }
+}
+
+impl Clone for BdevChannel {
+    fn clone(&self) -> BdevChannel {
+        self.bdev.channel()
+    }
+}
+
+impl Drop for BdevChannel {
+    fn drop(&mut self) {
+        self.bdev.stats().retire(&self.counters);
+    }
+}
+
+impl BdevChannel {
+    /// The block device.
+    pub fn bdev(&self) -> &Arc<Bdev> {
+        &self.bdev
+    }
+
+    /// Hint that `len` bytes at `offset` will be read soon (malloc only).
+    #[inline]
+    pub fn prefetch(&self, offset: u64, len: u64) {
+        self.bdev.prefetch(offset, len);
+    }
+
+    /// Copy `len` bytes at `offset` into `dst` at `dst_offset` (null: zeroes).
+    #[inline]
+    pub fn read(
+        &self,
+        offset: u64,
+        dst: &MmapRegion,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<(), BdevError> {
+        self.bdev.read(offset, dst, dst_offset, len)?;
+        self.counters.record_read(len);
+        Ok(())
+    }
+
+    /// Copy `len` bytes of `src` at `src_offset` to `offset` (null: checks `src`, drops it).
+    #[inline]
+    pub fn write(
+        &self,
+        offset: u64,
+        src: &MmapRegion,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<(), BdevError> {
+        self.bdev.write(offset, src, src_offset, len)?;
+        self.counters.record_write(len);
+        Ok(())
+    }
+
+    /// Whether `len` bytes at `offset` equal `src` at `src_offset` (null: whether all zero).
+    pub fn compare(
+        &self,
+        offset: u64,
+        src: &MmapRegion,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<bool, BdevError> {
+        let equal = self.bdev.compare(offset, src, src_offset, len)?;
+        self.counters.record_compare(len);
+        Ok(equal)
+    }
+
+    /// Make `len` bytes at `offset` read as zero (large ranges are discarded).
+    pub fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), BdevError> {
+        self.bdev.write_zeroes(offset, len)?;
+        self.counters.record_write_zeroes(len);
+        Ok(())
+    }
+
+    /// Deallocate `len` bytes at `offset`; they read back as zeroes.
+    pub fn deallocate(&self, offset: u64, len: u64) -> Result<(), BdevError> {
+        self.bdev.deallocate(offset, len)?;
+        self.counters.record_unmap(len);
+        Ok(())
+    }
+
+    /// Make completed writes durable (nothing to do for memory and null; only counted).
+    pub fn flush(&self) -> Result<(), BdevError> {
+        self.bdev.flush()?;
+        self.counters.record_flush();
+        Ok(())
+    }
+}
