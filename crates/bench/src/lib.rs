@@ -49,9 +49,9 @@ pub use engine::{EngineError, Geometry, IoQueue, Op};
 pub use job::{JobOutput, JobPlan, JobState, Progress, Rng, VerifySummary, run_job};
 pub use mem_queue::{MemDevice, MemQueue};
 pub use options::{
-    BenchOptions, CpuList, EtaMode, OptionError, OutputFormat, RwMode, SizeSpec, VerifyMode,
-    parse_cpu_list, parse_cpu_list_arg, parse_output_format, parse_size, parse_size_spec,
-    parse_time,
+    Batching, BenchOptions, CpuList, EtaMode, OptionError, OutputFormat, RwMode, SizeSpec,
+    VerifyMode, parse_cpu_list, parse_cpu_list_arg, parse_output_format, parse_size,
+    parse_size_spec, parse_time,
 };
 pub use report::{render, render_json, render_text};
 pub use result::{

@@ -266,6 +266,26 @@ pub struct BenchOptions {
     /// I/Os kept in flight per job.
     #[arg(long = "iodepth", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65535))]
     pub iodepth: u32,
+    /// Commands queued before the doorbell is rung; 0 (the default) rings once after
+    /// filling every free slot (fio's default is 1: a doorbell per command).
+    #[arg(
+        long = "iodepth_batch_submit",
+        alias = "iodepth_batch",
+        default_value_t = 0
+    )]
+    pub iodepth_batch_submit: u32,
+    /// Completions to collect before the job refills the queue.
+    #[arg(
+        long = "iodepth_batch_complete_min",
+        alias = "iodepth_batch_complete",
+        default_value_t = 1
+    )]
+    pub iodepth_batch_complete_min: u32,
+    /// Most completions taken per poll before refilling; 0 (the default) is half of
+    /// iodepth, so the device works on refilled slots while the job handles the rest
+    /// (fio's default is iodepth).
+    #[arg(long = "iodepth_batch_complete_max", default_value_t = 0)]
+    pub iodepth_batch_complete_max: u32,
     /// Number of jobs: one pinned thread and one queue pair each.
     #[arg(long = "numjobs", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub numjobs: u32,
@@ -309,6 +329,9 @@ impl Default for BenchOptions {
             rwmixread: 50,
             bs: 4096,
             iodepth: 1,
+            iodepth_batch_submit: 0,
+            iodepth_batch_complete_min: 1,
+            iodepth_batch_complete_max: 0,
             numjobs: 1,
             runtime: None,
             ramp_time: None,
@@ -334,7 +357,38 @@ pub fn size_to_string(v: u64) -> String {
     v.to_string()
 }
 
+/// How a job batches doorbells and completions, each in `1..=iodepth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    /// Commands per doorbell.
+    pub submit: usize,
+    /// Free slots needed before refilling.
+    pub refill_min: usize,
+    /// Most completions taken per poll (never below `refill_min`, as in fio).
+    pub reap_max: usize,
+}
+
 impl BenchOptions {
+    /// The batching options with their defaults and fio's clamping applied.
+    pub fn batching(&self) -> Batching {
+        let depth = usize::try_from(self.iodepth.max(1)).unwrap_or(1);
+        let clamp = |v: u32| usize::try_from(v).unwrap_or(usize::MAX).clamp(1, depth);
+        let submit = match self.iodepth_batch_submit {
+            0 => depth,
+            n => clamp(n),
+        };
+        let refill_min = clamp(self.iodepth_batch_complete_min);
+        let reap_max = match self.iodepth_batch_complete_max {
+            0 => (depth / 2).max(1),
+            n => clamp(n),
+        };
+        Batching {
+            submit,
+            refill_min,
+            reap_max: reap_max.max(refill_min),
+        }
+    }
+
     /// The options as fio's `"job options"` name/value pairs (only non-defaults,
     /// plus name and rw, as fio lists what the job file set).
     pub fn job_options(&self) -> Vec<(&'static str, String)> {
@@ -348,6 +402,27 @@ impl BenchOptions {
         }
         v.push(("bs", size_to_string(self.bs)));
         v.push(("iodepth", self.iodepth.to_string()));
+        for (name, value, default) in [
+            (
+                "iodepth_batch_submit",
+                self.iodepth_batch_submit,
+                d.iodepth_batch_submit,
+            ),
+            (
+                "iodepth_batch_complete_min",
+                self.iodepth_batch_complete_min,
+                d.iodepth_batch_complete_min,
+            ),
+            (
+                "iodepth_batch_complete_max",
+                self.iodepth_batch_complete_max,
+                d.iodepth_batch_complete_max,
+            ),
+        ] {
+            if value != default {
+                v.push((name, value.to_string()));
+            }
+        }
         if self.numjobs != d.numjobs {
             v.push(("numjobs", self.numjobs.to_string()));
         }
@@ -459,6 +534,53 @@ mod tests {
             }
         );
         assert_eq!(o.name, "job1");
+    }
+
+    #[test]
+    fn batching_options_take_fio_names_and_aliases() {
+        let o = parse(&[
+            "--iodepth=32",
+            "--iodepth_batch=8",
+            "--iodepth_batch_complete=2",
+            "--iodepth_batch_complete_max=16",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                o.iodepth_batch_submit,
+                o.iodepth_batch_complete_min,
+                o.iodepth_batch_complete_max
+            ),
+            (8, 2, 16)
+        );
+        assert_eq!(
+            o.batching(),
+            Batching {
+                submit: 8,
+                refill_min: 2,
+                reap_max: 16
+            }
+        );
+        let j = o.job_options();
+        assert!(j.contains(&("iodepth_batch_submit", "8".to_string())));
+        assert!(j.contains(&("iodepth_batch_complete_min", "2".to_string())));
+        assert!(j.contains(&("iodepth_batch_complete_max", "16".to_string())));
+        // Defaults: one doorbell per refill, half of iodepth reaped per poll; not
+        // listed as job options.
+        let d = parse(&["--iodepth=32"]).unwrap();
+        assert_eq!(
+            d.batching(),
+            Batching {
+                submit: 32,
+                refill_min: 1,
+                reap_max: 16
+            }
+        );
+        assert!(
+            !d.job_options()
+                .iter()
+                .any(|(k, _)| k.starts_with("iodepth_batch"))
+        );
     }
 
     #[test]

@@ -140,6 +140,7 @@ pub fn plan_jobs(
             reason: "range too large for the generation table; lower --size",
         });
     }
+    let batching = opts.batching();
     Ok((0..opts.numjobs)
         .map(|job| {
             let start = if verify {
@@ -156,6 +157,9 @@ pub fn plan_jobs(
                 first_lba: start / u64::from(block_size),
                 units,
                 iodepth: usize::try_from(opts.iodepth).unwrap_or(1),
+                submit_batch: batching.submit,
+                refill_min: batching.refill_min,
+                reap_max: batching.reap_max,
                 size_bytes: per_job,
                 runtime: opts.runtime,
                 ramp: opts.ramp_time.unwrap_or(Duration::ZERO),

@@ -305,6 +305,25 @@ impl JobStats {
         self.total_complete = 0;
         self.lat_buckets = LatBuckets::default();
     }
+
+    /// Counts a doorbell for `n` commands, rung with `inflight` commands in flight.
+    pub fn count_submit(&mut self, n: usize, inflight: usize) {
+        self.total_submit += 1;
+        if let Some(c) = self.submit_map.get_mut(batch_index(n)) {
+            *c += 1;
+        }
+        if let Some(c) = self.depth_map.get_mut(depth_index(inflight)) {
+            *c += n as u64;
+        }
+    }
+
+    /// Counts a reap call that found `n` completions.
+    pub fn count_complete(&mut self, n: usize) {
+        self.total_complete += 1;
+        if let Some(c) = self.complete_map.get_mut(batch_index(n)) {
+            *c += 1;
+        }
+    }
 }
 
 #[cfg(test)]

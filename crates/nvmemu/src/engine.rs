@@ -330,13 +330,20 @@ impl IoQueue for DriverQueue {
 pub struct SpreadQueue {
     queues: Vec<DriverQueue>,
     rung: Vec<bool>,
+    /// The queue the next reap starts at: with a cap on completions per reap, a fixed
+    /// start would leave the last queues' completions waiting.
+    next_reap: usize,
 }
 
 impl SpreadQueue {
     /// Spread over `queues` (at least one; all on the same namespace geometry).
     pub fn new(queues: Vec<DriverQueue>) -> SpreadQueue {
         let rung = vec![false; queues.len()];
-        SpreadQueue { queues, rung }
+        SpreadQueue {
+            queues,
+            rung,
+            next_reap: 0,
+        }
     }
 
     fn at(&mut self, slot: usize) -> Result<(&mut DriverQueue, usize, usize), EngineError> {
@@ -400,11 +407,16 @@ impl IoQueue for SpreadQueue {
     fn reap(&mut self, max: usize, done: &mut dyn FnMut(usize, Result<(), EngineError>)) -> usize {
         let n = self.queues.len().max(1);
         let mut total = 0;
-        for (i, q) in self.queues.iter_mut().enumerate() {
+        for k in 0..n {
+            let i = (self.next_reap + k) % n;
             if total >= max {
-                break;
+                // Resume at the first queue this call did not get to.
+                self.next_reap = i;
+                return total;
             }
-            total += q.reap(max - total, &mut |local, r| done(local * n + i, r));
+            if let Some(q) = self.queues.get_mut(i) {
+                total += q.reap(max - total, &mut |local, r| done(local * n + i, r));
+            }
         }
         total
     }
