@@ -178,7 +178,63 @@ fn reject_fused(sqe: &Sqe) -> Result<(), Status> {
     }
 }
 
+/// A Read or Write in its commonest form (not fused, PRP data): the fields
+/// [`IoCommand::decode`] would give, as a plain struct. See [`IoCommand::plain_rw`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlainRw {
+    /// Write (else Read).
+    pub write: bool,
+    /// Namespace.
+    pub nsid: Nsid,
+    /// Starting LBA.
+    pub slba: Lba,
+    /// Number of logical blocks, one-based.
+    pub blocks: u32,
+    /// PRP Entry 1.
+    pub prp1: u64,
+    /// PRP Entry 2.
+    pub prp2: u64,
+}
+
+impl PlainRw {
+    /// The data pointer, as [`DataPtr::decode`] gives it for PSDT = PRP.
+    pub fn dptr(&self) -> DataPtr {
+        DataPtr::Prp {
+            prp1: self.prp1,
+            prp2: self.prp2,
+        }
+    }
+}
+
 impl IoCommand {
+    /// The hot path's decode: `Some` for an unfused Read or Write with PRP data (exactly
+    /// the fields `decode` gives it), `None` for anything else, which `decode` handles.
+    ///
+    /// Why not `decode`: the poll loop keeps the `Result<IoCommand, Status>` on the stack,
+    /// written with byte stores and read back with wider loads. Such a load cannot be
+    /// forwarded from the store buffer, so it waits until every older store (the previous
+    /// command's CQE, on a line the host holds) has reached the cache: about 40 ns per
+    /// command. These fields stay in registers.
+    #[inline(always)]
+    pub fn plain_rw(sqe: &Sqe) -> Option<PlainRw> {
+        let write = match IoOpcode::from(sqe.opcode()) {
+            IoOpcode::Read => false,
+            IoOpcode::Write => true,
+            _ => return None,
+        };
+        if sqe.fuse() != 0 || sqe.psdt() != Psdt::Prp {
+            return None;
+        }
+        Some(PlainRw {
+            write,
+            nsid: Nsid(sqe.nsid),
+            slba: lba(sqe),
+            blocks: nlb(sqe),
+            prp1: sqe.dptr1,
+            prp2: sqe.dptr2,
+        })
+    }
+
     /// Decode an I/O SQE. Inlined into the poll loop: returned through memory, the
     /// command would be read back with loads that straddle the stores that wrote it, and
     /// such a load waits for every older store (the previous command's data) to complete.
@@ -462,6 +518,54 @@ mod tests {
                 dptr: DataPtr::Sgl(d)
             })
         );
+    }
+
+    #[test]
+    fn plain_rw_is_decode_for_the_commands_it_takes_and_none_otherwise() {
+        let mut taken = 0;
+        for op in 0..=u8::MAX {
+            for psdt in [Psdt::Prp, Psdt::SglMptrContiguous, Psdt::Reserved] {
+                for fuse in [0u32, 1] {
+                    let s = Sqe {
+                        cdw0: Sqe::make_cdw0(op, psdt, Cid(9)) | (fuse << 8),
+                        nsid: 3,
+                        cdw10: 0xdead_beef,
+                        cdw11: 0x7,
+                        cdw12: 0x4000_00ff,
+                        dptr1: 0x1000,
+                        dptr2: 0x2008,
+                        ..Sqe::default()
+                    };
+                    let Some(p) = IoCommand::plain_rw(&s) else {
+                        continue;
+                    };
+                    taken += 1;
+                    let (nsid, slba, blocks, dptr) = (p.nsid, p.slba, p.blocks, p.dptr());
+                    let fua = true;
+                    let want = if p.write {
+                        IoCommand::Write {
+                            nsid,
+                            slba,
+                            blocks,
+                            fua,
+                            dptr,
+                        }
+                    } else {
+                        IoCommand::Read {
+                            nsid,
+                            slba,
+                            blocks,
+                            fua,
+                            dptr,
+                        }
+                    };
+                    assert_eq!(IoCommand::decode(&s), Ok(want), "opcode {op:#x}");
+                    assert_eq!((p.slba, p.blocks), (Lba(0x7_dead_beef), 256));
+                }
+            }
+        }
+        // Exactly unfused Read and Write with PRPs.
+        assert_eq!(taken, 2);
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub mod regs;
 pub mod sgl;
 pub mod status;
 
-pub use command::{AdminCommand, DataPtr, DsmAttributes, DsmRange, IoCommand};
+pub use command::{AdminCommand, DataPtr, DsmAttributes, DsmRange, IoCommand, PlainRw};
 pub use ids::{Cid, Lba, Nsid, Qid};
 pub use opcode::{AdminOpcode, IoOpcode};
 pub use queue_entry::{Cqe, Psdt, Sqe};
