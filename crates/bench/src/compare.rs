@@ -27,8 +27,8 @@ impl RunSummary {
                 if ms > 0 {
                     iops += d.total_ios as f64 * 1000.0 / ms as f64;
                 }
-                lat_sum += d.lat.stat.mean() * d.lat.stat.n as f64;
-                n += d.lat.stat.n;
+                lat_sum += d.lat.mean() * d.lat.n as f64;
+                n += d.lat.n;
             }
         }
         RunSummary {

@@ -7,17 +7,24 @@ use serde_json::{Map, Value, json};
 use super::num::{DEFAULT_PERCENTILES, percentiles};
 use super::{GroupStats, group_stats, pct_dist};
 use crate::result::{BenchResult, JobResult};
-use crate::stats::{DirStats, LatStat};
+use crate::stats::{DirStats, LatStat, RunningStat};
 
-fn lat_json(l: &LatStat, with_percentiles: bool, bins: bool) -> Value {
-    let s = &l.stat;
+/// fio's min/max/mean/stddev/N object.
+fn moments(s: &RunningStat) -> Map<String, Value> {
     let mut o = Map::new();
     o.insert("min".into(), json!(s.min));
     o.insert("max".into(), json!(s.max));
     o.insert("mean".into(), json!(s.mean()));
     o.insert("stddev".into(), json!(s.stddev()));
     o.insert("N".into(), json!(s.n));
-    if with_percentiles && s.n > 0 {
+    o
+}
+
+/// The moments plus fio's percentiles (and, for JSON+, the histogram bins).
+fn lat_json(l: &LatStat, bins: bool) -> Value {
+    let s = &l.stat;
+    let mut o = moments(s);
+    if s.n > 0 {
         let vals = percentiles(&l.hist, &DEFAULT_PERCENTILES);
         let p: Map<String, Value> = DEFAULT_PERCENTILES
             .iter()
@@ -70,9 +77,9 @@ fn dir_json(d: &DirStats, runtime_ms: u64, agg: u64, bins: bool) -> Value {
         "total_ios": d.total_ios,
         "short_ios": 0,
         "drop_ios": 0,
-        "slat_ns": lat_json(&d.slat, false, false),
-        "clat_ns": lat_json(&d.clat, true, bins),
-        "lat_ns": lat_json(&d.lat, false, false),
+        "slat_ns": Value::Object(moments(&d.slat)),
+        "clat_ns": lat_json(&d.clat, bins),
+        "lat_ns": Value::Object(moments(&d.lat)),
         "bw_min": d.bw.min,
         "bw_max": d.bw.max,
         "bw_agg": bw_agg,
@@ -139,7 +146,7 @@ fn job_json(r: &BenchResult, j: &JobResult, g: &GroupStats, bins: bool) -> Value
         "read": dir_json(&st.dirs[0], runt, g.agg[0], bins),
         "write": dir_json(&st.dirs[1], runt, g.agg[1], bins),
         "trim": dir_json(&empty, 0, 0, false),
-        "sync": { "total_ios": 0, "lat_ns": lat_json(&empty.lat, false, false) },
+        "sync": { "total_ios": 0, "lat_ns": Value::Object(moments(&empty.lat)) },
         "job_runtime": runt,
         "usr_cpu": usr,
         "sys_cpu": sys,

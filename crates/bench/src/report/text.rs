@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::num::{DEFAULT_PERCENTILES, Unit, num2str, percentile_block, percentiles, scale_lat};
 use super::{GroupStats, group_stats, pct_dist};
 use crate::result::{BenchResult, JobResult, ctime_utc};
-use crate::stats::{DirStats, LatStat, RunningStat};
+use crate::stats::{DirStats, RunningStat};
 
 const DIR_NAMES: [&str; 2] = ["read", "write"];
 const GROUP_NAMES: [&str; 2] = ["   READ", "  WRITE"];
@@ -14,8 +14,7 @@ const LAT_RANGES: [&str; 12] = [
     "2=", "4=", "10=", "20=", "50=", "100=", "250=", "500=", "750=", "1000=", "2000=", ">=2000=",
 ];
 
-fn lat_line(out: &mut String, name: &str, l: &LatStat) {
-    let s = &l.stat;
+fn lat_line(out: &mut String, name: &str, s: &RunningStat) {
     if s.n == 0 {
         return;
     }
@@ -69,7 +68,7 @@ fn dir_status(out: &mut String, name: &str, d: &DirStats, runtime_ms: u64, agg_b
         num2str(d.io_bytes, 4, 1, true, Unit::Byte)
     );
     lat_line(out, "slat", &d.slat);
-    lat_line(out, "clat", &d.clat);
+    lat_line(out, "clat", &d.clat.stat);
     lat_line(out, " lat", &d.lat);
     if d.clat.stat.n > 0 {
         let vals = percentiles(&d.clat.hist, &DEFAULT_PERCENTILES);
