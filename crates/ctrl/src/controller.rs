@@ -16,9 +16,7 @@ use crate::admin::features::Features;
 use crate::admin::log_page::{ChangedNsList, ErrorLog};
 use crate::metrics::{ControllerStats, CtrlCounters, data_units};
 use crate::namespace::Namespace;
-use crate::queue::{
-    CQE_SIZE, CompletionQueue, QueueTable, Ring, RingIdx, SQE_SIZE, SubmissionQueue,
-};
+use crate::queue::{CQE_SIZE, CompletionQueue, QueueTable, Ring, SQE_SIZE, SubmissionQueue};
 use crate::regs::{Cc, RegisterFile, aqa_sizes, word};
 use crate::state::{Action, CtrlEvent, CtrlState, transition};
 
@@ -416,14 +414,7 @@ impl Controller {
             .ok_or("admin SQ is not in mapped memory")?;
         let cq_ring = Ring::resolve(&self.mem, acq, u64::from(cq_size) * CQE_SIZE, Access::Write)
             .ok_or("admin CQ is not in mapped memory")?;
-        let sq = SubmissionQueue {
-            size: sq_size,
-            head: RingIdx::default(),
-            cqid: Qid::ADMIN,
-            ring: sq_ring,
-            bad_doorbell: false,
-            stats: Default::default(),
-        };
+        let sq = SubmissionQueue::new(sq_size, Qid::ADMIN, sq_ring);
         Ok((sq, CompletionQueue::new(cq_size, true, 0, cq_ring)))
     }
 

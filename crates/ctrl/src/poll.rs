@@ -126,20 +126,59 @@ impl Controller {
         completed
     }
 
-    /// Prefetch the data of the Reads queued in `[head, tail)` (at most `batch`).
-    fn prefetch_batch(&self, qid: Qid, tail: RingIdx, batch: usize) {
+    /// Prefetch the data of the Reads queued in `[head, tail)` (at most `batch` from head)
+    /// that no earlier call has prefetched.
+    fn prefetch_batch(&mut self, qid: Qid, tail: RingIdx, batch: usize) {
         let Some(sq) = self.queues.sq(qid) else {
             return;
         };
-        let mut at = sq.head;
-        for _ in 0..batch {
-            if at == tail {
-                break;
-            }
+        let queued = sq.distance(sq.head, tail);
+        let done = sq.distance(sq.head, sq.prefetched);
+        // A marker outside [head, tail] is stale (the host moved the tail back, or the
+        // queue wrapped past it): start again from head.
+        let (mut at, mut left) = if done <= queued {
+            (
+                sq.prefetched,
+                queued
+                    .min(u32::try_from(batch).unwrap_or(u32::MAX))
+                    .saturating_sub(done),
+            )
+        } else {
+            (
+                sq.head,
+                queued.min(u32::try_from(batch).unwrap_or(u32::MAX)),
+            )
+        };
+        while left > 0 {
             if let Some(sqe) = sq.read_sqe(at) {
                 self.prefetch_io(&sqe);
             }
             at = at.next(sq.size).0;
+            left -= 1;
+        }
+        if let Some(sq) = self.queues.sq_mut(qid) {
+            sq.prefetched = at;
+        }
+    }
+
+    /// Prefetch the data of the Reads waiting on every I/O SQ, without running anything.
+    /// A poller serving several controllers calls this on all of them before polling any,
+    /// so each controller's cache misses overlap with the others' work instead of
+    /// following it (with a few commands per controller, a batch's own prefetch is too
+    /// late to help).
+    pub fn prefetch_reads(&mut self) {
+        if !self.state.is_ready() {
+            return;
+        }
+        let mut i = 0;
+        while let Some(qid) = self.queues.active_sq(i) {
+            i += 1;
+            if self.queues.sq(qid).is_none_or(|sq| sq.ring.paused) {
+                continue;
+            }
+            if let Some(tail) = self.load_sq_tail(qid) {
+                self.prefetch_batch(qid, tail, IO_BATCH);
+            }
         }
     }
 

@@ -114,9 +114,33 @@ pub(crate) struct SubmissionQueue {
     pub(crate) bad_doorbell: bool,
     /// Counters.
     pub(crate) stats: QueueCounters,
+    /// The data of the commands in `[head, prefetched)` has been prefetched already.
+    pub(crate) prefetched: RingIdx,
 }
 
 impl SubmissionQueue {
+    /// A new, empty queue.
+    pub(crate) fn new(size: u32, cqid: Qid, ring: Ring) -> SubmissionQueue {
+        SubmissionQueue {
+            size,
+            head: RingIdx::default(),
+            cqid,
+            ring,
+            bad_doorbell: false,
+            stats: QueueCounters::default(),
+            prefetched: RingIdx::default(),
+        }
+    }
+
+    /// Entries from `from` forward to `to` (both inside the ring).
+    pub(crate) fn distance(&self, from: RingIdx, to: RingIdx) -> u32 {
+        if to.0 >= from.0 {
+            to.0 - from.0
+        } else {
+            self.size - from.0 + to.0
+        }
+    }
+
     /// Copy the SQE at `head` out of the ring (once; the caller decodes the copy).
     pub(crate) fn read_sqe(&self, at: RingIdx) -> Option<Sqe> {
         let off = self.ring.offset + u64::from(at.get()) * SQE_SIZE;

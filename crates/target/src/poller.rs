@@ -216,6 +216,11 @@ fn run(
             break;
         }
         let mut work = 0usize;
+        if state.controllers.len() > 1 {
+            for c in state.controllers.iter_mut() {
+                c.ctrl.prefetch_reads();
+            }
+        }
         for c in state.controllers.iter_mut() {
             work += c.ctrl.poll(&mut c.irq);
         }

@@ -5,7 +5,7 @@ use nvmemu_mem::Access;
 use nvmemu_spec::{PAGE_SIZE, Qid, Status};
 
 use crate::Controller;
-use crate::queue::{CQE_SIZE, CompletionQueue, Ring, RingIdx, SQE_SIZE, SubmissionQueue};
+use crate::queue::{CQE_SIZE, CompletionQueue, Ring, SQE_SIZE, SubmissionQueue};
 use crate::regs::Cc;
 
 /// CC.IOSQES / CC.IOCQES this controller supports (64- and 16-byte entries).
@@ -95,14 +95,7 @@ impl Controller {
             return Err(Status::INVALID_FIELD);
         }
         let ring = self.new_ring(base, u64::from(size) * SQE_SIZE, Access::Read)?;
-        let sq = SubmissionQueue {
-            size,
-            head: RingIdx::default(),
-            cqid,
-            ring,
-            bad_doorbell: false,
-            stats: Default::default(),
-        };
+        let sq = SubmissionQueue::new(size, cqid, ring);
         self.queues.insert_sq(qid, sq);
         if let Some(db) = &self.dbbuf {
             db.init_sq(qid);
