@@ -196,10 +196,33 @@ fn block_size_the_namespace_cannot_take_is_rejected() {
     assert!(err.contains("Block size 512"), "{err}");
 }
 
-/// Start `nvmemu bench ARGS --eta=always` and return once its job has done I/O (fio's status
-/// line on stderr shows a non-zero `[r=... IOPS]`), however slow the machine is; the thread
-/// returns all of stderr.
-fn spawn_running(args: &[&str]) -> (std::process::Child, std::thread::JoinHandle<String>) {
+/// A running `nvmemu bench --eta=always`: the child, the thread collecting its stderr
+/// (returns all of it), and the read IOPS of each status line as it arrives.
+struct Running {
+    child: std::process::Child,
+    reader: std::thread::JoinHandle<String>,
+    iops: std::sync::mpsc::Receiver<u64>,
+}
+
+impl Running {
+    /// Wait (up to 60 s, however slow the machine) for a status line whose read IOPS
+    /// satisfy `want`.
+    fn wait_for(&self, what: &str, want: impl Fn(u64) -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.iops.recv_timeout(left) {
+                Ok(v) if want(v) => return,
+                Ok(_) => {}
+                Err(_) => panic!("no status line with {what} within 60 s"),
+            }
+        }
+    }
+}
+
+/// Start `nvmemu bench ARGS --eta=always` and return once its job has done I/O (a status
+/// line on stderr shows a non-zero `[r=... IOPS]`).
+fn spawn_running(args: &[&str]) -> Running {
     use std::io::Read;
     let mut child = nvmemu()
         .arg("bench")
@@ -210,41 +233,64 @@ fn spawn_running(args: &[&str]) -> (std::process::Child, std::thread::JoinHandle
         .spawn()
         .expect("nvmemu starts");
     let mut stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, iops) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let mut seen = Vec::new();
         let mut buf = [0u8; 256];
-        let mut told = false;
+        let mut parsed = 0;
         while let Ok(n) = stderr.read(&mut buf) {
             if n == 0 {
                 break;
             }
             seen.extend_from_slice(&buf[..n]);
-            if !told && shows_iops(&String::from_utf8_lossy(&seen)) {
-                told = true;
-                let _ = tx.send(());
+            let text = String::from_utf8_lossy(&seen);
+            let values = status_iops(&text);
+            for &v in values.get(parsed..).unwrap_or_default() {
+                let _ = tx.send(v);
             }
+            parsed = values.len();
         }
         String::from_utf8_lossy(&seen).into_owned()
     });
-    rx.recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the bench's job does I/O within 60 s");
-    (child, reader)
+    let r = Running {
+        child,
+        reader,
+        iops,
+    };
+    r.wait_for("non-zero IOPS", |v| v > 0);
+    r
 }
 
-/// Whether a status line reports read IOPS above zero (`...][r=782k IOPS][...`).
-fn shows_iops(stderr: &str) -> bool {
-    stderr.split('[').any(|field| {
-        field
-            .strip_prefix("r=")
-            .and_then(|v| v.strip_suffix(" IOPS]"))
-            .is_some_and(|v| v.trim() != "0" && v.starts_with(|c: char| c.is_ascii_digit()))
-    })
+/// The read IOPS of every complete status line so far (`Jobs: 1 ...][r=782k IOPS][...`,
+/// each ended by a carriage return); a line without an IOPS field (fio leaves zero rates
+/// out) counts as 0. fio's k/M suffixes only need to stay non-zero here.
+fn status_iops(stderr: &str) -> Vec<u64> {
+    let mut lines: Vec<&str> = stderr.split('\r').collect();
+    lines.pop(); // not ended yet
+    lines
+        .iter()
+        .filter_map(|l| l.find("Jobs: ").map(|at| &l[at..]))
+        .map(|line| {
+            line.split('[')
+                .filter_map(|f| f.strip_prefix("r=")?.strip_suffix(" IOPS]"))
+                .find_map(|v| {
+                    let v = v.trim();
+                    let digits: String = v.chars().take_while(|c| c.is_ascii_digit()).collect();
+                    let n: u64 = digits.parse().ok()?;
+                    Some(if v.len() > digits.len() {
+                        n.max(1) * 1000
+                    } else {
+                        n
+                    })
+                })
+                .unwrap_or(0)
+        })
+        .collect()
 }
 
 #[test]
 fn ctrl_c_stops_the_run_and_still_reports() {
-    let (child, reader) = spawn_running(&[
+    let Running { child, reader, .. } = spawn_running(&[
         "--output-format=json",
         "--runtime=60",
         "--time_based",
@@ -287,7 +333,7 @@ fn server_gone_mid_run_ends_the_job_with_an_error_and_the_report() {
     let t = common::start(&[("malloc", 512, 1 << 15)]);
     let dir = t.dir().to_str().unwrap().to_owned();
     // Only once I/O flows: a run stopped before its first command has nothing to fail.
-    let (child, reader) = spawn_running(&[
+    let run = spawn_running(&[
         "--output-format=json",
         "--runtime=60",
         "--time_based",
@@ -296,11 +342,16 @@ fn server_gone_mid_run_ends_the_job_with_an_error_and_the_report() {
     ]);
     // The server goes away: its socket closes and nothing completes any more.
     t.target.remove_controller(t.id).unwrap();
+    // Wait until the job is stuck on commands the server will never complete. Right after
+    // the removal it may still be reaping completions posted just before, and on a loaded
+    // machine those can be every command it had: stopped then, it would rightly end clean.
+    while run.iops.try_recv().is_ok() {} // lines from before the removal
+    run.wait_for("zero IOPS", |v| v == 0);
     // Then the run is interrupted (as `timeout` would): it must end, not wait forever.
-    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    let pid = rustix::process::Pid::from_raw(i32::try_from(run.child.id()).unwrap()).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let err = reader.join().unwrap();
+    let out = run.child.wait_with_output().unwrap();
+    let err = run.reader.join().unwrap();
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("job 0 failed: "), "{err}");
     let v: Value = serde_json::from_slice(&out.stdout).expect("report still printed");
