@@ -99,6 +99,7 @@ impl Controller {
             if let Some(l) = &lat {
                 l.0.record(qid.0, sqe.cid().0, Stage::Fetch, TscClock::ticks());
             }
+            sq.release_sqe(head);
             // SQHD in this command's CQE must already count it as consumed.
             sq.head = head.next(sq.size).0;
             taken += 1;

@@ -146,6 +146,14 @@ impl SubmissionQueue {
         let off = self.ring.offset + u64::from(at.get()) * SQE_SIZE;
         self.ring.region.read_obj::<Sqe>(off).ok()
     }
+
+    /// Done with the SQE at `at` (copied out): hand its line back toward the shared cache,
+    /// where the host's next write to the slot finds it without a snoop of this core.
+    pub(crate) fn release_sqe(&self, at: RingIdx) {
+        self.ring
+            .region
+            .demote(self.ring.offset + u64::from(at.get()) * SQE_SIZE);
+    }
 }
 
 /// A completion queue.

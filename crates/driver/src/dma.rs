@@ -336,6 +336,14 @@ impl DmaBuf {
         self.alloc.pool.region.store_u64s(at, words)
     }
 
+    /// Cache hint: done with the line holding `offset` (see `MmapRegion::demote`).
+    #[inline]
+    pub(crate) fn demote(&self, offset: u64) {
+        if let Ok(at) = self.check(offset, 1) {
+            self.alloc.pool.region.demote(at);
+        }
+    }
+
     /// Atomic 16-bit Acquire load at `offset` (a CQE's status/phase word).
     pub(crate) fn load_acquire_u16(&self, offset: u64) -> Result<u16, MemError> {
         let at = self.check(offset, 2)?;

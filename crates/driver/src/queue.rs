@@ -286,8 +286,12 @@ impl Ring {
         let cid = Cid(slot);
         sqe.cdw0 = (sqe.cdw0 & 0xFFFF) | (u32::from(cid.0) << 16);
         // Word by word from registers: see `MmapRegion::store_u64s`.
-        self.sq
-            .store_u64s(u64::from(self.sq_tail) * SQE_BYTES, sqe.to_words())?;
+        let at = u64::from(self.sq_tail) * SQE_BYTES;
+        self.sq.store_u64s(at, sqe.to_words())?;
+        // The controller reads this line next: leave it in the shared cache rather than
+        // ours (with the controller's own demote after reading, 512 B QD16 null +11%,
+        // iodepth 1 round trip -15%).
+        self.sq.demote(at);
         self.free.pop();
         if let Some(s) = self.slots.get_mut(usize::from(slot)) {
             *s = Slot::InFlight {
