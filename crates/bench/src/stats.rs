@@ -137,8 +137,8 @@ pub struct DirStats {
     pub io_bytes: u64,
     /// I/Os completed.
     pub total_ios: u64,
-    /// Submission latency: submit call start to doorbell. Moments only, as fio reports
-    /// it (a histogram per I/O would cost the job loop ~5% of its rate for nothing).
+    /// Submission latency: submit call start to doorbell. Moments only: fio prints no
+    /// percentiles for it, so a histogram would be recorded per I/O and never read.
     pub slat: RunningStat,
     /// Completion latency: doorbell to completion seen.
     pub clat: LatStat,

@@ -134,22 +134,14 @@ impl Controller {
             return;
         };
         let queued = sq.distance(sq.head, tail);
-        let done = sq.distance(sq.head, sq.prefetched);
+        let want = queued.min(u32::try_from(batch).unwrap_or(u32::MAX));
         // A marker outside [head, tail] is stale (the host moved the tail back, or the
         // queue wrapped past it): start again from head.
-        let (mut at, mut left) = if done <= queued {
-            (
-                sq.prefetched,
-                queued
-                    .min(u32::try_from(batch).unwrap_or(u32::MAX))
-                    .saturating_sub(done),
-            )
-        } else {
-            (
-                sq.head,
-                queued.min(u32::try_from(batch).unwrap_or(u32::MAX)),
-            )
+        let (mut at, done) = match sq.distance(sq.head, sq.prefetched) {
+            d if d <= queued => (sq.prefetched, d),
+            _ => (sq.head, 0),
         };
+        let mut left = want.saturating_sub(done);
         while left > 0 {
             if let Some(sqe) = sq.read_sqe(at) {
                 self.prefetch_io(&sqe);

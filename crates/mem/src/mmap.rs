@@ -382,7 +382,9 @@ impl MmapRegion {
     /// cannot be forwarded (the compiler makes them) waits for all of them: a 4 KiB write
     /// then costs the poller a full copy's worth of misses in series. Streaming stores skip
     /// the read. Falls back to `copy_to_region` for overlapping ranges, a destination not
-    /// 16-byte aligned, a length not a multiple of 64, or non-x86-64 targets.
+    /// 16-byte aligned, a length not a multiple of 64, or non-x86-64 targets. Overlap is
+    /// judged by address, so the two regions must not be mappings of the same pages (the
+    /// namespace's private anonymous storage never is).
     #[inline]
     pub fn copy_to_region_streaming(
         &self,

@@ -8,7 +8,7 @@ mod rw;
 mod write_zeroes;
 
 use nvmemu_bdev::{BdevError, BdevErrorKind, BdevOp};
-use nvmemu_spec::{IoCommand, Lba, Nsid, Qid, Sqe, Status};
+use nvmemu_spec::{DataPtr, IoCommand, Lba, Nsid, Qid, Sqe, Status};
 
 use crate::Controller;
 use crate::namespace::Namespace;
@@ -16,23 +16,11 @@ use crate::namespace::Namespace;
 impl Controller {
     /// Execute one I/O command taken from `sqid`.
     pub(crate) fn exec_io(&mut self, sqid: Qid, sqe: &Sqe) -> Result<u32, Status> {
-        let max = self.max_transfer();
-        // The hot path skips `IoCommand` (see `IoCommand::plain_rw`); same checks, same
-        // statuses, same counters.
+        // The hot path skips `IoCommand` (see `IoCommand::plain_rw`).
         if let Some(c) = IoCommand::plain_rw(sqe) {
-            let ns = active_ns(&self.namespaces, c.nsid)?;
-            let dptr = c.dptr();
-            if c.write {
-                let n = rw::write(ns, &self.mem, c.slba, c.blocks, &dptr, max)?;
-                self.counters.host_write_commands += 1;
-                self.count_bytes(sqid, 0, n);
-            } else {
-                let n = rw::read(ns, &self.mem, c.slba, c.blocks, &dptr, max)?;
-                self.counters.host_read_commands += 1;
-                self.count_bytes(sqid, n, 0);
-            }
-            return Ok(0);
+            return self.read_write(sqid, c.write, c.nsid, (c.slba, c.blocks), &c.dptr());
         }
+        let max = self.max_transfer();
         let (read, written) = match IoCommand::decode(sqe)? {
             IoCommand::Read {
                 nsid,
@@ -40,36 +28,14 @@ impl Controller {
                 blocks,
                 fua: _,
                 dptr,
-            } => {
-                let n = rw::read(
-                    active_ns(&self.namespaces, nsid)?,
-                    &self.mem,
-                    slba,
-                    blocks,
-                    &dptr,
-                    max,
-                )?;
-                self.counters.host_read_commands += 1;
-                (n, 0)
-            }
+            } => return self.read_write(sqid, false, nsid, (slba, blocks), &dptr),
             IoCommand::Write {
                 nsid,
                 slba,
                 blocks,
                 fua: _,
                 dptr,
-            } => {
-                let n = rw::write(
-                    active_ns(&self.namespaces, nsid)?,
-                    &self.mem,
-                    slba,
-                    blocks,
-                    &dptr,
-                    max,
-                )?;
-                self.counters.host_write_commands += 1;
-                (0, n)
-            }
+            } => return self.read_write(sqid, true, nsid, (slba, blocks), &dptr),
             IoCommand::Compare {
                 nsid,
                 slba,
@@ -130,6 +96,32 @@ impl Controller {
         Ok(0)
     }
 
+    /// A Read (`write` false) or Write of `blocks` blocks at `slba`: the data move, then the
+    /// command and byte counters. Always inlined, so the hot path's fields stay in
+    /// registers (see `IoCommand::plain_rw`).
+    #[inline(always)]
+    fn read_write(
+        &mut self,
+        sqid: Qid,
+        write: bool,
+        nsid: Nsid,
+        (slba, blocks): (Lba, u32),
+        dptr: &DataPtr,
+    ) -> Result<u32, Status> {
+        let max = self.max_transfer();
+        let ns = active_ns(&self.namespaces, nsid)?;
+        if write {
+            let n = rw::write(ns, &self.mem, slba, blocks, dptr, max)?;
+            self.counters.host_write_commands += 1;
+            self.count_bytes(sqid, 0, n);
+        } else {
+            let n = rw::read(ns, &self.mem, slba, blocks, dptr, max)?;
+            self.counters.host_read_commands += 1;
+            self.count_bytes(sqid, n, 0);
+        }
+        Ok(0)
+    }
+
     /// Add a command's bytes to the controller's and the SQ's counters.
     #[inline(always)]
     fn count_bytes(&mut self, sqid: Qid, read: u64, written: u64) {
@@ -147,14 +139,13 @@ impl Controller {
     /// command is validated when it runs). Issued for a whole batch before any of it runs, so
     /// the cache misses of its commands overlap.
     pub(crate) fn prefetch_io(&self, sqe: &Sqe) {
-        if sqe.opcode() != 0x02 {
-            return;
-        }
-        let Ok(ns) = active_ns(&self.namespaces, Nsid(sqe.nsid)) else {
+        let Some(c) = IoCommand::plain_rw(sqe).filter(|c| !c.write) else {
             return;
         };
-        let slba = u64::from(sqe.cdw10) | (u64::from(sqe.cdw11) << 32);
-        let blocks = u64::from(sqe.cdw12 & 0xFFFF) + 1;
+        let Ok(ns) = active_ns(&self.namespaces, c.nsid) else {
+            return;
+        };
+        let (slba, blocks) = (c.slba.0, u64::from(c.blocks));
         let shift = ns.block_shift();
         if let (Some(off), Some(len)) = (slba.checked_shl(shift), blocks.checked_shl(shift))
             && off >> shift == slba
