@@ -11,7 +11,8 @@
 //! while the job handles the rest, instead of the two taking turns.
 //!
 //! Per batch the loop reads the clock twice (issue start, doorbell) and per reap
-//! call once (first completion). Nothing else on the hot path allocates, locks or
+//! call once (first completion); completions with equal latencies are recorded
+//! together ([`PendingLatencies`]). Nothing else on the hot path allocates, locks or
 //! makes a syscall.
 //!
 //! Hook for a per-layer latency breakdown (issue 5): every slot carries its
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use crate::engine::{EngineError, IoQueue, Op};
 use crate::options::RwMode;
-use crate::stats::JobStats;
+use crate::stats::{IoLatency, JobStats, PendingLatencies};
 use crate::sysinfo::{ThreadUsage, thread_usage};
 use crate::verify::{self, VerifyFailure};
 
@@ -350,7 +351,7 @@ pub fn run_job(
                                 seq_next
                             };
                             if plan.verify && busy.get(unit) && plan.rw.is_random() {
-                                for _ in 0..8 {
+                                for _ in 0..32 {
                                     unit = rng.below(plan.units);
                                     if !busy.get(unit) {
                                         break;
@@ -456,6 +457,7 @@ pub fn run_job(
         // Reap.
         if inflight > 0 {
             let mut t_done = 0u64;
+            let mut pending = PendingLatencies::default();
             let stats = &mut out.stats;
             let error = &mut out.error;
             let n = q.reap(plan.reap_max, &mut |slot, res| {
@@ -481,14 +483,13 @@ pub fn run_job(
                             *i += 1;
                         }
                         if recording && s.start_ns >= stats_start {
-                            if let Some(ds) = stats.dirs.get_mut(d) {
-                                ds.slat.add(s.issue_ns - s.start_ns);
-                                ds.clat.add(t_done.saturating_sub(s.issue_ns));
-                                ds.lat.add(t_done.saturating_sub(s.start_ns));
-                                ds.io_bytes += bs;
-                                ds.total_ios += 1;
-                            }
-                            stats.lat_buckets.add(t_done.saturating_sub(s.issue_ns));
+                            let io = IoLatency {
+                                dir: d,
+                                slat: s.issue_ns - s.start_ns,
+                                clat: t_done.saturating_sub(s.issue_ns),
+                                lat: t_done.saturating_sub(s.start_ns),
+                            };
+                            pending.add(stats, io, bs);
                         }
                         if plan.verify && s.op_write {
                             set_gen(&mut gens, s.unit, s.generation);
@@ -505,6 +506,7 @@ pub fn run_job(
                     free.push(slot);
                 }
             });
+            pending.flush(&mut out.stats, bs);
             if n > 0 {
                 if recording {
                     out.stats.count_complete(n);

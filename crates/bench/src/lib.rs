@@ -59,6 +59,8 @@ pub use result::{
     TargetReport, TargetSnapshot,
 };
 pub use runner::{BenchError, plan_jobs, run_bench};
-pub use stats::{DirStats, JobStats, LatBuckets, LatStat, RunningStat};
+pub use stats::{
+    DirStats, IoLatency, JobStats, LatBuckets, LatStat, PendingLatencies, RunningStat,
+};
 pub use status::{StatusInput, format_status};
 pub use sysinfo::ThreadUsage;
