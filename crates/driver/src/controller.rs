@@ -24,6 +24,10 @@ use crate::transport::{self, Transport, VfioUserTransport};
 pub const DMA_POOL_IOVA: u64 = 1 << 32;
 /// Admin queue depth (clamped to CAP.MQES + 1).
 pub const ADMIN_QUEUE_DEPTH: u16 = 32;
+/// An I/O CQ has this many times the entries of its SQ (within CAP.MQES), so the host
+/// may leave consumed entries unacknowledged and write the CQ head doorbell about once
+/// per `(factor - 1) * depth` completions instead of once per reap (see `Ring::poll`).
+pub const IO_CQ_DEPTH_FACTOR: u16 = 4;
 /// Largest transfer the driver sets up PRP list space for when MDTS allows more.
 pub const MAX_TRANSFER_CAP: u64 = 4 << 20;
 /// Largest admin data transfer (Get Log Page).
@@ -140,6 +144,7 @@ impl Controller {
                 &pool,
                 Qid::ADMIN,
                 admin_depth,
+                admin_depth,
                 prp::list_bytes_for(ADMIN_MAX_TRANSFER),
                 admin_db,
             )?;
@@ -213,12 +218,14 @@ impl Controller {
             );
         }
         let depth = clamp_depth(opts.queue_depth, self.cap);
+        let cq_depth = clamp_depth(depth.saturating_mul(IO_CQ_DEPTH_FACTOR), self.cap);
         let list_bytes = prp::list_bytes_for(self.max_transfer);
         for q in 1..=n {
             let qid = Qid(q);
             let db = Doorbells::new(Arc::clone(doorbells), qid, self.cap.dstrd())?;
-            let ring = Ring::new(&self.pool, qid, depth, list_bytes, db)?;
-            self.admin_checked(commands::create_io_cq(qid, depth, ring.cq().iova().0), None)?;
+            let ring = Ring::new(&self.pool, qid, depth, cq_depth, list_bytes, db)?;
+            let cq_iova = ring.cq().iova().0;
+            self.admin_checked(commands::create_io_cq(qid, ring.cq_depth(), cq_iova), None)?;
             self.io_qids.push(qid);
             if let Err(e) = self.admin_checked(
                 commands::create_io_sq(qid, depth, ring.sq().iova().0, qid),

@@ -96,8 +96,15 @@ pub(crate) struct Ring {
     rung_tail: u16,
     /// Last SQ head the controller reported (SQHD).
     sq_head: u16,
+    /// CQ entries (at least `depth`).
+    cq_depth: u16,
     /// Next CQ slot the host reads.
     cq_head: u16,
+    /// Entries consumed since the CQ head doorbell was last written.
+    cq_unacked: u16,
+    /// Most entries that may stay consumed without a head doorbell: `cq_depth - depth`
+    /// (see `poll`); 0 with a CQ as deep as the SQ, i.e. a doorbell after every reap.
+    cq_ack_slack: u16,
     /// Phase tag expected for new entries on this pass of the CQ.
     phase: bool,
     db: Doorbells,
@@ -113,17 +120,20 @@ pub(crate) struct Ring {
 }
 
 impl Ring {
-    /// Allocate the rings (`depth` entries each) and `list_bytes` of PRP list space per slot.
+    /// Allocate an SQ of `depth` entries, a CQ of `cq_depth` (raised to `depth` if smaller)
+    /// and `list_bytes` of PRP list space per slot.
     pub fn new(
         pool: &DmaPool,
         qid: Qid,
         depth: u16,
+        cq_depth: u16,
         list_bytes: u64,
         db: Doorbells,
     ) -> Result<Ring, crate::dma::DmaAllocError> {
         let depth = depth.max(2);
+        let cq_depth = cq_depth.max(depth);
         let sq = pool.alloc(u64::from(depth) * SQE_BYTES)?;
-        let cq = pool.alloc(u64::from(depth) * CQE_BYTES)?;
+        let cq = pool.alloc(u64::from(cq_depth) * CQE_BYTES)?;
         let nslots = depth - 1;
         let prp = if list_bytes > 0 {
             Some(pool.alloc(u64::from(nslots) * list_bytes)?)
@@ -138,7 +148,10 @@ impl Ring {
             sq_tail: 0,
             rung_tail: 0,
             sq_head: 0,
+            cq_depth,
             cq_head: 0,
+            cq_unacked: 0,
+            cq_ack_slack: cq_depth - depth,
             phase: true,
             db,
             slots: (0..nslots).map(|_| Slot::Free).collect(),
@@ -183,6 +196,16 @@ impl Ring {
 
     fn next(&self, i: u16) -> u16 {
         if i + 1 == self.depth { 0 } else { i + 1 }
+    }
+
+    /// CQ counterpart of `next`.
+    fn next_cq(&self, i: u16) -> u16 {
+        if i + 1 == self.cq_depth { 0 } else { i + 1 }
+    }
+
+    /// CQ entries.
+    pub fn cq_depth(&self) -> u16 {
+        self.cq_depth
     }
 
     /// Write `sqe` to the SQ with its CID set to a free slot and PRPs for `data` (a buffer
@@ -317,8 +340,19 @@ impl Ring {
     }
 
     /// Reap up to `max` completions, calling `f(token, &cqe)` for each, then write the CQ head
-    /// doorbell once. A completion for a CID that is not in flight, or for another SQ, stops
-    /// the batch with an error (the entry is consumed and the head doorbell still written).
+    /// doorbell once if more than `cq_ack_slack` entries are consumed and unacknowledged.
+    /// A completion for a CID that is not in flight, or for another SQ, stops the batch with
+    /// an error (the entry is consumed and counted like the others).
+    ///
+    /// Why the slack is safe: the controller may post while fewer than `cq_depth - 1`
+    /// entries lie between our last head doorbell and its tail. Those are the `u` consumed
+    /// but unacknowledged entries plus the posted and unread ones; the latter and the
+    /// commands in flight hold distinct CIDs, at most `depth - 1`, and one of those is the
+    /// command being completed. So a post finds at most `u + depth - 2` entries, below
+    /// `cq_depth - 1` while `u <= cq_depth - depth`. Within one call `u` grows only by
+    /// entries whose CIDs cannot be reused before it returns, so checking at the end keeps
+    /// the bound. The job's gain: the doorbell line the controller polls for the SQ tail
+    /// is written once per `cq_ack_slack` completions rather than once per reap.
     pub fn poll(&mut self, max: usize, mut f: impl FnMut(u64, &Cqe)) -> Result<usize, NvmeError> {
         let mut reaped = 0;
         let mut failure = None;
@@ -332,7 +366,7 @@ impl Ring {
             }
             let mut cqe: Cqe = self.cq.read_obj(off)?;
             cqe.status_phase = status_phase;
-            self.cq_head = self.next(self.cq_head);
+            self.cq_head = self.next_cq(self.cq_head);
             if self.cq_head == 0 {
                 self.phase = !self.phase;
             }
@@ -342,12 +376,16 @@ impl Ring {
                 break;
             }
         }
-        if reaped > 0 {
+        self.cq_unacked = self
+            .cq_unacked
+            .saturating_add(u16::try_from(reaped).unwrap_or(u16::MAX));
+        if self.cq_unacked > self.cq_ack_slack {
             // Release: our reads of the consumed CQEs happen before the controller may reuse
             // their slots; pairs with its Acquire load of the CQ head doorbell.
             self.db
                 .region
                 .store_release_u32(self.db.cq_head, u32::from(self.cq_head))?;
+            self.cq_unacked = 0;
         }
         match failure {
             Some(e) => Err(e),

@@ -8,7 +8,7 @@ fn setup(depth: u16, list_bytes: u64) -> (DmaPool, Arc<MmapRegion>, Ring) {
     let pool = DmaPool::new(256 * 1024, Iova(1 << 32)).unwrap();
     let dbs = Arc::new(MmapRegion::anonymous(4096).unwrap());
     let db = Doorbells::new(Arc::clone(&dbs), Qid(1), 0).unwrap();
-    let ring = Ring::new(&pool, Qid(1), depth, list_bytes, db).unwrap();
+    let ring = Ring::new(&pool, Qid(1), depth, depth, list_bytes, db).unwrap();
     (pool, dbs, ring)
 }
 
@@ -266,4 +266,75 @@ fn buffer_is_held_until_completion() {
     post(&ring, 0, cid.0, 1, Status::SUCCESS, true);
     ring.poll(1, |_, _| {}).unwrap();
     assert_eq!(pool.free_bytes(), free0);
+}
+
+/// A deeper CQ than SQ: the head doorbell is written only once more than `cq_depth - depth`
+/// entries are consumed, and a device that posts whenever its view of the CQ (tail against
+/// the last head doorbell) is not full never finds it full.
+#[test]
+fn a_deeper_cq_defers_the_head_doorbell_and_never_fills() {
+    for (depth, cq_depth) in [(8u16, 32u16), (8, 9), (5, 5), (16, 64)] {
+        let pool = DmaPool::new(256 * 1024, Iova(1 << 32)).unwrap();
+        let dbs = Arc::new(MmapRegion::anonymous(4096).unwrap());
+        let db = Doorbells::new(Arc::clone(&dbs), Qid(1), 0).unwrap();
+        let mut ring = Ring::new(&pool, Qid(1), depth, cq_depth, 0, db).unwrap();
+        assert_eq!(ring.cq_depth(), cq_depth);
+        let slack = cq_depth - depth;
+        let (mut dev_tail, mut dev_phase, mut dev_sq_head) = (0u16, true, 0u16);
+        let mut rng = 0x1234_5678_u64;
+        let (mut completed, mut doorbells, mut last_db) = (0u64, 0u64, 0u32);
+        let mut unacked = 0u16;
+        while completed < 2000 {
+            while ring.push(read_sqe(2), 1, None).is_ok() {}
+            ring.ring().unwrap();
+            // The device completes a random number of the commands it has fetched.
+            let sq_tail = u16::try_from(dbs.load_acquire_u32(0x8).unwrap()).unwrap();
+            rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            for _ in 0..(rng >> 60) {
+                if dev_sq_head == sq_tail {
+                    break;
+                }
+                let head = u16::try_from(dbs.load_acquire_u32(0xC).unwrap()).unwrap();
+                let used = (dev_tail + cq_depth - head) % cq_depth;
+                assert!(
+                    used < cq_depth - 1,
+                    "device found the CQ full ({depth}/{cq_depth})"
+                );
+                let cid = sqe_at(&ring, dev_sq_head).cid().0;
+                dev_sq_head = (dev_sq_head + 1) % depth;
+                post(
+                    &ring,
+                    dev_tail,
+                    cid,
+                    dev_sq_head,
+                    Status::SUCCESS,
+                    dev_phase,
+                );
+                dev_tail = (dev_tail + 1) % cq_depth;
+                if dev_tail == 0 {
+                    dev_phase = !dev_phase;
+                }
+            }
+            let max = usize::try_from(1 + (rng >> 61)).unwrap();
+            let n = ring.poll(max, |_, _| {}).unwrap();
+            completed += n as u64;
+            unacked += u16::try_from(n).unwrap();
+            // Between two doorbells the head moves by at most slack + depth - 1 < cq_depth,
+            // so every doorbell write changes the value.
+            let now = dbs.load_acquire_u32(0xC).unwrap();
+            if now != last_db {
+                doorbells += 1;
+                last_db = now;
+                assert!(unacked > slack, "acknowledged early ({unacked} <= {slack})");
+                unacked = 0;
+            }
+            assert!(unacked <= slack, "left {unacked} entries unacknowledged");
+        }
+        if slack > 0 {
+            assert!(
+                doorbells <= completed / u64::from(slack),
+                "{doorbells} doorbells"
+            );
+        }
+    }
 }
