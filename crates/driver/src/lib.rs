@@ -63,7 +63,8 @@ pub mod test_utils;
 mod vfio_e2e_tests;
 
 pub use controller::{
-    ADMIN_QUEUE_DEPTH, ADMIN_TIMEOUT, AttachOptions, Controller, DMA_POOL_IOVA, MAX_TRANSFER_CAP,
+    ADMIN_QUEUE_DEPTH, ADMIN_TIMEOUT, AttachOptions, Controller, DMA_POOL_IOVA, IO_CQ_DEPTH_FACTOR,
+    MAX_TRANSFER_CAP,
 };
 pub use dma::{DMA_PAGE, DmaAllocError, DmaBuf, DmaPool};
 pub use error::{DriverError, NvmeError};

@@ -14,7 +14,7 @@ use nvmemu_bench::{
     LatBreakdown, NoTarget, RunSummary, RwMode, TargetProbe, render, run_bench, run_ceiling,
 };
 use nvmemu_ctrl::{LatencyHook, LatencyTable};
-use nvmemu_driver::{AttachOptions, Controller};
+use nvmemu_driver::{AttachOptions, Controller, IO_CQ_DEPTH_FACTOR};
 use nvmemu_spec::Nsid;
 
 use crate::bench_target::{EmbeddedTarget, TargetPlacement, allowed_cpus};
@@ -103,7 +103,8 @@ pub fn apply_defaults(opts: &mut BenchOptions) {
 }
 
 /// DMA memory for `numjobs` queues of `depth` entries moving `bs`-byte I/Os:
-/// data slots, SQ/CQ rings and PRP list space (at most 16 KiB per slot), plus
+/// data slots, SQ/CQ rings (the CQ `IO_CQ_DEPTH_FACTOR` times deeper) and PRP list
+/// space (at most 16 KiB per slot), plus
 /// the admin queue and scratch page.
 pub fn dma_pool_bytes(numjobs: u32, depth: u16, bs: u64) -> u64 {
     let page = 4096u64;
@@ -111,7 +112,7 @@ pub fn dma_pool_bytes(numjobs: u32, depth: u16, bs: u64) -> u64 {
     let depth = u64::from(depth);
     let per_job = depth
         .saturating_mul(slot)
-        .saturating_add(depth * (64 + 16 + 16 * 1024))
+        .saturating_add(depth * (64 + 16 * u64::from(IO_CQ_DEPTH_FACTOR) + 16 * 1024))
         .saturating_add(64 * 1024);
     let total = u64::from(numjobs)
         .saturating_mul(per_job)
