@@ -506,8 +506,8 @@ pub fn run_job(
                     free.push(slot);
                 }
             });
-            pending.flush(&mut out.stats, bs);
             if n > 0 {
+                pending.flush(&mut out.stats, bs);
                 if recording {
                     out.stats.count_complete(n);
                 }
