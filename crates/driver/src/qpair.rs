@@ -2,8 +2,9 @@
 //! `IoQpair`: one I/O submission/completion queue pair, owned by one thread.
 //!
 //! Submitting writes an SQE and nothing else; `ring()` publishes every SQE since the last
-//! call with one doorbell write; `poll_completions` reaps by phase tag and acknowledges the
-//! batch with one CQ head doorbell write. No locks, no allocation, no syscalls.
+//! call with one doorbell write; `poll_completions` reaps by phase tag and acknowledges with
+//! one CQ head doorbell write once enough entries are consumed (the CQ is deeper than the SQ:
+//! see `Ring::poll`). No locks, no allocation, no syscalls.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -269,8 +270,8 @@ impl IoQpair {
     }
 
     /// Reap up to `max` completions, calling `f(token, result)` for each (`Ok(dw0)` or
-    /// `Err(NvmeError::Status)`), and acknowledge them with one CQ head doorbell write.
-    /// Returns how many were reaped. A completion the device should not have posted (unknown
+    /// `Err(NvmeError::Status)`); one CQ head doorbell write acknowledges them once more than
+    /// the CQ's slack are unacknowledged (see `Ring::poll`). Returns how many were reaped. A completion the device should not have posted (unknown
     /// or duplicate CID, wrong SQID, SQHD out of range) ends the batch with that error.
     pub fn poll_completions(
         &mut self,
