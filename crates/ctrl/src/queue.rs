@@ -15,6 +15,8 @@ use crate::metrics::QueueCounters;
 
 /// Bytes per SQE (CC.IOSQES = 6).
 pub(crate) const SQE_SIZE: u64 = 64;
+/// Cache line size the CQ hint works with.
+const CACHE_LINE: u64 = 64;
 /// Bytes per CQE (CC.IOCQES = 4).
 pub(crate) const CQE_SIZE: u64 = 16;
 
@@ -220,6 +222,13 @@ impl CompletionQueue {
         let ok = self.ring.region.store_u64s(off, [body]).is_ok()
             && self.ring.region.store_release_u64(off + 8, tagged).is_ok();
         if ok {
+            // The line's last entry is written: hand the line to the shared cache, where the
+            // host's next poll finds it, instead of leaving it in ours to be snooped (null
+            // 512 B QD16 +6 %). Demoting after every entry takes the line away while the
+            // next three are still to be written (12.2 M -> 7-8.5 M).
+            if (off + CQE_SIZE).is_multiple_of(CACHE_LINE) {
+                self.ring.region.demote(off);
+            }
             let (next, wrapped) = self.tail.next(self.size);
             self.tail = next;
             if wrapped {
