@@ -334,6 +334,9 @@ impl Ring {
             self.db
                 .region
                 .store_release_u32(self.db.sq_tail, u32::from(self.sq_tail))?;
+            // The controller polls this line: leave it in the shared cache for its next read
+            // rather than in ours (512 B QD16 malloc +8 %, 8 controllers +4 %).
+            self.db.region.demote(self.db.sq_tail);
             self.rung_tail = self.sq_tail;
         }
         Ok(())
