@@ -351,7 +351,7 @@ pub fn run_job(
                                 seq_next
                             };
                             if plan.verify && busy.get(unit) && plan.rw.is_random() {
-                                for _ in 0..32 {
+                                for _ in 0..8 {
                                     unit = rng.below(plan.units);
                                     if !busy.get(unit) {
                                         break;
