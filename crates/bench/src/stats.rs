@@ -41,9 +41,11 @@ impl RunningStat {
         self.min = if self.n == 0 { v } else { self.min.min(v) };
         self.max = self.max.max(v);
         self.n += count;
+        // v * v fits in u128; times a count it can overflow (only for absurd inputs, such
+        // as 2^40 ns seen 2^60 times), so that product saturates instead of wrapping.
         let (v, count) = (u128::from(v), u128::from(count));
         self.sum += v * count;
-        self.sumsq += v * v * count;
+        self.sumsq = self.sumsq.saturating_add((v * v).saturating_mul(count));
     }
 
     /// Adds all samples of `other`.

@@ -15,10 +15,10 @@ use crate::metrics::QueueCounters;
 
 /// Bytes per SQE (CC.IOSQES = 6).
 pub(crate) const SQE_SIZE: u64 = 64;
-/// Cache line size the CQ hint works with.
-const CACHE_LINE: u64 = 64;
 /// Bytes per CQE (CC.IOCQES = 4).
 pub(crate) const CQE_SIZE: u64 = 16;
+/// Cache line size the CQ hint works with.
+const CACHE_LINE: u64 = 64;
 
 /// A ring index in `0..size`; advancing wraps at the size without a division.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

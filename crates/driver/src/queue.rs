@@ -102,9 +102,6 @@ pub(crate) struct Ring {
     cq_head: u16,
     /// Entries consumed since the CQ head doorbell was last written.
     cq_unacked: u16,
-    /// Most entries that may stay consumed without a head doorbell: `cq_depth - depth`
-    /// (see `poll`); 0 with a CQ as deep as the SQ, i.e. a doorbell after every reap.
-    cq_ack_slack: u16,
     /// Phase tag expected for new entries on this pass of the CQ.
     phase: bool,
     db: Doorbells,
@@ -151,7 +148,6 @@ impl Ring {
             cq_depth,
             cq_head: 0,
             cq_unacked: 0,
-            cq_ack_slack: cq_depth - depth,
             phase: true,
             db,
             slots: (0..nslots).map(|_| Slot::Free).collect(),
@@ -206,6 +202,12 @@ impl Ring {
     /// CQ entries.
     pub fn cq_depth(&self) -> u16 {
         self.cq_depth
+    }
+
+    /// Most entries that may stay consumed without a head doorbell (see `poll`); 0 with a CQ
+    /// as deep as the SQ, i.e. a doorbell after every reap.
+    fn cq_ack_slack(&self) -> u16 {
+        self.cq_depth - self.depth
     }
 
     /// Write `sqe` to the SQ with its CID set to a free slot and PRPs for `data` (a buffer
@@ -350,7 +352,7 @@ impl Ring {
     }
 
     /// Reap up to `max` completions, calling `f(token, &cqe)` for each, then write the CQ head
-    /// doorbell once if more than `cq_ack_slack` entries are consumed and unacknowledged.
+    /// doorbell once if more than `cq_ack_slack()` entries are consumed and unacknowledged.
     /// A completion for a CID that is not in flight, or for another SQ, stops the batch with
     /// an error (the entry is consumed and counted like the others).
     ///
@@ -361,8 +363,8 @@ impl Ring {
     /// command being completed. So a post finds at most `u + depth - 2` entries, below
     /// `cq_depth - 1` while `u <= cq_depth - depth`. Within one call `u` grows only by
     /// entries whose CIDs cannot be reused before it returns, so checking at the end keeps
-    /// the bound. The job's gain: the doorbell line the controller polls for the SQ tail
-    /// is written once per `cq_ack_slack` completions rather than once per reap.
+    /// the bound. The gain: the doorbell line the controller polls for the SQ tail is
+    /// written once per `cq_ack_slack()` completions rather than once per reap.
     pub fn poll(&mut self, max: usize, mut f: impl FnMut(u64, &Cqe)) -> Result<usize, NvmeError> {
         let mut reaped = 0;
         let mut failure = None;
@@ -389,7 +391,7 @@ impl Ring {
         self.cq_unacked = self
             .cq_unacked
             .saturating_add(u16::try_from(reaped).unwrap_or(u16::MAX));
-        if self.cq_unacked > self.cq_ack_slack {
+        if self.cq_unacked > self.cq_ack_slack() {
             // Release: our reads of the consumed CQEs happen before the controller may reuse
             // their slots; pairs with its Acquire load of the CQ head doorbell.
             self.db

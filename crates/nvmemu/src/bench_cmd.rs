@@ -102,10 +102,9 @@ pub fn apply_defaults(opts: &mut BenchOptions) {
     }
 }
 
-/// DMA memory for `numjobs` queues of `depth` entries moving `bs`-byte I/Os:
-/// data slots, SQ/CQ rings (the CQ `IO_CQ_DEPTH_FACTOR` times deeper) and PRP list
-/// space (at most 16 KiB per slot), plus
-/// the admin queue and scratch page.
+/// DMA memory for `numjobs` queues of `depth` entries moving `bs`-byte I/Os: data
+/// slots, SQ/CQ rings (the CQ `IO_CQ_DEPTH_FACTOR` times deeper) and PRP list space
+/// (at most 16 KiB per slot), plus the admin queue and scratch page.
 pub fn dma_pool_bytes(numjobs: u32, depth: u16, bs: u64) -> u64 {
     let page = 4096u64;
     let slot = bs.div_ceil(page).saturating_mul(page);
