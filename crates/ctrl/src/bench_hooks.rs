@@ -71,6 +71,19 @@ impl CqPoster {
         self.cq.post(cqe)
     }
 
+    /// Stage `cqe` as a poll pass does (written with the rest of its line, or by `flush`).
+    pub fn stage(&mut self, cqe: Cqe) -> bool {
+        if self.cq.looks_full() {
+            self.cq.head = self.cq.tail;
+        }
+        self.cq.stage(cqe)
+    }
+
+    /// Write what `stage` left staged, as the end of a batch does.
+    pub fn flush(&mut self) -> bool {
+        self.cq.flush()
+    }
+
     /// The tail index (entries posted modulo the size).
     pub fn tail(&self) -> u32 {
         self.cq.tail.get()

@@ -121,6 +121,9 @@ impl Controller {
                 break;
             }
         }
+        if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid) {
+            self.flush_cq(cqid);
+        }
         if qid != Qid::ADMIN && taken > 0 {
             self.publish_event_idx(qid);
         }
@@ -236,8 +239,8 @@ impl Controller {
         !cq.looks_full()
     }
 
-    /// Post the completion of `sqe` (taken from `sqid`); false if nothing was posted.
-    /// Always inlined with `post`, so the CQE goes from registers to the ring: passed in
+    /// Post the completion of `sqe` (taken from `sqid`; staged, see
+    /// `CompletionQueue::stage`); false if nothing was posted. Always inlined with `stage`, so the CQE goes from registers to the ring: passed in
     /// memory, it is read back with loads that cannot be forwarded from the stores that
     /// built it and wait for the command's whole data copy to leave the store buffer.
     #[inline(always)]
@@ -271,21 +274,33 @@ impl Controller {
         if let Some(l) = lat {
             l.0.record(sqid.0, sqe.cid().0, Stage::Post, TscClock::ticks());
         }
-        self.post(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
+        self.stage(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
     }
 
-    /// Write a CQE to `cqid` (room was checked by the caller).
+    /// Stage a CQE on `cqid` (room was checked by the caller); `flush_cq` writes the rest.
     #[inline(always)]
-    pub(crate) fn post(&mut self, cqid: Qid, cqe: Cqe) -> bool {
+    fn stage(&mut self, cqid: Qid, cqe: Cqe) -> bool {
         let Some(cq) = self.queues.cq_mut(cqid) else {
             return false;
         };
-        if cq.post(cqe) {
+        if cq.stage(cqe) {
             return true;
         }
+        self.cq_unwritable(cqid);
+        false
+    }
+
+    /// Write the entries staged on `cqid` to its ring.
+    fn flush_cq(&mut self, cqid: Qid) {
+        if self.queues.cq_mut(cqid).is_some_and(|cq| !cq.flush()) {
+            self.cq_unwritable(cqid);
+        }
+    }
+
+    #[cold]
+    fn cq_unwritable(&mut self, cqid: Qid) {
         tracing::warn!(target: "guest", cqid = cqid.0, "CQ ring is no longer writable; controller fatal");
         self.apply(CtrlEvent::Fault, None);
-        false
     }
 
     /// Complete a held Asynchronous Event Request on the admin queue.
@@ -295,9 +310,14 @@ impl Controller {
         };
         let sqhd = sq.head.as_u16();
         self.counters.admin_commands += 1;
-        self.post(
-            Qid::ADMIN,
-            Cqe::new(cid, Qid::ADMIN, sqhd, Status::SUCCESS, dw0, false),
-        )
+        let cqe = Cqe::new(cid, Qid::ADMIN, sqhd, Status::SUCCESS, dw0, false);
+        let Some(cq) = self.queues.cq_mut(Qid::ADMIN) else {
+            return false;
+        };
+        if cq.post(cqe) {
+            return true;
+        }
+        self.cq_unwritable(Qid::ADMIN);
+        false
     }
 }
