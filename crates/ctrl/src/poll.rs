@@ -22,6 +22,7 @@ impl Controller {
     /// Returns the number of commands completed (0 = idle).
     pub fn poll(&mut self, irq: &mut dyn InterruptSink) -> usize {
         if !self.state.is_ready() {
+            self.end_busy_stretch();
             return 0;
         }
         let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH);
@@ -36,15 +37,19 @@ impl Controller {
         // pending: `post` only marks a CQ when its interrupts are enabled).
         if done > 0 {
             self.raise_interrupts(irq);
-        }
-        // Busy time without a clock read on idle passes: the first SQ found with work reads
-        // the TSC (`busy_mark`), the end of a pass that completed work reads it again.
-        let mark = std::mem::take(&mut self.counters.busy_mark);
-        if done > 0 && mark != 0 {
-            let ns = global_clock().ticks_to_ns(TscClock::ticks().wrapping_sub(mark));
-            self.counters.busy_nanos += u128::from(ns);
+        } else {
+            self.end_busy_stretch();
         }
         done
+    }
+
+    /// Close the open busy stretch, if any (the first SQ found with work opened it).
+    fn end_busy_stretch(&mut self) {
+        let since = std::mem::take(&mut self.counters.busy_since);
+        if since != 0 {
+            let ns = global_clock().ticks_to_ns(TscClock::ticks().wrapping_sub(since));
+            self.counters.busy_nanos += u128::from(ns);
+        }
     }
 
     fn raise_interrupts(&mut self, irq: &mut dyn InterruptSink) {
@@ -71,8 +76,8 @@ impl Controller {
         };
         let mut completed = 0;
         let mut taken = 0;
-        if self.counters.busy_mark == 0 && self.queues.sq(qid).is_some_and(|sq| sq.head != tail) {
-            self.counters.busy_mark = TscClock::ticks();
+        if self.counters.busy_since == 0 && self.queues.sq(qid).is_some_and(|sq| sq.head != tail) {
+            self.counters.busy_since = TscClock::ticks();
         }
         if qid != Qid::ADMIN {
             self.prefetch_batch(qid, tail, batch);
@@ -319,5 +324,48 @@ impl Controller {
         }
         self.cq_unwritable(Qid::ADMIN);
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::test_utils::{TestHost, layout, rw};
+    use nvmemu_spec::Status;
+
+    #[test]
+    fn busy_stretches_open_on_work_and_close_on_the_first_idle_poll() {
+        let mut h = TestHost::ready(16);
+        // Bring-up's admin commands left a stretch open; an idle poll closes it.
+        assert_eq!(h.poll(), 0);
+        assert_eq!(h.ctrl.counters.busy_since, 0);
+        let before = h.ctrl.counters.busy_nanos;
+        // Two commands taken in separate polls: one stretch, still open after them.
+        for slba in [1, 2] {
+            h.submit(1, rw(0x02, 1, slba, 1, h.prps(layout::DATA, 512)));
+            assert_eq!(h.poll(), 1);
+            assert_ne!(h.ctrl.counters.busy_since, 0);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert_eq!(
+            h.ctrl.counters.busy_nanos, before,
+            "no clock read while busy"
+        );
+        let open = h.ctrl.counters.busy_nanos_now() - before;
+        assert!(open >= 2_000_000, "the open stretch counts: {open} ns");
+        assert_eq!(h.poll(), 0);
+        assert_eq!(h.ctrl.counters.busy_since, 0);
+        let closed = h.ctrl.counters.busy_nanos - before;
+        assert!(closed >= open, "{closed} < {open}");
+        // Idle polls add nothing.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert_eq!(h.poll(), 0);
+        assert_eq!(h.ctrl.counters.busy_nanos - before, closed);
+        for q in 1..=2 {
+            assert_eq!(
+                h.reap(1).map(|c| c.status()),
+                Some(Status::SUCCESS),
+                "cqe {q}"
+            );
+        }
     }
 }
