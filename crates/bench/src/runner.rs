@@ -216,7 +216,10 @@ pub fn run_bench(
                 .and_then(|c| c.0.get(i % c.0.len().max(1)).copied())
         })
         .collect();
-    let before = target.snapshot();
+    // The target's counters are charged to the I/Os measured after ramp_time, so with a ramp
+    // they are read again once every job is past it (see `status_loop`).
+    let mut before = target.snapshot();
+    let ramping = opts.ramp_time.is_some_and(|r| !r.is_zero());
     let progress: Vec<Arc<Progress>> = plans
         .iter()
         .map(|_| Arc::new(Progress::default()))
@@ -247,7 +250,11 @@ pub fn run_bench(
             .map_err(BenchError::Spawn)?;
         handles.push(h);
     }
-    status_loop(opts, &plans, &progress, &handles, started);
+    status_loop(opts, &plans, &progress, &handles, started, &mut || {
+        if ramping {
+            before = target.snapshot();
+        }
+    });
     let mut jobs = Vec::with_capacity(handles.len());
     let mut first_err = None;
     for ((h, plan), cpu) in handles.into_iter().zip(&plans).zip(&cpus) {
@@ -311,8 +318,10 @@ fn status_loop<T>(
     progress: &[Arc<Progress>],
     handles: &[thread::JoinHandle<T>],
     started: Instant,
+    on_measuring: &mut dyn FnMut(),
 ) {
     let show = show_status(opts);
+    let mut measuring = false;
     let mut last = Instant::now();
     let mut last_bytes = [0u64; 2];
     let mut last_ios = [0u64; 2];
@@ -320,6 +329,15 @@ fn status_loop<T>(
     let total_bytes: u64 = plans.iter().map(|p| p.size_bytes).sum();
     while !handles.iter().all(thread::JoinHandle::is_finished) {
         thread::sleep(Duration::from_millis(50));
+        // Within 50 ms of the last job leaving ramp_time.
+        if !measuring
+            && progress
+                .iter()
+                .all(|p| p.state() as u8 >= JobState::Running as u8)
+        {
+            measuring = true;
+            on_measuring();
+        }
         if !show || last.elapsed() < Duration::from_millis(1000) {
             continue;
         }
@@ -768,5 +786,40 @@ mod tests {
         assert!(j.output.stats.dirs[0].total_ios > 0 && j.output.stats.dirs[1].total_ios > 0);
         assert!(j.output.runtime_ms > 0);
         assert!(render(&r, OutputFormat::NORMAL).contains("  write: IOPS="));
+    }
+    /// A target whose one poller is busy all the time.
+    struct AlwaysBusy(Instant);
+
+    impl TargetProbe for AlwaysBusy {
+        fn snapshot(&self) -> Option<crate::result::TargetSnapshot> {
+            let ns = u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            Some(crate::result::TargetSnapshot {
+                cores: vec![crate::result::CoreCounters {
+                    cpu: None,
+                    busy_ns: ns,
+                    total_ns: ns,
+                }],
+            })
+        }
+    }
+
+    #[test]
+    fn target_time_is_charged_for_the_measured_window_only() {
+        let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
+        let o = BenchOptions {
+            time_based: true,
+            runtime: Some(Duration::from_millis(400)),
+            ramp_time: Some(Duration::from_millis(400)),
+            ..opts(RwMode::Randread, 1 << 20)
+        };
+        let queues = vec![Box::new(dev.queue()) as Box<dyn IoQueue>];
+        let stop = Arc::new(AtomicBool::new(false));
+        let r = run_bench(&o, queues, &AlwaysBusy(Instant::now()), &[], stop).unwrap();
+        let t = r.target.expect("a target report");
+        let ios = r.jobs[0].output.stats.dirs[0].total_ios;
+        // The busy time charged to the measured I/Os is the runtime (plus the status
+        // loop's 50 ms and the job's wind-down), not ramp + runtime.
+        let charged_ms = t.target_ns_per_io * ios as f64 / 1e6;
+        assert!((300.0..700.0).contains(&charged_ms), "{charged_ms} ms");
     }
 }
