@@ -34,7 +34,7 @@ impl Controller {
         }
         // Every CQE is posted inside this pass and counted in `done`, so an idle pass has no
         // interrupt to raise and skips the walk over the CQs (and with IEN=0 nothing is ever
-        // pending: `post` only marks a CQ when its interrupts are enabled).
+        // pending: `stage` only marks a CQ when its interrupts are enabled).
         if done > 0 {
             self.raise_interrupts(irq);
         } else {
@@ -245,9 +245,10 @@ impl Controller {
     }
 
     /// Post the completion of `sqe` (taken from `sqid`; staged, see
-    /// `CompletionQueue::stage`); false if nothing was posted. Always inlined with `stage`, so the CQE goes from registers to the ring: passed in
-    /// memory, it is read back with loads that cannot be forwarded from the stores that
-    /// built it and wait for the command's whole data copy to leave the store buffer.
+    /// `CompletionQueue::stage`); false if nothing was posted. Always inlined with `stage`,
+    /// so the CQE goes from registers to the ring: passed in memory, it is read back with
+    /// loads that cannot be forwarded from the stores that built it and wait for the
+    /// command's whole data copy to leave the store buffer.
     #[inline(always)]
     fn complete(
         &mut self,

@@ -452,6 +452,7 @@ mod tests {
         assert_eq!(again.cid, 7);
         assert!(cq.irq_pending);
     }
+
     /// A CQ of `entries` whose ring starts `at` bytes into host memory.
     fn cq_at(host: &HostMemory, at: u64, entries: u32) -> CompletionQueue {
         let bytes = u64::from(entries) * CQE_SIZE;
