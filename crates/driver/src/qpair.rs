@@ -271,8 +271,9 @@ impl IoQpair {
 
     /// Reap up to `max` completions, calling `f(token, result)` for each (`Ok(dw0)` or
     /// `Err(NvmeError::Status)`); one CQ head doorbell write acknowledges them once more than
-    /// the CQ's slack are unacknowledged (see `Ring::poll`). Returns how many were reaped. A completion the device should not have posted (unknown
-    /// or duplicate CID, wrong SQID, SQHD out of range) ends the batch with that error.
+    /// the CQ's slack are unacknowledged (see `Ring::poll`). Returns how many were reaped.
+    /// A completion the device should not have posted (unknown or duplicate CID, wrong
+    /// SQID, SQHD out of range) ends the batch with that error.
     pub fn poll_completions(
         &mut self,
         max: usize,

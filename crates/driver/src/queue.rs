@@ -341,9 +341,11 @@ impl Ring {
             // (512 B QD16 malloc +8 %, 8 controllers +4 %). An idle controller is spinning
             // on the line and reads it at once; there the demote only races that read
             // (iodepth 1 round trip +70 ns).
-            let published =
-                u32::from(self.sq_tail) + u32::from(self.depth) - u32::from(self.rung_tail);
-            if u32::from(self.outstanding()) > published % u32::from(self.depth) {
+            let published = match self.sq_tail.checked_sub(self.rung_tail) {
+                Some(n) => n,
+                None => self.depth - self.rung_tail + self.sq_tail,
+            };
+            if self.outstanding() > published {
                 self.db.region.demote(self.db.sq_tail);
             }
             self.rung_tail = self.sq_tail;
