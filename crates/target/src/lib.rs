@@ -12,6 +12,7 @@
 
 pub mod affinity;
 mod function;
+mod idle;
 pub mod irq;
 pub mod mailbox;
 pub mod pci;

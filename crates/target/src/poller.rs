@@ -16,6 +16,7 @@ use nvmemu_ctrl::Controller;
 use nvmemu_mem::TscClock;
 
 use crate::ControllerId;
+use crate::idle::IdleTimer;
 use crate::irq::MsixSink;
 use crate::mailbox::Mailbox;
 
@@ -203,11 +204,11 @@ fn run(
     stats
         .started_ns
         .store(nanos_since(epoch), Ordering::Relaxed);
-    // Idle stretches are timed with the TSC: two reads per idle stretch, no clock_gettime.
+    // Idle stretches are timed with the TSC (see `IdleTimer`), no clock_gettime.
     let clock = TscClock::new();
+    let mut idle = IdleTimer::default();
     let mut idle_passes: u64 = 0;
-    let mut idle_since: Option<u64> = None;
-    let (mut passes, mut commands, mut idle_ns) = (0u64, 0u64, 0u64);
+    let (mut passes, mut commands) = (0u64, 0u64);
     let spin = u64::from(backoff.spin_passes);
     let spin_and_yield = spin.saturating_add(u64::from(backoff.yield_passes));
     loop {
@@ -215,6 +216,7 @@ fn run(
         if stop.load(Ordering::Relaxed) {
             break;
         }
+        idle.pass_begins(|| clock.now_ns());
         let mut work = 0usize;
         if state.controllers.len() > 1 {
             for c in state.controllers.iter_mut() {
@@ -227,11 +229,10 @@ fn run(
         passes += 1;
         if work > 0 {
             commands += work as u64;
-            if let Some(since) = idle_since.take() {
+            if idle.found_work() {
                 // Single writer: a plain store, not a locked add, which would wait for this
                 // pass's CQE stores to reach the host's lines.
-                idle_ns += clock.now_ns().saturating_sub(since);
-                stats.idle_ns.store(idle_ns, Ordering::Relaxed);
+                stats.idle_ns.store(idle.idle_ns(), Ordering::Relaxed);
             }
             idle_passes = 0;
             // Publish counters once per busy pass: plain stores to this poller's own line.
@@ -239,8 +240,7 @@ fn run(
             stats.commands.store(commands, Ordering::Relaxed);
             continue;
         }
-        if idle_since.is_none() {
-            idle_since = Some(clock.now_ns());
+        if idle.found_nothing(|| clock.now_ns()) {
             stats.passes.store(passes, Ordering::Relaxed);
         }
         idle_passes += 1;
@@ -256,10 +256,9 @@ fn run(
             std::thread::park_timeout(backoff.sleep);
         }
     }
-    if let Some(since) = idle_since {
-        idle_ns += clock.now_ns().saturating_sub(since);
-    }
-    stats.idle_ns.store(idle_ns, Ordering::Relaxed);
+    stats
+        .idle_ns
+        .store(idle.finish(clock.now_ns()), Ordering::Relaxed);
     stats.passes.store(passes, Ordering::Relaxed);
     stats.commands.store(commands, Ordering::Relaxed);
 }
