@@ -12,7 +12,8 @@
 #   BENCH_RUNTIME=5     seconds per run
 #   BENCH_QUICK=1       one repetition of 2 s (a smoke test, not a measurement)
 #   BENCH_RAMP=1        seconds of --ramp_time before each bench run's statistics
-#   BENCH_PROFILE=1     perf record one extra run of each missed goal (0: skip)
+#   BENCH_PROFILE=1     perf record one extra run of each missed goal and controller row
+#                       (0: skip)
 #   BENCH_TARGET_CPU=1  CPU of the target poller (and of the probe's server thread)
 #   BENCH_JOB_CPU=0     CPU of the job thread (and of the probe's client thread)
 #   BENCH_BIN=path      use this nvmemu binary instead of building one
@@ -480,6 +481,12 @@ for c in CTRLS:
     verdict = "–" if c["n"] == 1 else ("not measured" if ratio is None else
                                        ("pass" if ratio >= 0.90 else "miss"))
     CTRL_ROWS.append((c, m, ratio, verdict))
+    if verdict == "miss" and os.environ.get("BENCH_PROFILE", "1") == "1":
+        log(f"profiling {c['id']} (missed)")
+        try:
+            PROFILES[c["id"]] = profile(c)
+        except (OSError, subprocess.TimeoutExpired):
+            PROFILES[c["id"]] = None
 
 
 # ---------------------------------------------------------------- machine
@@ -571,16 +578,25 @@ for c, m, ratio, verdict in CTRL_ROWS[1:]:
       f"{spread(c['id'], 'bench', 'iops')} |")
 w("")
 w("What bounds each case (from the run's own counters: poller busy share, target ns per I/O,")
-w("job thread CPU):")
+w("job thread CPU). The job polls without pausing, so its CPU share is near 100 % whether or")
+w("not it waits for the poller; a poller near 100 % busy is the one figure that says a side")
+w("is saturated, and where it is, the profile shows whether the job is too:")
 w("")
 for g in GOALS:
     w(f"- {g['c']['title']}: {g['verdict']}; bounded by {bound(g['c']['id'])}.")
+one_ns = med("ctrl1", "bench", "ns_per_io")
+for c, _, _, verdict in CTRL_ROWS:
+    if verdict != "miss":
+        continue
+    load = "QD16 in total" if c["qd"] == 16 else f"QD16 each, {c['qd']} in total"
+    ref = f"; one controller: {one_ns:.0f} target ns/IO" if one_ns else ""
+    w(f"- one poller, {c['n']} controllers ({load}): miss; bounded by {bound(c['id'])}{ref}.")
 w("")
 if PROFILES:
     w("### Profiles of the missed goals")
     w("")
-    w("`perf record -F 999 -g` of one extra run of each missed case, top symbols by self time")
-    w("(raw data in the results directory).")
+    w("`perf record -F 999 -g` of one extra run of each missed case (goals and controller rows),")
+    w("top symbols by self time (raw data in the results directory).")
     w("")
     for cid, text in PROFILES.items():
         w(f"`{cid}`:")
