@@ -441,6 +441,16 @@ def shutil_which(name):
     return None
 
 
+def profile_missed(c):
+    if os.environ.get("BENCH_PROFILE", "1") != "1":
+        return
+    log(f"profiling {c['id']} (missed)")
+    try:
+        PROFILES[c["id"]] = profile(c)
+    except (OSError, subprocess.TimeoutExpired):
+        PROFILES[c["id"]] = None
+
+
 # ---------------------------------------------------------------- verdicts
 GOALS = []
 for c in CASES:
@@ -466,12 +476,8 @@ for c in CASES:
         verdict = "pass" if ratio <= target else "miss"
     GOALS.append(dict(c=c, kind=kind, target=target, m=m, p=p, ratio=ratio, paired=paired,
                       verdict=verdict, why=why))
-    if verdict == "miss" and os.environ.get("BENCH_PROFILE", "1") == "1":
-        log(f"profiling {c['id']} (missed)")
-        try:
-            PROFILES[c["id"]] = profile(c)
-        except (OSError, subprocess.TimeoutExpired):
-            PROFILES[c["id"]] = None
+    if verdict == "miss":
+        profile_missed(c)
 
 CTRL_ROWS = []
 one = med("ctrl1", "bench", "iops")
@@ -481,12 +487,8 @@ for c in CTRLS:
     verdict = "–" if c["n"] == 1 else ("not measured" if ratio is None else
                                        ("pass" if ratio >= 0.90 else "miss"))
     CTRL_ROWS.append((c, m, ratio, verdict))
-    if verdict == "miss" and os.environ.get("BENCH_PROFILE", "1") == "1":
-        log(f"profiling {c['id']} (missed)")
-        try:
-            PROFILES[c["id"]] = profile(c)
-        except (OSError, subprocess.TimeoutExpired):
-            PROFILES[c["id"]] = None
+    if verdict == "miss":
+        profile_missed(c)
 
 
 # ---------------------------------------------------------------- machine
