@@ -417,3 +417,50 @@ fn doorbell_buffer_config_validation() {
         Status::INVALID_OPCODE
     );
 }
+
+/// Get / Set Features, Host Behavior Support (FID 16h): a 512-byte structure through the
+/// data pointer, ACRE the one field that can be set.
+#[test]
+fn host_behavior_support_round_trips_acre_through_the_data_buffer() {
+    let mut h = TestHost::new();
+    h.enable();
+    let buf = h.mem.iova(layout::ADMIN_DATA);
+    let with_buf = |sqe: Sqe| Sqe { dptr1: buf, ..sqe };
+    let get = |h: &mut TestHost, sel: u8| {
+        h.mem.write(layout::ADMIN_DATA, &[0xA5; 512]);
+        let c = h.admin(with_buf(get_feature(0x16, sel, 0)));
+        (c.status(), h.mem.read_vec(layout::ADMIN_DATA, 512))
+    };
+    assert_eq!(get(&mut h, 0), (Status::SUCCESS, vec![0; 512]), "current");
+
+    let mut data = [0u8; 512];
+    data[0] = 1;
+    h.mem.write(layout::ADMIN_DATA, &data);
+    let c = h.admin(with_buf(set_feature(0x16, 0)));
+    assert_eq!(c.status(), Status::SUCCESS, "ACRE = 1");
+    assert_eq!(get(&mut h, 0), (Status::SUCCESS, data.to_vec()));
+    assert_eq!(get(&mut h, 1), (Status::SUCCESS, vec![0; 512]), "default");
+    assert_eq!(h.admin(get_feature(0x16, 3, 0)).dw0, 0b100, "changeable");
+
+    // Fields this controller does not implement are refused, and change nothing.
+    for (at, byte) in [(0usize, 0b10u8), (1, 1), (511, 0x80)] {
+        let mut bad = [0u8; 512];
+        bad[at] = byte;
+        h.mem.write(layout::ADMIN_DATA, &bad);
+        let c = h.admin(with_buf(set_feature(0x16, 0)));
+        assert_eq!(c.status(), Status::INVALID_FIELD, "byte {at} = {byte:#x}");
+    }
+    assert_eq!(get(&mut h, 0).1[0], 1);
+
+    // A data pointer outside client memory fails the transfer, not the server.
+    let c = h.admin(Sqe {
+        dptr1: 0x1000,
+        ..get_feature(0x16, 0, 0)
+    });
+    assert_eq!(c.status(), Status::DATA_TRANSFER_ERROR);
+
+    // A controller reset returns it to its default.
+    h.write_reg32(nvmemu_spec::regs::CC, 0);
+    h.enable();
+    assert_eq!(get(&mut h, 0), (Status::SUCCESS, vec![0; 512]));
+}

@@ -374,6 +374,8 @@ pub enum AdminCommand {
         nsid: Nsid,
         /// The feature-specific value (CDW11); `features` decodes it per FID.
         value: u32,
+        /// Data buffer, for the features that carry a data structure (Host Behavior Support).
+        dptr: DataPtr,
     },
     /// Get Features.
     GetFeatures {
@@ -385,6 +387,8 @@ pub enum AdminCommand {
         nsid: Nsid,
         /// Feature-specific input (CDW11), e.g. the vector for Interrupt Vector Configuration.
         value: u32,
+        /// Data buffer, for the features that return a data structure (Host Behavior Support).
+        dptr: DataPtr,
     },
     /// Asynchronous Event Request.
     AsyncEventRequest,
@@ -462,12 +466,14 @@ impl AdminCommand {
                 save: bit(sqe.cdw10, 31),
                 nsid,
                 value: sqe.cdw11,
+                dptr,
             },
             AdminOpcode::GetFeatures => AdminCommand::GetFeatures {
                 fid: FeatureId::from((sqe.cdw10 & 0xFF) as u8),
                 sel: FeatureSelect::from(((sqe.cdw10 >> 8) & 0x7) as u8),
                 nsid,
                 value: sqe.cdw11,
+                dptr,
             },
             AdminOpcode::AsyncEventRequest => AdminCommand::AsyncEventRequest,
             AdminOpcode::KeepAlive => AdminCommand::KeepAlive,

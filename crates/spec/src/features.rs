@@ -56,6 +56,17 @@ feature_ids! {
     Apst = 0x0C,
     /// Keep Alive Timer.
     KeepAliveTimer = 0x0F,
+    /// Host Behavior Support (a 512-byte data structure, NVMe Base 2.0, 5.27.1.18).
+    HostBehaviorSupport = 0x16,
+}
+
+/// Host Behavior Support (FID 16h): the data structure's size and its one field this
+/// controller implements.
+pub mod host_behavior {
+    /// Bytes in the data structure both Get and Set Features transfer.
+    pub const SIZE: usize = 512;
+    /// Byte 0 bit 0: Advanced Command Retry Enable (ACRE).
+    pub const ACRE: u8 = 1 << 0;
 }
 
 /// Get Features Select (SEL, CDW10 bits 10:8).

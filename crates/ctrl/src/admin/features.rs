@@ -3,10 +3,10 @@
 //! saved value of every feature is its default.
 
 use nvmemu_spec::features::{
-    FeatureId, FeatureSelect, QueueCounts, TemperatureThreshold, aec, capabilities,
+    FeatureId, FeatureSelect, QueueCounts, TemperatureThreshold, aec, capabilities, host_behavior,
 };
 use nvmemu_spec::log_page::AsyncEvent;
-use nvmemu_spec::{Nsid, Status};
+use nvmemu_spec::{DataPtr, Nsid, Status};
 
 use crate::admin::log_page::DEFAULT_TEMP_OVER;
 use crate::{Controller, ControllerConfig};
@@ -31,6 +31,9 @@ pub(crate) struct Features {
     pub(crate) write_atomicity: u32,
     pub(crate) aec: u32,
     pub(crate) keep_alive_ms: u32,
+    /// Host Behavior Support byte 0 (ACRE only: no retry delays are ever asked for, so
+    /// enabling it changes nothing the host sees).
+    pub(crate) host_behavior: u8,
 }
 
 impl Features {
@@ -50,6 +53,7 @@ impl Features {
             write_atomicity: 0,
             aec: 0,
             keep_alive_ms: 0,
+            host_behavior: 0,
         }
     }
 
@@ -82,8 +86,17 @@ impl Features {
             FeatureId::WriteAtomicity => self.write_atomicity,
             FeatureId::AsyncEventConfig => self.aec,
             FeatureId::KeepAliveTimer => self.keep_alive_ms,
+            // Its value is a data structure, not DW0; `get_features` transfers it.
+            FeatureId::HostBehaviorSupport => 0,
             FeatureId::Apst | FeatureId::Unknown(_) => return Err(Status::INVALID_FIELD),
         })
+    }
+
+    /// The Host Behavior Support data structure for these values.
+    fn host_behavior_data(&self) -> [u8; host_behavior::SIZE] {
+        let mut data = [0u8; host_behavior::SIZE];
+        data[0] = self.host_behavior;
+        data
     }
 }
 
@@ -95,19 +108,28 @@ impl Controller {
         sel: FeatureSelect,
         _nsid: Nsid,
         arg: u32,
+        dptr: &DataPtr,
     ) -> Result<u32, Status> {
-        match sel {
-            FeatureSelect::Current => self.features.value(fid, arg),
+        let defaults;
+        let features = match sel {
+            FeatureSelect::Current => &self.features,
             FeatureSelect::Default | FeatureSelect::Saved => {
-                Features::new(&self.config).value(fid, arg)
+                defaults = Features::new(&self.config);
+                &defaults
             }
             FeatureSelect::SupportedCapabilities => {
                 // Validate the FID the same way, then: changeable, not saveable.
                 Features::new(&self.config).value(fid, arg)?;
-                Ok(capabilities::CHANGEABLE)
+                return Ok(capabilities::CHANGEABLE);
             }
-            FeatureSelect::Reserved(_) => Err(Status::INVALID_FIELD),
+            FeatureSelect::Reserved(_) => return Err(Status::INVALID_FIELD),
+        };
+        let dw0 = features.value(fid, arg)?;
+        if fid == FeatureId::HostBehaviorSupport {
+            let data = features.host_behavior_data();
+            crate::dptr::copy_to_host(&self.mem, dptr, &data, data.len() as u64)?;
         }
+        Ok(dw0)
     }
 
     /// Set Features.
@@ -117,9 +139,21 @@ impl Controller {
         save: bool,
         _nsid: Nsid,
         value: u32,
+        dptr: &DataPtr,
     ) -> Result<u32, Status> {
         if save {
             return Err(Status::FEATURE_NOT_SAVEABLE);
+        }
+        if fid == FeatureId::HostBehaviorSupport {
+            let mut data = [0u8; host_behavior::SIZE];
+            crate::dptr::copy_from_host(&self.mem, dptr, &mut data)?;
+            // Only ACRE is implemented; any other field set asks for behaviour this
+            // controller does not have.
+            if data[0] & !host_behavior::ACRE != 0 || data[1..].iter().any(|&b| b != 0) {
+                return Err(Status::INVALID_FIELD);
+            }
+            self.features.host_behavior = data[0];
+            return Ok(0);
         }
         let f = &mut self.features;
         match fid {
@@ -176,6 +210,7 @@ impl Controller {
             FeatureId::WriteAtomicity => f.write_atomicity = value & 1,
             FeatureId::AsyncEventConfig => f.aec = value & AEC_SUPPORTED,
             FeatureId::KeepAliveTimer => f.keep_alive_ms = value,
+            FeatureId::HostBehaviorSupport => {} // handled above: it carries data
             FeatureId::Apst | FeatureId::Unknown(_) => {
                 tracing::debug!(target: "guest", fid = u8::from(fid), "unsupported feature");
                 return Err(Status::INVALID_FIELD);

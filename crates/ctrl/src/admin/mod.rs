@@ -44,13 +44,15 @@ impl Controller {
                 save,
                 nsid,
                 value,
-            } => self.set_features(fid, save, nsid, value),
+                dptr,
+            } => self.set_features(fid, save, nsid, value, &dptr),
             AdminCommand::GetFeatures {
                 fid,
                 sel,
                 nsid,
                 value,
-            } => self.get_features(fid, sel, nsid, value),
+                dptr,
+            } => self.get_features(fid, sel, nsid, value, &dptr),
             AdminCommand::CreateIoCq {
                 qid,
                 size,
