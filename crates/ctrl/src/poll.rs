@@ -7,7 +7,7 @@ use nvmemu_spec::log_page::AsyncEvent;
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
 use crate::latency::{LatencyHook, Stage};
-use crate::queue::RingIdx;
+use crate::queue::{RingIdx, cq_head_doorbell, sq_tail_doorbell};
 use crate::state::CtrlEvent;
 use crate::{Controller, InterruptSink};
 
@@ -186,8 +186,8 @@ impl Controller {
     /// Read and validate the SQ tail doorbell (shadow doorbell for I/O queues once Doorbell
     /// Buffer Config is in effect). Acquire pairs with the host's write barrier between
     /// writing SQEs and the doorbell store.
-    fn load_sq_tail(&mut self, qid: Qid) -> Option<RingIdx> {
-        let off = u64::from(qid.0) * 8;
+    pub(crate) fn load_sq_tail(&mut self, qid: Qid) -> Option<RingIdx> {
+        let off = sq_tail_doorbell(qid);
         let raw = match (&self.dbbuf, qid) {
             (Some(db), q) if q != Qid::ADMIN => db.load_doorbell(off),
             _ => self.doorbells.load_acquire_u32(off).ok(),
@@ -219,7 +219,7 @@ impl Controller {
         if !cq.looks_full() {
             return true;
         }
-        let off = u64::from(cqid.0) * 8 + 4;
+        let off = cq_head_doorbell(cqid);
         let raw = match (&self.dbbuf, cqid) {
             (Some(db), q) if q != Qid::ADMIN => db.load_doorbell(off),
             _ => self.doorbells.load_acquire_u32(off).ok(),
@@ -250,7 +250,7 @@ impl Controller {
     /// loads that cannot be forwarded from the stores that built it and wait for the
     /// command's whole data copy to leave the store buffer.
     #[inline(always)]
-    fn complete(
+    pub(crate) fn complete(
         &mut self,
         sqid: Qid,
         sqe: &Sqe,
@@ -297,7 +297,7 @@ impl Controller {
     }
 
     /// Write the entries staged on `cqid` to its ring.
-    fn flush_cq(&mut self, cqid: Qid) {
+    pub(crate) fn flush_cq(&mut self, cqid: Qid) {
         if self.queues.cq_mut(cqid).is_some_and(|cq| !cq.flush()) {
             self.cq_unwritable(cqid);
         }

@@ -20,6 +20,16 @@ pub(crate) const CQE_SIZE: u64 = 16;
 /// Cache line size the CQ hint works with.
 const CACHE_LINE: u64 = 64;
 
+/// Offset of SQ `qid`'s tail doorbell in the doorbell page (CAP.DSTRD = 0).
+pub(crate) fn sq_tail_doorbell(qid: Qid) -> u64 {
+    u64::from(qid.0) * 8
+}
+
+/// Offset of CQ `qid`'s head doorbell in the doorbell page.
+pub(crate) fn cq_head_doorbell(qid: Qid) -> u64 {
+    u64::from(qid.0) * 8 + 4
+}
+
 /// A ring index in `0..size`; advancing wraps at the size without a division.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct RingIdx(u32);

@@ -125,8 +125,11 @@ fn queue_creation_checks() {
         ),
         (create_cq(1, 16, base + 8, 0), Status::INVALID_FIELD),
         (create_cq(1, 16, 0x1000, 0), Status::INVALID_FIELD),
+        // CQID 0 or beyond the allocated count names no I/O CQ at all; an allocatable id
+        // without a queue is an invalid CQ (SPDK's compliance suite checks both).
         (create_sq(1, 16, sq_base, 1), Status::CQ_INVALID),
-        (create_sq(1, 16, sq_base, 0), Status::CQ_INVALID),
+        (create_sq(1, 16, sq_base, 0), Status::INVALID_QID),
+        (create_sq(1, 16, sq_base, 128), Status::INVALID_QID),
         (create_cq(1, 16, base, 1), Status::SUCCESS),
         (create_cq(1, 16, base, 1), Status::INVALID_QID),
         (create_sq(1, 16, sq_base, 1), Status::SUCCESS),

@@ -503,7 +503,7 @@ fn invalid_queue_creation_gets_the_command_specific_status() {
         (
             "SQ on the admin CQ",
             create_sq_sqe(2, 16, ring, 0),
-            Status::CQ_INVALID,
+            Status::INVALID_QID,
         ),
         (
             "SQ of 1 entry",

@@ -13,6 +13,7 @@ use nvmemu_mem::{Access, GuestMemory, Iova, MmapRegion};
 use nvmemu_spec::{PAGE_SIZE, Psdt, Qid, Sqe, Status};
 
 use crate::Controller;
+use crate::queue::{cq_head_doorbell, sq_tail_doorbell};
 
 /// The resolved shadow doorbell and event index pages.
 #[derive(Debug)]
@@ -63,15 +64,20 @@ impl Dbbuf {
         let _ = region.store_release_u32(base + off, value);
     }
 
+    /// Zero a shadow doorbell (a queue is created: it starts empty).
+    pub(crate) fn reset_shadow(&self, off: u64) {
+        self.store(&self.shadow, off, 0);
+    }
+
     /// A new SQ: its event index starts at its (zero) tail.
     pub(crate) fn init_sq(&self, qid: Qid) {
-        self.store(&self.event, u64::from(qid.0) * 8, 0);
+        self.store(&self.event, sq_tail_doorbell(qid), 0);
     }
 
     /// A new CQ: the controller reads shadow CQ heads itself, so it never asks for MMIO
     /// head writes (0xFFFF_FFFF is never inside a host's 16-bit old..new window).
     pub(crate) fn init_cq(&self, qid: Qid) {
-        self.store(&self.event, u64::from(qid.0) * 8 + 4, u32::MAX);
+        self.store(&self.event, cq_head_doorbell(qid), u32::MAX);
     }
 }
 
@@ -98,7 +104,7 @@ impl Controller {
         // Carry the current doorbell values of live I/O queues over to the shadow page.
         let mut i = 0;
         while let Some(qid) = self.queues.active_sq(i) {
-            let off = u64::from(qid.0) * 8;
+            let off = sq_tail_doorbell(qid);
             let tail = self.doorbells.load_acquire_u32(off).unwrap_or(0);
             db.store(&db.shadow, off, tail);
             db.store(
@@ -110,7 +116,7 @@ impl Controller {
         }
         let mut i = 0;
         while let Some(qid) = self.queues.active_cq(i) {
-            let off = u64::from(qid.0) * 8 + 4;
+            let off = cq_head_doorbell(qid);
             let head = self.doorbells.load_acquire_u32(off).unwrap_or(0);
             db.store(&db.shadow, off, head);
             db.init_cq(qid);
@@ -124,7 +130,7 @@ impl Controller {
     /// MMIO doorbell when the controller has caught up.
     pub(crate) fn publish_event_idx(&self, qid: Qid) {
         if let (Some(db), Some(sq)) = (&self.dbbuf, self.queues.sq(qid)) {
-            db.store(&db.event, u64::from(qid.0) * 8, sq.head.get());
+            db.store(&db.event, sq_tail_doorbell(qid), sq.head.get());
         }
     }
 }

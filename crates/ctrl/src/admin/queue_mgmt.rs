@@ -5,7 +5,9 @@ use nvmemu_mem::Access;
 use nvmemu_spec::{PAGE_SIZE, Qid, Status};
 
 use crate::Controller;
-use crate::queue::{CQE_SIZE, CompletionQueue, Ring, SQE_SIZE, SubmissionQueue};
+use crate::queue::{
+    CQE_SIZE, CompletionQueue, Ring, SQE_SIZE, SubmissionQueue, cq_head_doorbell, sq_tail_doorbell,
+};
 use crate::regs::Cc;
 
 /// CC.IOSQES / CC.IOCQES this controller supports (64- and 16-byte entries).
@@ -40,6 +42,19 @@ impl Controller {
         })
     }
 
+    /// A new queue starts empty: its doorbell (and shadow doorbell) reads 0 whatever an
+    /// earlier queue with the same id left there. The host cannot ring the new queue before
+    /// this command completes, so nothing it writes is lost; without the reset, a stale SQ
+    /// tail makes the controller run entries the host never submitted, and a stale CQ head
+    /// lets it overwrite completions the host has not consumed.
+    fn reset_doorbell(&self, off: u64) {
+        // Cannot fail: every allocatable queue id has its doorbells inside the page.
+        let _ = self.doorbells.store_release_u32(off, 0);
+        if let Some(db) = &self.dbbuf {
+            db.reset_shadow(off);
+        }
+    }
+
     /// Create I/O Completion Queue.
     pub(crate) fn create_io_cq(
         &mut self,
@@ -68,6 +83,7 @@ impl Controller {
         }
         self.queues
             .insert_cq(qid, CompletionQueue::new(size, ien, iv, ring));
+        self.reset_doorbell(cq_head_doorbell(qid));
         if let Some(db) = &self.dbbuf {
             db.init_cq(qid);
         }
@@ -88,7 +104,13 @@ impl Controller {
         if !pc {
             return Err(Status::INVALID_FIELD);
         }
-        if cqid == Qid::ADMIN || self.queues.cq(cqid).is_none() {
+        // As SPDK's target and compliance suite have it: an id that can never name an I/O
+        // CQ (0, or beyond the allocated count) is an invalid identifier; one that could
+        // but has no queue is an invalid CQ.
+        if cqid == Qid::ADMIN || u32::from(cqid.0) > self.features.queues.cq {
+            return Err(Status::INVALID_QID);
+        }
+        if self.queues.cq(cqid).is_none() {
             return Err(Status::CQ_INVALID);
         }
         if Cc::decode(self.regs.cc()).iosqes != IOSQES {
@@ -97,20 +119,51 @@ impl Controller {
         let ring = self.new_ring(base, u64::from(size) * SQE_SIZE, Access::Read)?;
         let sq = SubmissionQueue::new(size, cqid, ring);
         self.queues.insert_sq(qid, sq);
+        self.reset_doorbell(sq_tail_doorbell(qid));
         if let Some(db) = &self.dbbuf {
             db.init_sq(qid);
         }
         Ok(0)
     }
 
-    /// Delete I/O Submission Queue. Commands complete within the poll that takes them, so
-    /// none is outstanding to be aborted.
+    /// Delete I/O Submission Queue. Commands run within the poll that takes them, so none
+    /// is executing; those the host queued but the controller has not fetched yet complete
+    /// with Command Aborted due to SQ Deletion before the queue goes (NVMe Base 1.4, 5.6).
     pub(crate) fn delete_io_sq(&mut self, qid: Qid) -> Result<u32, Status> {
-        if qid == Qid::ADMIN {
+        if qid == Qid::ADMIN || self.queues.sq(qid).is_none() {
             return Err(Status::INVALID_QID);
         }
+        self.abort_queued(qid);
         self.queues.remove_sq(qid).ok_or(Status::INVALID_QID)?;
         Ok(0)
+    }
+
+    /// Complete every command queued on SQ `qid` with Command Aborted due to SQ Deletion,
+    /// as far as its CQ has room (a host that stopped reaping gets what fits).
+    fn abort_queued(&mut self, qid: Qid) {
+        if self.queues.sq(qid).is_none_or(|sq| sq.ring.paused) {
+            return;
+        }
+        let Some(tail) = self.load_sq_tail(qid) else {
+            return;
+        };
+        while let Some(sq) = self.queues.sq(qid)
+            && sq.head != tail
+            && self.cq_has_room(sq.cqid)
+        {
+            let Some(sq) = self.queues.sq_mut(qid) else {
+                break;
+            };
+            let head = sq.head;
+            let Some(sqe) = sq.read_sqe(head) else {
+                break;
+            };
+            sq.head = head.next(sq.size).0;
+            self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), None);
+        }
+        if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid) {
+            self.flush_cq(cqid);
+        }
     }
 
     /// Delete I/O Completion Queue; refused while an SQ still posts to it.
