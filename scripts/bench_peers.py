@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""nvmemu's target and SPDK's vfio-user target side by side, with both clients.
+
+Each repetition starts SPDK's `nvmf_tgt`, then `nvmemu serve` (the order alternates between
+repetitions), each on one busy-polling core, and configures both with the same SPDK
+`rpc.py` commands: a 1 GiB malloc bdev of 512 B blocks (nsid 1, written in full before any
+read) and a 1 GiB null bdev (nsid 2) in one subsystem. Against each, SPDK's
+`spdk_nvme_perf` and nvmemu's driver (`nvmemu bench --socket`) run every workload on the
+other core. Medians over the repetitions go to a Markdown section and a JSON file.
+
+Usage: scripts/bench_peers.py --nvmemu BIN --peers DIR [--reps 3] [--runtime 5]
+           [--md OUT.md] [--json OUT.json] [--target-cpu 1] [--client-cpu 0]
+DIR is the folder of SPDK's tools (bin/, scripts/rpc.py, setup.sh). Needs root (hugepages).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+NQN = "nqn.2016-06.io.spdk:cnode1"
+MALLOC_NSID, NULL_NSID = 1, 2
+NAMESPACES = (("malloc", MALLOC_NSID), ("null", NULL_NSID))
+# (label, block size, queue depth, fio rw / perf -w)
+WORKLOADS = (
+    ("512 B randread QD16", 512, 16, "randread"),
+    ("512 B randread QD1", 512, 1, "randread"),
+    ("4 KiB randread QD128", 4096, 128, "randread"),
+    ("4 KiB randwrite QD32", 4096, 32, "randwrite"),
+)
+CLIENTS = ("spdk_nvme_perf", "nvmemu bench")
+TARGETS = ("SPDK nvmf_tgt", "nvmemu serve")
+
+
+def log(msg):
+    print(f"bench_peers: {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, timeout, **kw):
+    """Run `cmd`, killed after `timeout` s (hung SPDK clients ignore SIGTERM)."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {p.returncode}: {p.stderr.strip()[-400:]}")
+    return p.stdout
+
+
+class Target:
+    """One target process, configured through SPDK's rpc.py, stopped on exit."""
+
+    def __init__(self, name, work):
+        self.name = name
+        self.args = args
+        self.dir = os.path.join(work, "vfu-" + name.split()[0].lower())
+        self.sock = os.path.join(work, name.split()[0].lower() + ".sock")
+        self.proc = None
+
+    def rpc(self, *params, timeout=60):
+        return run([sys.executable, args.rpc_py, "-s", self.sock, "-t", "30", *params], timeout)
+
+    def __enter__(self):
+        os.makedirs(self.dir, exist_ok=True)
+        cmd = self.command()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(self.sock):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} did not start: {' '.join(cmd)}")
+            time.sleep(0.1)
+        self.rpc("framework_wait_init")
+        self.rpc("bdev_malloc_create", "1024", "512", "-b", "Malloc0")
+        self.rpc("bdev_null_create", "Null0", "1024", "512")
+        self.rpc("nvmf_create_transport", "-t", "VFIOUSER")
+        self.rpc("nvmf_create_subsystem", NQN, "-a", "-s", "SPDK00")
+        self.rpc("nvmf_subsystem_add_ns", NQN, "Malloc0")
+        self.rpc("nvmf_subsystem_add_ns", NQN, "Null0")
+        self.rpc("nvmf_subsystem_add_listener", NQN, "-t", "VFIOUSER", "-a", self.dir, "-s", "0")
+        return self
+
+    def command(self):
+        if self.name.startswith("SPDK"):
+            return [os.path.join(args.peers, "bin", "nvmf_tgt"), "-m", hex(1 << args.target_cpu),
+                    "-r", self.sock, "--huge-dir", args.huge_dir, "--disable-cpumask-locks"]
+        return [args.nvmemu, "serve", "-m", hex(1 << args.target_cpu), "--busy-poll",
+                "-r", self.sock]
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def nvmemu_bench(target, nsid, rw, bs, qd, extra):
+    cmd = [args.nvmemu, "bench", "--socket", target.dir, f"--nsid={nsid}", f"--rw={rw}",
+           f"--bs={bs}", f"--iodepth={qd}", f"--cpus_allowed={args.client_cpu}",
+           "--output-format=json", *extra]
+    out = json.loads(run(cmd, args.runtime + 120))
+    job = out["jobs"][0]
+    side = job["write"] if rw.endswith("write") else job["read"]
+    return side["iops"], side["lat_ns"]["mean"]
+
+
+PERF_TOTAL = re.compile(r"^\s*Total\s*:\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.M)
+
+
+def spdk_perf(target, nsid, rw, bs, qd):
+    trid = f"trtype:VFIOUSER traddr:{target.dir} subnqn:{NQN} ns:{nsid}"
+    cmd = [os.path.join(args.peers, "bin", "spdk_nvme_perf"), "-r", trid,
+           "-c", hex(1 << args.client_cpu), "-g", "-s", "256", "-q", str(qd), "-o", str(bs),
+           "-w", rw, "-t", str(args.runtime)]
+    out = run(cmd, args.runtime + 60)
+    m = PERF_TOTAL.search(out)
+    if not m:
+        raise RuntimeError(f"no Total line in spdk_nvme_perf output:\n{out[-800:]}")
+    return float(m.group(1)), float(m.group(3)) * 1000.0
+
+
+def measure(target, client, nsid, bs, qd, rw):
+    if client == "spdk_nvme_perf":
+        return spdk_perf(target, nsid, rw, bs, qd)
+    timing = [f"--runtime={args.runtime}", "--time_based", "--ramp_time=1"]
+    return nvmemu_bench(target, nsid, rw, bs, qd, timing)
+
+
+def fill(target):
+    """Write the whole malloc namespace once, so reads touch real data, not zero pages."""
+    nvmemu_bench(target, MALLOC_NSID, "write", "128k", 16, ["--size=100%"])
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="nvmemu-peers-")
+    results = {}  # (client, ns, workload) -> target -> [(iops, lat_ns)]
+    started = time.monotonic()
+    try:
+        for rep in range(args.reps):
+            order = TARGETS if rep % 2 == 0 else TARGETS[::-1]
+            for tname in order:
+                with Target(tname, work) as target:
+                    fill(target)
+                    for client in CLIENTS:
+                        for ns, nsid in NAMESPACES:
+                            for label, bs, qd, rw in WORKLOADS:
+                                r = measure(target, client, nsid, bs, qd, rw)
+                                key = (client, ns, label)
+                                results.setdefault(key, {}).setdefault(tname, []).append(r)
+                                log(f"rep {rep + 1}/{args.reps} {tname:14} {client:14} {ns:6} "
+                                    f"{label:22} {r[0] / 1e6:6.3f} M IOPS {r[1]:9.0f} ns")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log(f"done in {time.monotonic() - started:.0f} s")
+    write(results)
+
+
+def median(samples, i):
+    return statistics.median(s[i] for s in samples)
+
+
+def write(results):
+    rows = []
+    for (client, ns, label), per_target in results.items():
+        spdk, ours = per_target["SPDK nvmf_tgt"], per_target["nvmemu serve"]
+        rows.append({
+            "client": client, "namespace": ns, "workload": label,
+            "spdk_iops": median(spdk, 0), "nvmemu_iops": median(ours, 0),
+            "spdk_lat_ns": median(spdk, 1), "nvmemu_lat_ns": median(ours, 1),
+            "spdk_samples": spdk, "nvmemu_samples": ours,
+        })
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"reps": args.reps, "runtime_s": args.runtime, "rows": rows}, f, indent=1)
+    lines = [
+        "| client | namespace | workload | SPDK target IOPS | nvmemu IOPS | nvmemu / SPDK "
+        "| SPDK mean lat | nvmemu mean lat |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['client']} | {r['namespace']} | {r['workload']} | {r['spdk_iops'] / 1e6:.3f} M "
+            f"| {r['nvmemu_iops'] / 1e6:.3f} M | {r['nvmemu_iops'] / r['spdk_iops']:.2f}x "
+            f"| {r['spdk_lat_ns'] / 1e3:.2f} us | {r['nvmemu_lat_ns'] / 1e3:.2f} us |")
+    lines.append("")
+    lines += goals(rows)
+    text = "\n".join(lines) + "\n"
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(text)
+    print(text)
+
+
+def goals(rows):
+    """The issue's two goals, each with its measured ratio."""
+    def row(client, ns, label):
+        return next(r for r in rows
+                    if (r["client"], r["namespace"], r["workload"]) == (client, ns, label))
+    out = []
+    qd16 = row("nvmemu bench", "malloc", "512 B randread QD16")
+    ratio = qd16["nvmemu_iops"] / qd16["spdk_iops"]
+    out.append(f"- Goal: nvmemu's target >= 3.5x SPDK's, 512 B randread QD16, malloc, nvmemu's "
+               f"driver: {ratio:.2f}x, {'met' if ratio >= 3.5 else 'missed'}.")
+    for client in CLIENTS:
+        qd1 = row(client, "malloc", "512 B randread QD1")
+        lat = qd1["nvmemu_lat_ns"] / qd1["spdk_lat_ns"]
+        out.append(f"- Goal: nvmemu ahead at QD1 (malloc) with {client}: mean latency "
+                   f"{qd1['nvmemu_lat_ns']:.0f} vs {qd1['spdk_lat_ns']:.0f} ns "
+                   f"({lat:.2f}x), {'met' if lat < 1.0 else 'missed'}.")
+    return out
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nvmemu", required=True)
+    ap.add_argument("--peers", required=True)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--runtime", type=int, default=5)
+    ap.add_argument("--md")
+    ap.add_argument("--json")
+    ap.add_argument("--target-cpu", type=int, default=1)
+    ap.add_argument("--client-cpu", type=int, default=0)
+    args = ap.parse_args()
+    args.rpc_py = os.path.join(args.peers, "scripts", "rpc.py")
+    setup = os.path.join(args.peers, "setup.sh")
+    args.huge_dir = run(["bash", setup], 600).strip().splitlines()[-1]
+    main()
