@@ -346,6 +346,8 @@ impl Handler for FakeHandler {
                         dif_insert_or_strip: false,
                         zcopy: false,
                         abort_timeout_sec: 1,
+                        ack_timeout: 0,
+                        data_wr_pool_size: 0,
                         disable_mappable_bar0: false,
                         disable_adaptive_irq: false,
                         disable_shadow_doorbells: false,

@@ -4,7 +4,8 @@
 //!
 //! A bdev used by a namespace is claimed (SPDK's `exclusive_write` claim): it cannot be
 //! deleted or used by a second namespace. Claims are derived from the subsystems, so they
-//! cannot drift from what is attached.
+//! cannot drift from what is attached. As in SPDK, a bdev's UUID is also its alias: every
+//! method that names a bdev accepts either.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -49,9 +50,16 @@ struct NewBdev<'a> {
 }
 
 impl Registry {
-    /// The entry named `name`.
-    pub(crate) fn get(&self, name: &str) -> Option<&BdevEntry> {
-        self.map.get(name)
+    /// The bdev named `name`, or whose UUID (its alias) is `name`, with its name.
+    pub(crate) fn get(&self, name: &str) -> Option<(&str, &BdevEntry)> {
+        self.map
+            .get_key_value(name)
+            .or_else(|| {
+                self.map
+                    .iter()
+                    .find(|(_, e)| e.uuid.eq_ignore_ascii_case(name))
+            })
+            .map(|(n, e)| (n.as_str(), e))
     }
 
     pub(crate) fn malloc_create(&mut self, p: BdevMallocCreateParams) -> Result<Value, RpcError> {
@@ -156,17 +164,17 @@ impl Registry {
         name: &str,
         claims: &BTreeSet<String>,
     ) -> Result<Value, RpcError> {
-        match self.map.get(name) {
-            Some(e) if e.bdev.kind() == kind => {}
+        let name = match self.get(name) {
+            Some((n, e)) if e.bdev.kind() == kind => n.to_owned(),
             _ => return Err(RpcError::errno(Errno::ENODEV)),
-        }
-        if claims.contains(name) {
+        };
+        if claims.contains(&name) {
             return Err(RpcError::errno_msg(
                 Errno::EBUSY,
                 format!("Bdev {name} is claimed by an NVMe-oF namespace: remove it first"),
             ));
         }
-        self.map.remove(name);
+        self.map.remove(&name);
         tracing::info!(name, "bdev deleted");
         Ok(Value::Bool(true))
     }
@@ -178,10 +186,7 @@ impl Registry {
     ) -> Result<Value, RpcError> {
         let infos: Vec<BdevInfo> = match name {
             Some(n) => {
-                let e = self
-                    .map
-                    .get(n)
-                    .ok_or_else(|| RpcError::errno(Errno::ENODEV))?;
+                let (n, e) = self.get(n).ok_or_else(|| RpcError::errno(Errno::ENODEV))?;
                 vec![info(n, e, claims.contains(n))]
             }
             None => self
@@ -204,11 +209,15 @@ impl Registry {
             (None, Some(list)) => Some(list.iter().map(String::as_str).collect()),
             (None, None) => None,
         };
-        if let Some(list) = &wanted
-            && list.iter().any(|n| !self.map.contains_key(*n))
-        {
-            return Err(RpcError::errno(Errno::ENODEV));
-        }
+        let wanted: Option<Vec<&str>> = match wanted {
+            Some(list) => Some(
+                list.into_iter()
+                    .map(|n| self.get(n).map(|(name, _)| name))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| RpcError::errno(Errno::ENODEV))?,
+            ),
+            None => None,
+        };
         let bdevs = self
             .map
             .iter()
@@ -248,7 +257,7 @@ fn info(name: &str, e: &BdevEntry, claimed: bool) -> BdevInfo {
     let b = &e.bdev;
     BdevInfo {
         name: name.to_owned(),
-        aliases: vec![],
+        aliases: vec![e.uuid.clone()],
         product_name: b.kind().product_name().to_owned(),
         block_size: b.block_size(),
         num_blocks: b.num_blocks(),

@@ -55,8 +55,9 @@ pub(crate) struct Subsystem {
 struct NsEntry {
     bdev_name: String,
     ns: Namespace,
-    /// Whether `nguid` / `eui64` were given (SPDK reports only those that are set).
-    explicit: (bool, bool),
+    /// Whether `eui64` was given: SPDK reports an EUI-64 only when one was set, while every
+    /// namespace has an NGUID (SPDK's defaults to the bdev's UUID, ours is derived).
+    explicit_eui64: bool,
 }
 
 #[derive(Debug)]
@@ -172,6 +173,8 @@ fn transport_info(t: &Transport) -> TransportInfo {
         dif_insert_or_strip: false,
         zcopy: p.zcopy,
         abort_timeout_sec: p.abort_timeout_sec.unwrap_or(1),
+        ack_timeout: 0,
+        data_wr_pool_size: 0,
         disable_mappable_bar0: p.disable_mappable_bar0,
         disable_adaptive_irq: p.disable_adaptive_irq,
         disable_shadow_doorbells: p.disable_shadow_doorbells,
@@ -264,13 +267,13 @@ pub(crate) fn delete_subsystem(
 }
 
 fn namespace_info(nsid: u32, n: &NsEntry) -> NamespaceInfo {
-    let uuid = n.ns.uuid();
+    let (uuid, nguid) = (n.ns.uuid(), n.ns.nguid());
     NamespaceInfo {
         nsid,
         bdev_name: n.bdev_name.clone(),
         name: n.bdev_name.clone(),
-        nguid: n.explicit.0.then(|| ids::format_hex(&n.ns.nguid())),
-        eui64: n.explicit.1.then(|| ids::format_hex(&n.ns.eui64())),
+        nguid: (nguid != [0; 16]).then(|| ids::format_hex(&nguid)),
+        eui64: n.explicit_eui64.then(|| ids::format_hex(&n.ns.eui64())),
         uuid: (uuid != [0; 16]).then(|| ids::format_uuid(&uuid)),
     }
 }
@@ -339,13 +342,14 @@ pub(crate) fn get_subsystems(st: &State, nqn: Option<&str>) -> Result<Value, Rpc
 }
 
 /// Builds the namespace for `p`: identifiers from the parameters, else the UUID from the
-/// bdev (as SPDK does) and NGUID / EUI-64 derived from the bdev name and NSID.
+/// bdev (as SPDK does) and NGUID / EUI-64 derived from the bdev name and NSID. The flag
+/// says whether the EUI-64 was given.
 fn make_namespace(
     nsid: u32,
     bdev: Arc<nvmemu_bdev::Bdev>,
     bdev_uuid: &str,
     p: &NamespaceParams,
-) -> Result<(Namespace, (bool, bool)), RpcError> {
+) -> Result<(Namespace, bool), RpcError> {
     let bad = |field: &str, v: &str| {
         RpcError::invalid_params(format!("Invalid parameter `namespace.{field}`: {v:?}"))
     };
@@ -362,8 +366,7 @@ fn make_namespace(
         Some(v) => ids::parse_uuid(v).ok_or_else(|| bad("uuid", v))?,
         None => ids::parse_uuid(bdev_uuid).unwrap_or_else(|| base.uuid()),
     };
-    let explicit = (p.nguid.is_some(), p.eui64.is_some());
-    Ok((base.with_ids(nguid, eui64, uuid), explicit))
+    Ok((base.with_ids(nguid, eui64, uuid), p.eui64.is_some()))
 }
 
 pub(crate) fn add_ns(
@@ -378,9 +381,9 @@ pub(crate) fn add_ns(
     let sub = subsystems
         .get_mut(&p.nqn)
         .ok_or_else(|| no_subsystem(&p.nqn))?;
-    let bdev_name = &p.namespace.bdev_name;
-    let entry = bdevs.get(bdev_name).ok_or_else(|| {
-        RpcError::errno_msg(Errno::ENODEV, format!("No bdev with name {bdev_name}"))
+    let (bdev_name, entry) = bdevs.get(&p.namespace.bdev_name).ok_or_else(|| {
+        let name = &p.namespace.bdev_name;
+        RpcError::errno_msg(Errno::ENODEV, format!("No bdev with name {name}"))
     })?;
     if claimed.contains(bdev_name) {
         return Err(RpcError::errno_msg(
@@ -408,7 +411,8 @@ pub(crate) fn add_ns(
         }
         n => n,
     };
-    let (ns, explicit) = make_namespace(nsid, Arc::clone(&entry.bdev), &entry.uuid, &p.namespace)?;
+    let (ns, explicit_eui64) =
+        make_namespace(nsid, Arc::clone(&entry.bdev), &entry.uuid, &p.namespace)?;
     let mut done: Vec<ControllerId> = Vec::new();
     for l in &sub.listeners {
         if let Err(e) = target.attach_namespace(l.ctrl, ns.clone()) {
@@ -423,9 +427,9 @@ pub(crate) fn add_ns(
     sub.namespaces.insert(
         nsid,
         NsEntry {
-            bdev_name: bdev_name.clone(),
+            bdev_name: bdev_name.to_owned(),
             ns,
-            explicit,
+            explicit_eui64,
         },
     );
     Ok(json!(nsid))
@@ -568,11 +572,9 @@ pub(crate) fn remove_listener(
 pub(crate) fn save_config(st: &State) -> Vec<Value> {
     let mut out = Vec::new();
     if let Some(t) = &st.transport {
-        let mut params = serde_json::to_value(&t.params).unwrap_or_else(|_| json!({}));
-        if let Value::Object(m) = &mut params {
-            // Only what was set: absent options keep their defaults on replay.
-            m.retain(|_, v| !v.is_null());
-        }
+        // Every effective option, as SPDK records them: a replay gives the same transport
+        // even if the defaults change in between.
+        let params = serde_json::to_value(transport_info(t)).unwrap_or_else(|_| json!({}));
         out.push(json!({"method": "nvmf_create_transport", "params": params}));
     }
     for (nqn, s) in &st.subsystems {
@@ -585,7 +587,7 @@ pub(crate) fn save_config(st: &State) -> Vec<Value> {
         for l in &s.listeners {
             let li = listener_info(&l.addr);
             out.push(json!({"method": "nvmf_subsystem_add_listener", "params": {
-                "nqn": nqn, "listen_address": li}}));
+                "nqn": nqn, "listen_address": li, "secure_channel": false}}));
         }
         for (nsid, n) in &s.namespaces {
             let info = namespace_info(*nsid, n);

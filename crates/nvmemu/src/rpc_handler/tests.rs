@@ -345,3 +345,125 @@ fn get_bdevs_waits_up_to_timeout_for_the_name() {
     assert_eq!(found[0]["name"], json!("Late"));
     assert_eq!(creator.join().unwrap(), Ok(json!("Late")));
 }
+
+/// The answers' shapes that tests/peers/rpc_shape.py found different from SPDK's nvmf_tgt.
+mod spdk_shape {
+    use super::*;
+
+    fn saved_call(saved: &Value, method: &str) -> Value {
+        saved["subsystems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["config"].as_array().unwrap())
+            .find(|c| c["method"] == method)
+            .unwrap_or_else(|| panic!("no {method} in {saved}"))["params"]
+            .clone()
+    }
+
+    #[test]
+    fn every_namespace_reports_its_nguid() {
+        let (h, _) = handler();
+        let dir = tempfile::tempdir().unwrap();
+        setup(&h, dir.path().to_str().unwrap());
+        let subs = call(&h, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap();
+        let nguid = subs[0]["namespaces"][0]["nguid"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(nguid.len(), 32);
+        assert!(
+            nguid
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+        );
+        assert_ne!(nguid, "0".repeat(32));
+        let saved = dispatch(&h, Request::SaveConfig).unwrap();
+        let ns = saved_call(&saved, "nvmf_subsystem_add_ns");
+        assert_eq!(ns["namespace"]["nguid"], json!(nguid));
+        // SPDK lists an EUI-64 only when one was given.
+        assert_eq!(subs[0]["namespaces"][0].get("eui64"), None);
+    }
+
+    #[test]
+    fn save_config_records_every_transport_option_and_the_listeners_secure_channel() {
+        let (h, _) = handler();
+        let dir = tempfile::tempdir().unwrap();
+        setup(&h, dir.path().to_str().unwrap());
+        let saved = dispatch(&h, Request::SaveConfig).unwrap();
+        let transport = saved_call(&saved, "nvmf_create_transport");
+        let listed = call(&h, "nvmf_get_transports", json!({})).unwrap();
+        assert_eq!(transport, listed[0]);
+        for key in [
+            "max_queue_depth",
+            "max_io_qpairs_per_ctrlr",
+            "in_capsule_data_size",
+            "max_io_size",
+            "io_unit_size",
+            "max_aq_depth",
+            "num_shared_buffers",
+            "buf_cache_size",
+            "abort_timeout_sec",
+            "ack_timeout",
+            "data_wr_pool_size",
+        ] {
+            assert!(transport[key].is_u64(), "{key} in {transport}");
+        }
+        assert_eq!(transport["dif_insert_or_strip"], json!(false));
+        let listener = saved_call(&saved, "nvmf_subsystem_add_listener");
+        assert_eq!(listener["secure_channel"], json!(false));
+    }
+
+    #[test]
+    fn a_bdevs_uuid_is_its_alias() {
+        let (h, _) = handler();
+        let dir = tempfile::tempdir().unwrap();
+        call(
+            &h,
+            "bdev_null_create",
+            json!({"name": "N", "num_blocks": 8, "block_size": 512}),
+        )
+        .unwrap();
+        setup(&h, dir.path().to_str().unwrap());
+        let malloc = call(&h, "bdev_get_bdevs", json!({"name": "Malloc0"})).unwrap();
+        let uuid = malloc[0]["uuid"].as_str().unwrap().to_owned();
+        assert_eq!(malloc[0]["aliases"], json!([uuid]));
+        assert_eq!(
+            call(&h, "bdev_get_bdevs", json!({"name": uuid.to_uppercase()})),
+            Ok(malloc.clone())
+        );
+        let iostat = call(&h, "bdev_get_iostat", json!({"name": uuid})).unwrap();
+        assert_eq!(iostat["bdevs"][0]["name"], json!("Malloc0"));
+        // Malloc0 is claimed by setup's namespace, under either name.
+        assert_eq!(
+            code(call(&h, "bdev_malloc_delete", json!({"name": uuid}))),
+            -16
+        );
+        let null_uuid = call(&h, "bdev_get_bdevs", json!({"name": "N"})).unwrap()[0]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            call(
+                &h,
+                "nvmf_subsystem_add_ns",
+                json!({"nqn": NQN, "namespace": {"bdev_name": null_uuid}})
+            ),
+            Ok(json!(2))
+        );
+        let subs = call(&h, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap();
+        assert_eq!(subs[0]["namespaces"][1]["bdev_name"], json!("N"));
+        assert_eq!(
+            call(&h, "bdev_get_bdevs", json!({"name": "N"})).unwrap()[0]["claimed"],
+            json!(true)
+        );
+        assert_eq!(
+            code(call(&h, "bdev_null_delete", json!({"name": "N"}))),
+            -16
+        );
+        assert_eq!(
+            code(call(&h, "bdev_get_bdevs", json!({"name": "nope"}))),
+            -19
+        );
+    }
+}

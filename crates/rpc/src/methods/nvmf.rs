@@ -309,7 +309,8 @@ pub struct NvmfGetStatsParams {
     pub tgt_name: Option<String>,
 }
 
-/// One element of the `nvmf_get_transports` result.
+/// One element of the `nvmf_get_transports` result; also the `nvmf_create_transport`
+/// parameters of `save_config`, which records every effective option like SPDK.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(missing_docs)] // Field names are SPDK's transport option names.
 pub struct TransportInfo {
@@ -325,6 +326,10 @@ pub struct TransportInfo {
     pub dif_insert_or_strip: bool,
     pub zcopy: bool,
     pub abort_timeout_sec: u32,
+    /// RDMA's; SPDK lists it for every transport (0 for VFIOUSER).
+    pub ack_timeout: u32,
+    /// RDMA's; SPDK lists it for every transport (0 for VFIOUSER).
+    pub data_wr_pool_size: u32,
     pub disable_mappable_bar0: bool,
     pub disable_adaptive_irq: bool,
     pub disable_shadow_doorbells: bool,
