@@ -208,6 +208,9 @@ impl Handler for FakeHandler {
                     busy: 0,
                     idle: 0,
                     in_interrupt: false,
+                    irq: 0,
+                    sys: 0,
+                    usr: 0,
                     lw_threads: vec![LwThreadInfo {
                         name: "app_thread".into(),
                         id: 1,

@@ -128,6 +128,7 @@ pub struct Poller {
     thread: Option<JoinHandle<()>>,
     /// The CPU it is pinned to, if any.
     pub cpu: Option<usize>,
+    tid: Option<u32>,
 }
 
 impl Poller {
@@ -137,11 +138,14 @@ impl Poller {
         let stats: Arc<PollerStats> = Arc::default();
         let stop = Arc::new(CachePadded::new(AtomicBool::new(false)));
         let epoch = Instant::now();
+        let (tid_tx, tid_rx) = std::sync::mpsc::sync_channel(1);
         let thread = {
             let (mailbox, stats, stop) = (mailbox.clone(), stats.clone(), stop.clone());
             std::thread::Builder::new()
                 .name(format!("nvmemu-poller{index}"))
                 .spawn(move || {
+                    let tid = rustix::thread::gettid().as_raw_nonzero().get();
+                    let _ = tid_tx.send(u32::try_from(tid).ok());
                     if let Some(cpu) = cpu
                         && let Err(e) = crate::affinity::pin_current_thread(cpu)
                     {
@@ -151,6 +155,7 @@ impl Poller {
                 })?
         };
         mailbox.set_poller(thread.thread().clone());
+        let tid = tid_rx.recv().ok().flatten();
         Ok(Poller {
             mailbox,
             stats,
@@ -158,6 +163,7 @@ impl Poller {
             epoch,
             thread: Some(thread),
             cpu,
+            tid,
         })
     }
 
@@ -171,6 +177,12 @@ impl Poller {
                 .unwrap_or(u64::MAX)
                 .saturating_sub(self.stats.started_ns.load(Ordering::Relaxed)),
         }
+    }
+
+    /// The poller thread's kernel thread id (`gettid`); `None` if the thread died before
+    /// telling it.
+    pub fn tid(&self) -> Option<u32> {
+        self.tid
     }
 
     /// Stop the thread and wait for it.

@@ -234,6 +234,11 @@ impl Target {
         self.pollers.iter().map(|p| (p.cpu, p.stats())).collect()
     }
 
+    /// Each poller's kernel thread id, in poller order.
+    pub fn poller_tids(&self) -> Vec<Option<u32>> {
+        self.pollers.iter().map(Poller::tid).collect()
+    }
+
     /// Stop every controller (sockets removed) and every poller.
     pub fn shutdown(mut self) {
         self.stop_all();

@@ -12,7 +12,7 @@ use nvmemu_target::Target;
 use serde_json::{Value, json};
 
 use super::bdev::TICK_RATE;
-use super::{State, nvmf, to_value};
+use super::{State, cpu_time, nvmf, to_value};
 
 pub(crate) fn version() -> Result<Value, RpcError> {
     let v = env!("CARGO_PKG_VERSION");
@@ -31,14 +31,18 @@ pub(crate) fn version() -> Result<Value, RpcError> {
     })
 }
 
-/// One reactor per poller: `lcore` from the core mask, `busy`/`idle` in nanoseconds.
+/// One reactor per poller: `lcore` from the core mask, `busy`/`idle` in nanoseconds, the
+/// poller thread's id and CPU time (see [`cpu_time`]).
 pub(crate) fn reactors(target: &Target, cores: &[usize]) -> Result<Value, RpcError> {
+    let tids = target.poller_tids();
     let reactors = target
         .poller_stats()
         .into_iter()
         .enumerate()
         .map(|(i, (cpu, s))| {
             let lcore = cores.get(i).copied().or(cpu).unwrap_or(i);
+            let tid = tids.get(i).copied().flatten();
+            let time = cpu_time::of_thread(tid, lcore);
             let mut lw_threads = Vec::new();
             if i == 0 {
                 lw_threads.push(LwThreadInfo {
@@ -56,10 +60,13 @@ pub(crate) fn reactors(target: &Target, cores: &[usize]) -> Result<Value, RpcErr
             });
             ReactorInfo {
                 lcore: u32::try_from(lcore).unwrap_or(u32::MAX),
-                tid: 0,
+                tid: tid.unwrap_or(0),
                 busy: s.busy_ns(),
                 idle: s.idle_ns,
                 in_interrupt: false,
+                irq: time.irq,
+                sys: time.sys,
+                usr: time.usr,
                 lw_threads,
             }
         })

@@ -12,6 +12,7 @@
 //! Errors are [`RpcError`] values in SPDK's style; nothing here panics on caller input.
 
 mod bdev;
+mod cpu_time;
 mod framework;
 mod ids;
 mod nvmf;

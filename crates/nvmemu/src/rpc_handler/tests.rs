@@ -415,6 +415,19 @@ mod spdk_shape {
     }
 
     #[test]
+    fn reactors_report_the_poller_thread_and_its_cpu_time() {
+        let (h, _) = handler();
+        let r = call(&h, "framework_get_reactors", json!({})).unwrap();
+        let reactor = &r["reactors"][0];
+        let tid = reactor["tid"].as_u64().unwrap();
+        let comm = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).unwrap();
+        assert_eq!(comm.trim_end(), "nvmemu-poller0");
+        for key in ["irq", "sys", "usr"] {
+            assert!(reactor[key].is_u64(), "{key} in {reactor}");
+        }
+    }
+
+    #[test]
     fn a_bdevs_uuid_is_its_alias() {
         let (h, _) = handler();
         let dir = tempfile::tempdir().unwrap();

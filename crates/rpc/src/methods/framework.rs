@@ -90,6 +90,12 @@ pub struct ReactorInfo {
     pub idle: u64,
     /// Whether the reactor sleeps on interrupts instead of polling.
     pub in_interrupt: bool,
+    /// Hardware-interrupt time of the reactor's core, in clock ticks (`USER_HZ`).
+    pub irq: u64,
+    /// System time of the reactor's thread, in clock ticks.
+    pub sys: u64,
+    /// User time of the reactor's thread, in clock ticks.
+    pub usr: u64,
     /// Lightweight threads scheduled on this reactor.
     pub lw_threads: Vec<LwThreadInfo>,
 }
