@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# SPDK's own tools as independent peers of `nvmemu serve` (SPDK v25.05 binaries, unchanged):
+#   checkers    unit tests of spdk_results.py and rpc_shape.py, which judge the checks below
+#   identify    spdk_nvme_identify sees the serial, model and namespace nvmemu serves
+#   perf        spdk_nvme_perf, 4 KiB randread QD16 and randwrite QD16: IOPS > 0, no errors
+#   bdevperf    bdevperf -w verify over bdev_nvme (SPDK's bdev layer): IOPS > 0, 0 failed I/O
+#   compliance  nvme_compliance (SPDK's CUnit suite for vfio-user controllers): every test passes
+#   rpc-setup   SPDK's rpc.py runs the set-up script against nvmemu serve; nvmemu bench
+#               --verify=crc32c then passes on the controller it created
+#   rpc-shape   the same script and queries against SPDK's nvmf_tgt: nvmemu's answers must
+#               have the shape of SPDK's (tests/peers/rpc_shape.py)
+# Each check gets a fresh server. Prints each check's time and "N passed, N failed".
+#
+# Usage: tests/peers/spdk.sh [path/to/nvmemu]   (default: cargo build --release -p nvmemu)
+# Environment:
+#   NVMEMU_SPDK_PEERS  the SPDK tools (default ../shared/peers/spdk beside the repository);
+#                      missing: skipped in one line, except under CI=true where it fails
+#   NVMEMU_PEERS_KEEP=1  keep the run directory (logs, JSON) even when every check passes
+# Needs root (hugepages, apt-get for the tools' libraries).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+PEERS=${NVMEMU_SPDK_PEERS:-../shared/peers/spdk}
+if [ ! -x "$PEERS/bin/nvmf_tgt" ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "tests/peers/spdk.sh: FAILED: no SPDK peer tools at $PEERS (CI never skips this step)" >&2
+    exit 1
+  fi
+  echo "tests/peers/spdk.sh: skipped: no SPDK peer tools at $PEERS"
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "tests/peers/spdk.sh: FAILED: needs root (hugepages, apt-get); run it with sudo" >&2
+  exit 1
+fi
+PEERS=$(cd "$PEERS" && pwd)
+P=$PEERS/bin
+HERE=$(pwd)/tests/peers
+
+BIN=${1:-}
+if [ -z "$BIN" ]; then
+  cargo build --release -q -p nvmemu
+  BIN="${CARGO_TARGET_DIR:-target}/release/nvmemu"
+fi
+BIN=$(realpath "$BIN")
+
+NQN=nqn.2016-06.io.spdk:cnode1
+SERIAL=NVMEMU-PEERS-01
+MODEL="nvmemu SPDK peer check"
+NS_BYTES=$((1 << 30))
+LBA=512
+WORK=$(mktemp -d /tmp/nvmemu-peers.XXXXXX)
+PIDS=()  # started by this shell and not yet waited for
+ENDED=() # waited for: not ours to signal any more, only their leftover files remain
+PASSED=()
+FAILED=()
+
+# ended PID: PID has been waited for.
+ended() {
+  local p keep=()
+  for p in "${PIDS[@]}"; do
+    [ "$p" = "$1" ] || keep+=("$p")
+  done
+  PIDS=("${keep[@]}")
+  ENDED+=("$1")
+}
+
+# stop PID: SIGTERM, then SIGKILL after 10 s (a wedged SPDK app may ignore SIGTERM).
+stop() {
+  if kill -TERM "$1" 2>/dev/null; then
+    timeout 10 tail -s 0.1 --pid="$1" -f /dev/null || kill -KILL "$1" 2>/dev/null || true
+  fi
+  wait "$1" 2>/dev/null || true
+  ended "$1"
+}
+
+# Stops what this shell started, newest first, and removes the hugepage files and DPDK
+# runtime directories of those processes: SPDK apps leave them behind when killed, and
+# spdk_nvme_perf even on a clean exit.
+stop_started() {
+  local i pid
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    stop "${PIDS[i]}"
+  done
+  for pid in "${ENDED[@]}"; do
+    rm -rf "${HUGE:-/nonexistent}/spdk_pid${pid}map_"* "/var/run/dpdk/spdk_pid$pid"
+  done
+  ENDED=()
+}
+
+# Then the run directory, unless a check failed.
+cleanup() {
+  local rc=$?
+  stop_started
+  if [ "$rc" -eq 0 ] && [ "${NVMEMU_PEERS_KEEP:-0}" != 1 ]; then
+    rm -rf "$WORK"
+  else
+    echo "run directory kept: $WORK"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+
+t0=$SECONDS
+if ! dpkg -s libcunit1 >/dev/null 2>&1; then # nvme_compliance's, not in setup.sh's list
+  apt-get update -q=2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q=2 --no-install-recommends libcunit1 >/dev/null
+fi
+HUGE=$("$PEERS/setup.sh" | tail -n 1)
+echo "--- peer set-up: $PEERS, hugepages at $HUGE ($((SECONDS - t0)) s)"
+
+# ---- helpers -------------------------------------------------------------------------
+
+# start NAME CMD...: runs CMD in the background, output in $WORK/NAME.log; sets LAST_PID.
+start() {
+  local name=$1
+  shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  LAST_PID=$!
+  PIDS+=("$LAST_PID")
+}
+
+# run_bounded SECONDS NAME CMD...: CMD with its output in $WORK/NAME.log, killed (SIGKILL:
+# a hung SPDK client may ignore SIGTERM) if it still runs after SECONDS; its exit status.
+run_bounded() {
+  local limit=$1 name=$2 rc=0
+  shift 2
+  start "$name" "$@"
+  if ! timeout "$limit" tail -s 0.1 --pid="$LAST_PID" -f /dev/null; then
+    echo "$name: still running after $limit s: killed"
+    kill -KILL "$LAST_PID" 2>/dev/null || true
+  fi
+  wait "$LAST_PID" || rc=$?
+  ended "$LAST_PID"
+  return "$rc"
+}
+
+# wait_socket PATH PID: the server at PID listens on PATH within 20 s.
+wait_socket() {
+  for _ in $(seq 200); do
+    [ -S "$1" ] && return 0
+    kill -0 "$2" 2>/dev/null || { echo "server exited before listening on $1" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "nothing listens on $1 after 20 s" >&2
+  return 1
+}
+
+rpcpy() { python3 "$PEERS/scripts/rpc.py" -s "$@"; }
+
+# serve NAME ARGS...: `nvmemu serve` on core 1 with one 1 GiB malloc namespace at
+# $WORK/NAME/cntrl; sets SERVE_PID and TRID (SPDK's transport ID for it).
+serve() {
+  local name=$1
+  shift
+  mkdir -p "$WORK/$name"
+  start "$name-serve" "$BIN" serve --socket-dir "$WORK/$name" --ns "malloc:size=1G,lba=$LBA" \
+    -m 0x2 --serial "$SERIAL" --model "$MODEL" -r "$WORK/$name.sock" "$@"
+  SERVE_PID=$LAST_PID
+  wait_socket "$WORK/$name/cntrl" "$SERVE_PID"
+  TRID="trtype:VFIOUSER traddr:$WORK/$name subnqn:$NQN"
+}
+
+# check NAME FUNCTION: runs FUNCTION in a subshell under `set -e` (output in $WORK/NAME.out,
+# then shown; what it started is stopped when it ends), times it and counts it; a failing
+# check does not stop the others.
+check() {
+  local name=$1 fn=$2 t=$SECONDS rc
+  echo "--- $name"
+  set +e
+  (
+    set -e
+    trap stop_started EXIT
+    "$fn"
+  ) >"$WORK/$name.out" 2>&1
+  rc=$?
+  set -e
+  if [ "$rc" -eq 0 ]; then
+    PASSED+=("$name")
+    sed 's/^/    /' "$WORK/$name.out"
+    echo "    $name: passed ($((SECONDS - t)) s)"
+  else
+    FAILED+=("$name")
+    sed 's/^/    /' "$WORK/$name.out"
+    echo "    $name: FAILED, exit $rc ($((SECONDS - t)) s; logs in $WORK)"
+  fi
+}
+
+# ---- the checks (each runs in a subshell; `set -e` applies) ---------------------------
+
+check_checkers() {
+  python3 "$HERE/test_checkers.py" 2>&1 | tail -n 1
+  return "${PIPESTATUS[0]}"
+}
+
+check_identify() {
+  serve identify
+  run_bounded 60 identify "$P/spdk_nvme_identify" -g -r "$TRID"
+  python3 "$HERE/spdk_results.py" identify "$WORK/identify.log" \
+    --serial "$SERIAL" --model "$MODEL" --lbas $((NS_BYTES / LBA)) --lba-size "$LBA"
+}
+
+check_perf() {
+  serve perf
+  local rw
+  for rw in randwrite randread; do
+    run_bounded 60 "perf-$rw" "$P/spdk_nvme_perf" -r "$TRID" -c 0x1 -g -s 256 -q 16 -o 4096 \
+      -w "$rw" -t 2
+    python3 "$HERE/spdk_results.py" perf "$WORK/perf-$rw.log" --label "4 KiB $rw QD16"
+  done
+}
+
+check_bdevperf() {
+  serve bdevperf
+  cat >"$WORK/bdevperf.json" <<J
+{"subsystems": [{"subsystem": "bdev", "config": [{"method": "bdev_nvme_attach_controller",
+  "params": {"name": "Nvme0", "trtype": "vfiouser", "traddr": "$WORK/bdevperf",
+             "subnqn": "$NQN"}}]}]}
+J
+  # -z: wait for perform_tests, whose JSON answer carries the per-job results.
+  start bdevperf "$P/bdevperf" --json "$WORK/bdevperf.json" -m 0x1 -g -s 512 \
+    --huge-dir "$HUGE" -r "$WORK/bdevperf-rpc.sock" -q 32 -o 4096 -w verify -t 5 -z
+  local bp=$LAST_PID
+  wait_socket "$WORK/bdevperf-rpc.sock" "$bp"
+  PYTHONPATH="$PEERS/python" python3 "$HERE/spdk_results.py" bdevperf \
+    "$WORK/bdevperf-rpc.sock" --timeout 30
+  rpcpy "$WORK/bdevperf-rpc.sock" spdk_kill_instance SIGTERM >/dev/null
+  stop "$bp"
+}
+
+check_compliance() {
+  serve compliance
+  local rc=0
+  run_bounded 180 compliance "$P/nvme_compliance" -g -r "$TRID" || rc=$?
+  [ "$rc" -eq 0 ] || echo "nvme_compliance exited with $rc"
+  python3 "$HERE/spdk_results.py" compliance "$WORK/compliance.log"
+}
+
+# The README's set-up script, through SPDK's rpc.py, plus an unclaimed null bdev.
+setup_script() {
+  local sock=$1 dir=$2
+  rpcpy "$sock" framework_wait_init
+  [ "$(rpcpy "$sock" bdev_malloc_create 64 512 -b Malloc0)" = Malloc0 ]
+  [ "$(rpcpy "$sock" bdev_null_create Null0 64 512)" = Null0 ]
+  rpcpy "$sock" nvmf_create_transport -t VFIOUSER
+  rpcpy "$sock" nvmf_create_subsystem "$NQN" -s SPDK00 -a
+  rpcpy "$sock" nvmf_subsystem_add_ns "$NQN" Malloc0
+  mkdir -p "$dir"
+  rpcpy "$sock" nvmf_subsystem_add_listener "$NQN" -t VFIOUSER -a "$dir" -s 0
+}
+
+# The queries whose answers are compared, saved as $2/METHOD.json.
+SHAPE_METHODS=(bdev_get_bdevs nvmf_get_subsystems nvmf_get_transports bdev_get_iostat
+  framework_get_reactors save_config rpc_get_methods)
+query_all() {
+  local sock=$1 out=$2 m
+  mkdir -p "$out"
+  for m in "${SHAPE_METHODS[@]}"; do
+    rpcpy "$sock" "$m" >"$out/$m.json"
+  done
+}
+
+check_rpc_setup() {
+  start rpc-serve "$BIN" serve -r "$WORK/rpc.sock" -m 0x2
+  local pid=$LAST_PID
+  wait_socket "$WORK/rpc.sock" "$pid"
+  setup_script "$WORK/rpc.sock" "$WORK/rpc-vfu" >/dev/null
+  "$BIN" bench --socket "$WORK/rpc-vfu" --rw=randwrite --verify=crc32c --size=16M \
+    --eta never >"$WORK/rpc-bench.log" 2>&1 || { cat "$WORK/rpc-bench.log"; return 1; }
+  grep -E '^ *verify +:' "$WORK/rpc-bench.log" | sed 's/^ */nvmemu bench crc32c /'
+  query_all "$WORK/rpc.sock" "$WORK/shape-nvmemu"
+  rpcpy "$WORK/rpc.sock" spdk_kill_instance SIGTERM >/dev/null
+  stop "$pid"
+}
+
+check_rpc_shape() {
+  [ -s "$WORK/shape-nvmemu/save_config.json" ] || {
+    echo "no nvmemu answers to compare (rpc-setup failed)"
+    return 1
+  }
+  start nvmf_tgt "$P/nvmf_tgt" -m 0x2 -r "$WORK/spdk.sock" --huge-dir "$HUGE"
+  local pid=$LAST_PID
+  wait_socket "$WORK/spdk.sock" "$pid"
+  setup_script "$WORK/spdk.sock" "$WORK/spdk-vfu" >/dev/null
+  query_all "$WORK/spdk.sock" "$WORK/shape-spdk"
+  rpcpy "$WORK/spdk.sock" spdk_kill_instance SIGTERM >/dev/null
+  stop "$pid"
+  python3 "$HERE/rpc_shape.py" "$WORK/shape-spdk" "$WORK/shape-nvmemu"
+}
+
+check checkers check_checkers
+check identify check_identify
+check perf check_perf
+check bdevperf check_bdevperf
+check compliance check_compliance
+check rpc-setup check_rpc_setup
+check rpc-shape check_rpc_shape
+
+echo "--- SPDK peer checks: ${#PASSED[@]} passed, ${#FAILED[@]} failed ($((SECONDS - t0)) s)"
+if [ ${#FAILED[@]} -gt 0 ]; then
+  echo "failed: ${FAILED[*]}"
+  exit 1
+fi

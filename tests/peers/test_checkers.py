@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Unit tests of the checkers tests/peers/spdk.sh relies on (no SPDK needed):
+spdk_results.py must fail on every failure it is there to catch, and rpc_shape.py must
+report exactly the shape differences.
+
+    python3 tests/peers/test_checkers.py
+"""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import rpc_shape  # noqa: E402
+from spdk_results import CheckFailed, check_compliance, check_identify, check_perf  # noqa: E402
+
+COMPLIANCE_OK = """
+Suite: nvme_compliance
+  Test: admin_identify_ns ...passed
+  Test: admin_create_io_qp_max_qps ...[2026-11-24 19:55:59.071714] nvme_ctrlr.c:5530:spdk_nvme_ctrlr_alloc_qid: *ERROR*: No free I/O queue IDs
+passed
+
+Run Summary:    Type  Total    Ran Passed Failed Inactive
+              suites      1      1    n/a      0        0
+               tests      2      2      2      0        0
+             asserts     40     40     40      0      n/a
+"""
+
+COMPLIANCE_FAILED = """
+Suite: nvme_compliance
+  Test: admin_identify_ns ...passed
+  Test: admin_create_io_sq_verify_qsize_cqid ...FAILED
+    1. nvme_compliance.c:434  - s.cpl.status.sc == SPDK_NVME_SC_INVALID_QUEUE_IDENTIFIER
+
+Run Summary:    Type  Total    Ran Passed Failed Inactive
+              suites      1      1    n/a      0        0
+               tests      2      2      1      1        0
+             asserts     40     40     39      1      n/a
+"""
+
+PERF_OK = """Initialization complete. Launching workers.
+Device Information                  :       IOPS      MiB/s    Average        min        max
+VFIOUSER (/tmp/x) NSID 1 from core  0:  945614.00    3693.80      16.90       2.00    1000.00
+========================================================
+Total                               :  945614.00    3693.80      16.90       2.00    1000.00
+"""
+
+IDENTIFY = """Serial Number:                         NVMEMU-1
+Model Number:                          nvmemu model
+Active Namespaces
+=================
+Namespace ID:1
+Size (in LBAs):                        2097152 (1GiB)
+LBA Format #00: Data Size:   512  Metadata Size:     0
+"""
+
+
+class SpdkResults(unittest.TestCase):
+    def test_compliance_passes_with_log_lines_between_a_test_and_its_result(self):
+        self.assertIn("all 2 tests passed", check_compliance(COMPLIANCE_OK))
+
+    def test_compliance_failure_names_the_test_and_the_assert(self):
+        with self.assertRaises(CheckFailed) as e:
+            check_compliance(COMPLIANCE_FAILED)
+        self.assertIn("admin_create_io_sq_verify_qsize_cqid: FAILED", str(e.exception))
+        self.assertIn("nvme_compliance.c:434", str(e.exception))
+        self.assertIn("1 failed", str(e.exception))
+
+    def test_compliance_without_a_summary_fails(self):
+        cut = COMPLIANCE_OK[: COMPLIANCE_OK.index("Run Summary")].replace("\npassed\n", "\n")
+        with self.assertRaises(CheckFailed) as e:
+            check_compliance(cut)
+        self.assertIn("did not finish (last test started: admin_create_io_qp_max_qps)", str(e.exception))
+
+    def test_compliance_fails_when_fewer_tests_ran_than_registered(self):
+        with self.assertRaises(CheckFailed):
+            check_compliance(COMPLIANCE_OK.replace("tests      2      2      2", "tests      3      2      2"))
+
+    def test_perf(self):
+        self.assertIn("945614 IOPS", check_perf(PERF_OK, "x"))
+        for bad in (
+            PERF_OK + "WRITE sqid:1 cid:3 nsid:1 lba:8 len:8 completed with error (sct=0, sc=2)\n",
+            PERF_OK.replace("Total  ", "Totals "),
+            PERF_OK.replace("Total                               :  945614.00", "Total : 0.00"),
+        ):
+            with self.assertRaises(CheckFailed):
+                check_perf(bad, "x")
+
+    def test_identify(self):
+        self.assertIn("NVMEMU-1", check_identify(IDENTIFY, "NVMEMU-1", "nvmemu model", 2097152, 512))
+        for args in (
+            ("NVMEMU-2", "nvmemu model", 2097152, 512),
+            ("NVMEMU-1", "nvmemu", 2097152, 512),
+            ("NVMEMU-1", "nvmemu model", 4096, 512),
+            ("NVMEMU-1", "nvmemu model", 2097152, 4096),
+        ):
+            with self.assertRaises(CheckFailed):
+                check_identify(IDENTIFY, *args)
+
+
+def shape(method, ref, got, nvmemu_methods=()):
+    c = rpc_shape.Comparison(method, set(nvmemu_methods))
+    c.compare(ref, got, method)
+    return c
+
+
+class RpcShape(unittest.TestCase):
+    def test_missing_and_mistyped_keys_are_reported_extra_keys_are_not(self):
+        ref = {"a": 1, "b": "x", "c": {"d": True}, "e": 1.5, "f": 2}
+        got = {"a": 1, "b": 2, "c": {}, "e": 3, "f": 2.5, "extra": []}
+        self.assertEqual(
+            shape("m", ref, got).problems,
+            ["m.b: integer, SPDK has string", "m.c.d: missing (SPDK: boolean)", "m.f: number, SPDK has integer"],
+        )
+
+    def test_list_elements_are_matched_by_identity(self):
+        ref = [{"nqn": "disc", "subtype": "Discovery"}, {"nqn": "q", "serial_number": "S", "namespaces": [{"nsid": 1}]}]
+        got = [{"nqn": "disc", "subtype": "Discovery"}, {"nqn": "q", "namespaces": [{"nsid": 1}]}]
+        self.assertEqual(shape("s", ref, got).problems, ["s[nqn=q].serial_number: missing (SPDK: string)"])
+        self.assertEqual(shape("s", ref, got[:1]).problems, ["s[nqn=q]: missing"])
+
+    def test_an_empty_list_where_spdk_has_elements_is_reported(self):
+        self.assertEqual(
+            shape("b", [{"name": "M", "aliases": ["u"]}], [{"name": "M", "aliases": []}]).problems,
+            ["b[name=M].aliases: empty, SPDK lists 1: element shape unchecked"],
+        )
+        self.assertEqual(shape("b", {"x": []}, {"x": [1]}).problems, [])
+
+    def test_optional_keys_and_other_servers_methods_in_save_config(self):
+        self.assertEqual(shape("bdev_get_bdevs", [{"name": "M", "memory_domains": []}], [{"name": "M"}]).problems, [])
+        ref = {"subsystems": [
+            {"subsystem": "iobuf", "config": [{"method": "iobuf_set_options", "params": {}}]},
+            {"subsystem": "bdev", "config": [{"method": "bdev_set_options", "params": {}},
+                                             {"method": "bdev_malloc_create", "params": {"uuid": "u"}}]},
+        ]}
+        got = {"subsystems": [{"subsystem": "bdev", "config": [{"method": "bdev_malloc_create", "params": {}}]}]}
+        c = shape("save_config", ref, got, ["bdev_malloc_create", "bdev_set_options"])
+        self.assertEqual(c.excused, ["subsystem iobuf"])
+        self.assertEqual(
+            c.problems,
+            ["save_config.subsystems[subsystem=bdev].config[method=bdev_set_options]: missing",
+             "save_config.subsystems[subsystem=bdev].config[method=bdev_malloc_create].params.uuid: missing (SPDK: string)"],
+        )
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
