@@ -253,7 +253,7 @@ setup_script() {
 
 # The queries whose answers are compared, saved as $2/METHOD.json.
 SHAPE_METHODS=(bdev_get_bdevs nvmf_get_subsystems nvmf_get_transports bdev_get_iostat
-  framework_get_reactors save_config rpc_get_methods)
+  framework_get_reactors save_config rpc_get_methods spdk_get_version)
 query_all() {
   local sock=$1 out=$2 m
   mkdir -p "$out"
