@@ -105,10 +105,12 @@ trap cleanup EXIT
 
 t0=$SECONDS
 if ! dpkg -s libcunit1 >/dev/null 2>&1; then # nvme_compliance's, not in setup.sh's list
-  apt-get update -q=2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q=2 --no-install-recommends libcunit1 >/dev/null
+  { apt-get update -q=2 &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q=2 --no-install-recommends libcunit1 \
+      >/dev/null; } || { echo "tests/peers/spdk.sh: FAILED: cannot install libcunit1" >&2; exit 1; }
 fi
-HUGE=$("$PEERS/setup.sh" | tail -n 1)
+HUGE=$("$PEERS/setup.sh" | tail -n 1) ||
+  { echo "tests/peers/spdk.sh: FAILED: $PEERS/setup.sh (libraries, hugepages)" >&2; exit 1; }
 echo "--- peer set-up: $PEERS, hugepages at $HUGE ($((SECONDS - t0)) s)"
 
 # ---- helpers -------------------------------------------------------------------------

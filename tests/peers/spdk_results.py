@@ -115,7 +115,7 @@ def check_bdevperf(sock, timeout):
     try:
         result = JSONRPCClient(sock, timeout=timeout).call("perform_tests")
     except JSONRPCException as e:
-        raise CheckFailed(f"perform_tests did not answer within {timeout} s or failed: {e}") from e
+        raise CheckFailed(f"perform_tests did not answer within {timeout} s or failed: {str(e).strip()}") from e
     jobs = result.get("results") or []
     problems = [] if jobs else [f"no job results: {result}"]
     for j in jobs:
