@@ -10,8 +10,10 @@ read) and a 1 GiB null bdev (nsid 2) in one subsystem. Against each, SPDK's
 other core. Medians over the repetitions go to a Markdown section and a JSON file.
 
 Usage: scripts/bench_peers.py --nvmemu BIN --peers DIR [--reps 3] [--runtime 5]
-           [--md OUT.md] [--json OUT.json] [--target-cpu 1] [--client-cpu 0]
+           [--md OUT.md] [--json OUT.json] [--target-cpu 1] [--client-cpu 0] [--profile DIR]
 DIR is the folder of SPDK's tools (bin/, scripts/rpc.py, setup.sh). Needs root (hugepages).
+With --profile, each missed goal's case runs once more per target under a system-wide
+`perf record` (both cores: the target and the client), whose top symbols join the Markdown.
 """
 
 import argparse
@@ -160,14 +162,16 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log(f"done in {time.monotonic() - started:.0f} s")
-    write(results)
+    rows = summarize(results)
+    profiles = profile_misses(rows, work) if args.profile else {}
+    write(rows, profiles)
 
 
 def median(samples, i):
     return statistics.median(s[i] for s in samples)
 
 
-def write(results):
+def summarize(results):
     rows = []
     for (client, ns, label), per_target in results.items():
         spdk, ours = per_target["SPDK nvmf_tgt"], per_target["nvmemu serve"]
@@ -177,6 +181,10 @@ def write(results):
             "spdk_lat_ns": median(spdk, 1), "nvmemu_lat_ns": median(ours, 1),
             "spdk_samples": spdk, "nvmemu_samples": ours,
         })
+    return rows
+
+
+def write(rows, profiles):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"reps": args.reps, "runtime_s": args.runtime, "rows": rows}, f, indent=1)
@@ -191,7 +199,10 @@ def write(results):
             f"| {r['nvmemu_iops'] / 1e6:.3f} M | {r['nvmemu_iops'] / r['spdk_iops']:.2f}x "
             f"| {r['spdk_lat_ns'] / 1e3:.2f} us | {r['nvmemu_lat_ns'] / 1e3:.2f} us |")
     lines.append("")
-    lines += goals(rows)
+    lines += [text for text, _, _ in goals(rows)]
+    for title, report in profiles.items():
+        lines += ["", f"Profile, {title} (`perf record -a -g`, top symbols by self time):", "",
+                  "```", report or "(perf record failed on this machine)", "```"]
     text = "\n".join(lines) + "\n"
     if args.md:
         with open(args.md, "w") as f:
@@ -200,22 +211,56 @@ def write(results):
 
 
 def goals(rows):
-    """The issue's two goals, each with its measured ratio."""
+    """The issue's goals: (sentence, met, (client, namespace, workload)) for each."""
     def row(client, ns, label):
         return next(r for r in rows
                     if (r["client"], r["namespace"], r["workload"]) == (client, ns, label))
     out = []
-    qd16 = row("nvmemu bench", "malloc", "512 B randread QD16")
+    case = ("nvmemu bench", "malloc", "512 B randread QD16")
+    qd16 = row(*case)
     ratio = qd16["nvmemu_iops"] / qd16["spdk_iops"]
-    out.append(f"- Goal: nvmemu's target >= 3.5x SPDK's, 512 B randread QD16, malloc, nvmemu's "
-               f"driver: {ratio:.2f}x, {'met' if ratio >= 3.5 else 'missed'}.")
+    met = ratio >= 3.5
+    out.append((f"- Goal: nvmemu's target >= 3.5x SPDK's, 512 B randread QD16, malloc, nvmemu's "
+                f"driver: {ratio:.2f}x, {'met' if met else 'missed'}.", met, case))
     for client in CLIENTS:
-        qd1 = row(client, "malloc", "512 B randread QD1")
+        case = (client, "malloc", "512 B randread QD1")
+        qd1 = row(*case)
         lat = qd1["nvmemu_lat_ns"] / qd1["spdk_lat_ns"]
-        out.append(f"- Goal: nvmemu ahead at QD1 (malloc) with {client}: mean latency "
-                   f"{qd1['nvmemu_lat_ns']:.0f} vs {qd1['spdk_lat_ns']:.0f} ns "
-                   f"({lat:.2f}x), {'met' if lat < 1.0 else 'missed'}.")
+        out.append((f"- Goal: nvmemu ahead at QD1 (malloc) with {client}: mean latency "
+                    f"{qd1['nvmemu_lat_ns']:.0f} vs {qd1['spdk_lat_ns']:.0f} ns "
+                    f"({lat:.2f}x), {'met' if lat < 1.0 else 'missed'}.", lat < 1.0, case))
     return out
+
+
+def profile_misses(rows, work):
+    """One more run of each missed goal's case per target, under a system-wide profile."""
+    os.makedirs(args.profile, exist_ok=True)
+    reports = {}
+    missed = [case for _, met, case in goals(rows) if not met]
+    for tname in TARGETS:
+        if not missed:
+            break
+        with Target(tname, work) as target:
+            fill(target)
+            for client, ns, label in missed:
+                _, bs, qd, rw = next(w for w in WORKLOADS if w[0] == label)
+                slug = re.sub(r"[^a-z0-9]+", "-", f"{tname} {client} {label}".lower())
+                data = os.path.join(args.profile, slug + ".data")
+                rec = subprocess.Popen(["perf", "record", "-a", "-g", "-F", "999", "-o", data],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                try:
+                    measure(target, client, dict(NAMESPACES)[ns], bs, qd, rw)
+                finally:
+                    rec.send_signal(signal.SIGINT)
+                    rec.wait(60)
+                rep = subprocess.run(
+                    ["perf", "report", "-i", data, "--no-children", "--stdio", "-g", "none",
+                     "--sort", "comm,symbol", "--percent-limit", "2"],
+                    capture_output=True, text=True, timeout=300)
+                top = [re.sub(r"(\s+-)*\s*$", "", ln) for ln in rep.stdout.splitlines()
+                       if ln.strip() and not ln.startswith("#")]
+                reports[f"{tname}, {client}, {ns} {label}"] = "\n".join(top[:20])
+    return reports
 
 
 if __name__ == "__main__":
@@ -228,6 +273,7 @@ if __name__ == "__main__":
     ap.add_argument("--json")
     ap.add_argument("--target-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--profile", help="directory for perf data of the missed goals")
     args = ap.parse_args()
     args.rpc_py = os.path.join(args.peers, "scripts", "rpc.py")
     setup = os.path.join(args.peers, "setup.sh")
