@@ -2,7 +2,8 @@
 //! Shared memory for nvmemu: the only crate with `unsafe`.
 //!
 //! Owns: mappings of file descriptors shared with another process (client RAM, the doorbell
-//! page, DMA buffers), anonymous mappings (the malloc namespace), bounds-checked raw-pointer access
+//! page, DMA buffers), anonymous mappings (the malloc namespace: lazy, or populated up front after a check against
+//! `/proc/meminfo`, with its residency read from `/proc/self/smaps`), bounds-checked raw-pointer access
 //! to them (copies and atomics), and the table that turns a client's IOVA into a place in one of those mappings.
 //! May depend on: no internal crate. Must never: hand out a Rust reference (`&[u8]`, `&T`) into
 //! memory another process can write, or let a mapping be unmapped while a `MmapRegion` handle
@@ -17,12 +18,16 @@
 #[cfg(not(all(target_pointer_width = "64", target_endian = "little")))]
 compile_error!("nvmemu-mem builds only for little-endian 64-bit targets (u64 offsets are usize)");
 
+mod backing;
 mod clock;
 mod guest;
 mod memfd;
+mod meminfo;
 mod mmap;
 
+pub use backing::{MEMORY_HEADROOM, PROGRESS_INTERVAL, PageKind, Progress};
 pub use clock::{TscClock, global_clock};
 pub use guest::{Access, DmaBacking, DmaError, DmaRegion, GuestMemory, Iova};
 pub use memfd::{create_memfd, page_size_of};
+pub use meminfo::{ByteSize, MemInfo, Residency};
 pub use mmap::{MemError, MmapRegion, Protection};

@@ -11,6 +11,7 @@ use rustix::mm::{self, Advice, MapFlags, ProtFlags};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::memfd::{os, page_size_of_stat, system_page_size};
+use crate::meminfo::ByteSize;
 
 /// Errors of mapping and accessing memory.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +35,39 @@ pub enum MemError {
     /// A write to a read-only mapping.
     #[error("write to a read-only mapping")]
     ReadOnly,
+    /// A populated mapping larger than the memory the kernel can give
+    /// (`/proc/meminfo` `MemAvailable`, less `MEMORY_HEADROOM` left to everything else).
+    #[error("not enough memory: {asked} asked, {available} available (MemAvailable, of which {headroom} stays free)", headroom = ByteSize(crate::MEMORY_HEADROOM))]
+    NotEnoughMemory {
+        /// Bytes asked for.
+        asked: ByteSize,
+        /// `MemAvailable` when asked.
+        available: ByteSize,
+    },
+    /// A hugetlbfs-backed mapping needs more pool pages than are free.
+    #[error(
+        "not enough huge pages: {asked} of {page_size} asked, {free} free (HugePages_Free less HugePages_Rsvd)"
+    )]
+    NoHugePages {
+        /// Pool pages asked for.
+        asked: u64,
+        /// Pool pages free and unreserved.
+        free: u64,
+        /// The default huge page size (0 B: the kernel has no hugetlbfs pages).
+        page_size: ByteSize,
+    },
+    /// MADV_POPULATE_WRITE failed part way (ENOMEM: the kernel ran out of memory; EFAULT:
+    /// a page could not be had where a touch would have raised SIGBUS).
+    #[error("populating {asked} stopped after {done}")]
+    Populate {
+        /// Bytes to populate.
+        asked: ByteSize,
+        /// Bytes populated before the failure (about: chunks run in parallel).
+        done: ByteSize,
+        /// The errno.
+        #[source]
+        source: std::io::Error,
+    },
     /// mmap, memfd_create, ftruncate or madvise failed (also: a zero or overflowing length,
     /// reported as the EINVAL / EOVERFLOW the kernel would give).
     #[error("{op} failed")]
@@ -115,7 +149,7 @@ fn bad_len(op: &'static str, overflow: bool) -> MemError {
 
 /// Anonymous mappings at least this large ask for transparent huge pages: a malloc
 /// namespace read at random offsets otherwise spends most of each small copy in TLB misses.
-const HUGE_PAGE: usize = 2 << 20;
+pub(crate) const HUGE_PAGE: usize = 2 << 20;
 
 impl MmapRegion {
     /// Map `len` bytes of `fd` starting at file `offset`, shared with every other mapping of
@@ -175,46 +209,105 @@ impl MmapRegion {
 
     /// Private anonymous memory of `len` bytes: reads as zero until written, committed by the
     /// kernel only when touched (MAP_NORESERVE), so a large malloc namespace costs nothing
-    /// until it is written. A zero `len` fails with EINVAL.
+    /// until it is written. A zero `len` fails with EINVAL. See
+    /// [`MmapRegion::anonymous_populated`] for memory that is backed from the start.
     pub fn anonymous(len: u64) -> Result<MmapRegion, MemError> {
+        Self::map_anonymous(len, system_page_size(), MapFlags::NORESERVE)
+    }
+
+    /// Private anonymous memory of `len` bytes in pages of `page` bytes, mmap'ed with
+    /// `MAP_PRIVATE | extra` (`NORESERVE` for lazy memory, `HUGETLB` for pool pages; the
+    /// caller passes a `page` that matches). Base-page mappings of at least [`HUGE_PAGE`]
+    /// are rounded up to a whole huge page, which lets the kernel align them for transparent
+    /// huge pages, and advised MADV_HUGEPAGE.
+    ///
+    /// A base-page mapping sits between two inaccessible guard areas (a huge page each, or
+    /// a page for small ones; address space only): the kernel merges neighbouring anonymous
+    /// mappings with the same flags into one VMA, and the guards keep this one apart, so
+    /// `/proc/self/smaps` reports its residency alone. Hugetlb mappings have a file each
+    /// and never merge.
+    pub(crate) fn map_anonymous(
+        len: u64,
+        page: u64,
+        extra: MapFlags,
+    ) -> Result<MmapRegion, MemError> {
         if len == 0 {
             return Err(bad_len("mmap", false));
         }
-        let page = system_page_size();
-        let map_len = len
-            .checked_next_multiple_of(page)
+        let hugetlb = extra.contains(MapFlags::HUGETLB);
+        let thp = !hugetlb && len >= HUGE_PAGE as u64;
+        let round = if thp { HUGE_PAGE as u64 } else { page };
+        let guard = match (hugetlb, thp) {
+            (true, _) => 0,
+            (false, true) => HUGE_PAGE,
+            (false, false) => us(page),
+        };
+        let inner = len
+            .checked_next_multiple_of(round)
             .and_then(|l| usize::try_from(l).ok())
             .ok_or_else(|| bad_len("mmap", true))?;
+        let map_len = inner
+            .checked_add(2 * guard)
+            .ok_or_else(|| bad_len("mmap", true))?;
         // SAFETY: a null hint without MAP_FIXED lets the kernel pick unused address space, so
-        // no existing Rust allocation or mapping is replaced; `map_len` is non-zero.
+        // no existing Rust allocation or mapping is replaced; `map_len` is non-zero (and a
+        // multiple of the huge page size for MAP_HUGETLB, as munmap will need).
         let base = unsafe {
             mm::mmap_anonymous(
                 ptr::null_mut(),
                 map_len,
                 ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE | MapFlags::NORESERVE,
+                MapFlags::PRIVATE | extra,
             )
         }
         .map_err(|e| os("mmap", e))?;
-        if map_len >= HUGE_PAGE {
-            // SAFETY: [base, base + map_len) is the mapping mmap just returned, owned by
-            // nobody else yet; MADV_HUGEPAGE only lets the kernel back it with transparent
-            // huge pages (contents and address range unchanged). Failure (THP off) is harmless.
-            let _ = unsafe { mm::madvise(base, map_len, Advice::LinuxHugepage) };
-        }
-        Self::from_raw_parts(
+        // From here on, Drop unmaps the whole [base, base + map_len) on any error.
+        let region = Self::from_raw_parts(
             base,
             map_len,
-            0,
+            guard as u64,
             len,
             Protection::ReadWrite,
             Kind::Anonymous,
             page,
-        )
+        )?;
+        if guard > 0 {
+            let tail = region.window.as_ptr().wrapping_add(inner);
+            for at in [region.base.as_ptr(), tail] {
+                // SAFETY: [at, at + guard) is the head or the tail guard of the mapping
+                // region owns: page aligned, inside it, outside the window handed to
+                // callers (window = base + guard, window + inner + guard = base + map_len),
+                // so no access path of MmapRegion ever reaches it; PROT_NONE only makes it
+                // inaccessible.
+                unsafe { mm::mprotect(at.cast(), guard, mm::MprotectFlags::empty()) }
+                    .map_err(|e| os("mprotect", e))?;
+            }
+        }
+        if thp {
+            // SAFETY: [window, window + inner) is the accessible part of the mapping region
+            // owns, handed to nobody yet; MADV_HUGEPAGE only lets the kernel back it with
+            // transparent huge pages (contents and address range unchanged). Failure (THP
+            // off) is harmless.
+            let _ =
+                unsafe { mm::madvise(region.window.as_ptr().cast(), inner, Advice::LinuxHugepage) };
+        }
+        Ok(region)
     }
 
-    /// Wrap what mmap returned. `delta + len <= map_len` holds by construction at both call
-    /// sites (map_len is `delta + len` rounded up to a page).
+    /// The window rounded out to whole pages, `[window, window + len up to a page)`: for
+    /// the population and residency code of this crate, which works on whole pages. Only
+    /// meaningful for anonymous mappings, whose window starts on a page.
+    pub(crate) fn mapping(&self) -> (NonNull<u8>, usize) {
+        let len = self
+            .len
+            .checked_next_multiple_of(self.page_size)
+            .map_or(self.map_len, |l| us(l).min(self.map_len));
+        (self.window, len)
+    }
+
+    /// Wrap what mmap returned. `delta + len <= map_len` holds by construction at every
+    /// call site (map_len is `delta + len` rounded up to a page, or the window plus two
+    /// guards).
     fn from_raw_parts(
         base: *mut c_void,
         map_len: usize,
@@ -229,8 +322,8 @@ impl MmapRegion {
         // it rather than hand out a null window (the mapping then leaks, which is harmless).
         let base =
             NonNull::new(base.cast::<u8>()).ok_or_else(|| os("mmap", rustix::io::Errno::FAULT))?;
-        // SAFETY: `delta < page size <= map_len`, so base + delta lies inside the mapping
-        // that mmap just returned.
+        // SAFETY: `delta + len <= map_len` (see above), so base + delta lies inside the
+        // mapping that mmap just returned.
         let window = unsafe { base.add(us(delta)) };
         Ok(MmapRegion {
             base,
