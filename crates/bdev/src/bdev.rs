@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The block device: geometry, storage and the byte-range operations on it.
 
-use nvmemu_mem::{MemError, MmapRegion};
+use nvmemu_mem::{MemError, MmapRegion, Progress};
 
+use crate::malloc::{MallocBacking, MemoryReport, Storage, WRITE_ZEROES_DISCARD_THRESHOLD};
 use crate::{BdevError, BdevOp, BdevStats};
-
-/// Write Zeroes of at least this many bytes discards pages (one madvise) instead of filling.
-pub const WRITE_ZEROES_DISCARD_THRESHOLD: u64 = 64 << 10;
 
 /// Smallest and largest block sizes accepted (powers of two in between).
 const MIN_BLOCK_SIZE: u32 = 512;
@@ -15,7 +13,7 @@ const MAX_BLOCK_SIZE: u32 = 65536;
 /// Which backend a [`Bdev`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BdevKind {
-    /// Anonymous memory, zero until written.
+    /// Anonymous memory, zero until written ([`MallocBacking`] says how it is backed).
     Malloc,
     /// No storage: reads return zeroes, writes are dropped.
     Null,
@@ -47,22 +45,36 @@ pub struct Bdev {
     /// `block_size * num_blocks`, checked at creation.
     size: u64,
     /// `Some` for Malloc (exactly `size` bytes), `None` for Null.
-    storage: Option<MmapRegion>,
+    storage: Option<Storage>,
     stats: BdevStats,
 }
 
 impl Bdev {
     /// A malloc bdev: `num_blocks` blocks of `block_size` bytes of anonymous memory, zero
-    /// until written and committed only when touched. `block_size` must be a power of two in
-    /// 512..=65536 and `num_blocks` non-zero.
+    /// until written, every page of it faulted in now ([`MallocBacking::Populated`]).
+    /// `block_size` must be a power of two in 512..=65536 and `num_blocks` non-zero.
     pub fn malloc(name: &str, block_size: u32, num_blocks: u64) -> Result<Bdev, BdevError> {
+        Self::malloc_with(
+            name,
+            block_size,
+            num_blocks,
+            MallocBacking::Populated,
+            &|_| {},
+        )
+    }
+
+    /// [`Bdev::malloc`] backed as `backing` says; `progress` is called every few seconds
+    /// while a large one is populated. Memory the machine cannot give is `NoMemory` (the
+    /// size asked and the memory available), a size that cannot even be mapped `Map`.
+    pub fn malloc_with(
+        name: &str,
+        block_size: u32,
+        num_blocks: u64,
+        backing: MallocBacking,
+        progress: &dyn Fn(Progress),
+    ) -> Result<Bdev, BdevError> {
         let size = geometry(block_size, num_blocks)?;
-        let storage = MmapRegion::anonymous(size).map_err(|source| BdevError::Io {
-            op: BdevOp::Create,
-            offset: 0,
-            len: size,
-            source,
-        })?;
+        let storage = Storage::new(size, backing, progress)?;
         Ok(Bdev::new(
             name,
             BdevKind::Malloc,
@@ -92,7 +104,7 @@ impl Bdev {
         block_size: u32,
         num_blocks: u64,
         size: u64,
-        storage: Option<MmapRegion>,
+        storage: Option<Storage>,
     ) -> Bdev {
         Bdev {
             name: name.to_owned(),
@@ -130,6 +142,11 @@ impl Bdev {
         self.size
     }
 
+    /// What backs a malloc bdev now (`None` for null).
+    pub fn memory(&self) -> Option<MemoryReport> {
+        self.storage.as_ref().map(Storage::report)
+    }
+
     /// The live I/O counters (`snapshot()` them to report).
     pub fn stats(&self) -> &BdevStats {
         &self.stats
@@ -153,7 +170,7 @@ impl Bdev {
     #[inline]
     pub(crate) fn prefetch(&self, offset: u64, len: u64) {
         if let Some(s) = &self.storage {
-            s.prefetch(offset, len);
+            s.mem.prefetch(offset, len);
         }
     }
 
@@ -169,7 +186,7 @@ impl Bdev {
         let op = BdevOp::Read;
         self.check(op, offset, len)?;
         match &self.storage {
-            Some(s) => s.copy_to_region(offset, dst, dst_offset, len),
+            Some(s) => s.mem.copy_to_region(offset, dst, dst_offset, len),
             None => dst.fill(dst_offset, len, 0),
         }
         .map_err(buffer(op, offset, len))?;
@@ -190,7 +207,7 @@ impl Bdev {
         self.check(op, offset, len)?;
         match &self.storage {
             // Streaming: written blocks are not read again soon (see the method's docs).
-            Some(s) => src.copy_to_region_streaming(src_offset, s, offset, len),
+            Some(s) => src.copy_to_region_streaming(src_offset, &s.mem, offset, len),
             None => src.check_range(src_offset, len),
         }
         .map_err(buffer(op, offset, len))?;
@@ -209,37 +226,33 @@ impl Bdev {
         let op = BdevOp::Compare;
         self.check(op, offset, len)?;
         let equal = match &self.storage {
-            Some(s) => s.compare_with(offset, src, src_offset, len),
+            Some(s) => s.mem.compare_with(offset, src, src_offset, len),
             None => src.is_zero(src_offset, len),
         }
         .map_err(buffer(op, offset, len))?;
         Ok(equal)
     }
 
-    /// Make `len` bytes at `offset` read as zero: a fill below
-    /// [`WRITE_ZEROES_DISCARD_THRESHOLD`], a discard (pages returned to the kernel) at or
-    /// above it. Null: nothing to do.
+    /// Make `len` bytes at `offset` read as zero: a fill, or on a lazy bdev a discard
+    /// (pages returned to the kernel) at [`WRITE_ZEROES_DISCARD_THRESHOLD`] and above.
+    /// Null: nothing to do.
     pub(crate) fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), BdevError> {
         let op = BdevOp::WriteZeroes;
         self.check(op, offset, len)?;
         if let Some(s) = &self.storage {
-            if len >= WRITE_ZEROES_DISCARD_THRESHOLD {
-                s.discard(offset, len)
-            } else {
-                s.fill(offset, len, 0)
-            }
-            .map_err(io(op, offset, len))?;
+            s.zero(op, offset, len, len >= WRITE_ZEROES_DISCARD_THRESHOLD)?;
         }
         Ok(())
     }
 
     /// Deallocate `len` bytes at `offset`; they read back as zeroes afterwards (the
-    /// namespace reports DLFEAT "reads zeroes"). Null: nothing to do.
+    /// namespace reports DLFEAT "reads zeroes"): a discard on a lazy bdev, a fill on a
+    /// backed one, which keeps its pages. Null: nothing to do.
     pub(crate) fn deallocate(&self, offset: u64, len: u64) -> Result<(), BdevError> {
         let op = BdevOp::Deallocate;
         self.check(op, offset, len)?;
         if let Some(s) = &self.storage {
-            s.discard(offset, len).map_err(io(op, offset, len))?;
+            s.zero(op, offset, len, true)?;
         }
         Ok(())
     }
@@ -268,16 +281,6 @@ fn geometry(block_size: u32, num_blocks: u64) -> Result<u64, BdevError> {
 /// Wrap a buffer-side memory error.
 fn buffer(op: BdevOp, offset: u64, len: u64) -> impl FnOnce(MemError) -> BdevError {
     move |source| BdevError::Buffer {
-        op,
-        offset,
-        len,
-        source,
-    }
-}
-
-/// Wrap a storage-side memory error.
-fn io(op: BdevOp, offset: u64, len: u64) -> impl FnOnce(MemError) -> BdevError {
-    move |source| BdevError::Io {
         op,
         offset,
         len,
@@ -397,42 +400,76 @@ mod tests {
         assert_eq!(s.num_read_ops, 4);
     }
 
+    /// An I/O channel on a new malloc bdev backed as asked.
+    fn malloc_backed(block_size: u32, num_blocks: u64, backing: MallocBacking) -> BdevChannel {
+        let b = Bdev::malloc_with("m", block_size, num_blocks, backing, &|_| {});
+        Arc::new(b.unwrap()).channel()
+    }
+
+    const BACKINGS: [MallocBacking; 2] = [MallocBacking::Populated, MallocBacking::Lazy];
+
     #[test]
-    fn write_zeroes_small_and_large_read_zero() {
-        let b = malloc(512, 512);
-        let size = b.bdev().size_bytes();
-        let src = buf(size);
-        src.host.fill(0, size, 0xee).unwrap();
-        b.write(0, &src.target, 0, size).unwrap();
-        // Small: fill.
-        b.write_zeroes(512, 1024).unwrap();
-        // Large, unaligned: discard with partial pages zero-filled.
-        b.write_zeroes(10_240 + 100, WRITE_ZEROES_DISCARD_THRESHOLD + 4000)
-            .unwrap();
-        let all = read_back(&b, 0, usize::try_from(size).unwrap());
-        for (i, &byte) in all.iter().enumerate() {
-            let i = i as u64;
-            let zero = (512..1536).contains(&i)
-                || (10_340..10_340 + WRITE_ZEROES_DISCARD_THRESHOLD + 4000).contains(&i);
-            assert_eq!(byte, if zero { 0 } else { 0xee }, "byte {i}");
+    fn write_zeroes_small_and_large_read_zero_in_both_modes() {
+        for backing in BACKINGS {
+            let b = malloc_backed(512, 512, backing);
+            let size = b.bdev().size_bytes();
+            let src = buf(size);
+            src.host.fill(0, size, 0xee).unwrap();
+            b.write(0, &src.target, 0, size).unwrap();
+            // Small: fill.
+            b.write_zeroes(512, 1024).unwrap();
+            // Large, unaligned: lazy discards with partial pages zero-filled, backed fills.
+            b.write_zeroes(10_240 + 100, WRITE_ZEROES_DISCARD_THRESHOLD + 4000)
+                .unwrap();
+            let all = read_back(&b, 0, usize::try_from(size).unwrap());
+            for (i, &byte) in all.iter().enumerate() {
+                let i = i as u64;
+                let zero = (512..1536).contains(&i)
+                    || (10_340..10_340 + WRITE_ZEROES_DISCARD_THRESHOLD + 4000).contains(&i);
+                assert_eq!(byte, if zero { 0 } else { 0xee }, "{backing:?}: byte {i}");
+            }
+            assert_eq!(b.bdev().stats().snapshot().num_write_zeroes_ops, 2);
         }
-        assert_eq!(b.bdev().stats().snapshot().num_write_zeroes_ops, 2);
     }
 
     #[test]
-    fn deallocate_reads_zero_and_the_range_can_be_rewritten() {
-        let b = malloc(4096, 64);
-        let src = buf(64 * 4096);
-        src.host.fill(0, 64 * 4096, 0x77).unwrap();
-        b.write(0, &src.target, 0, 64 * 4096).unwrap();
-        b.deallocate(4096, 16 * 4096).unwrap();
-        assert_eq!(read_back(&b, 4096, 16 * 4096), vec![0u8; 16 * 4096]);
-        assert_eq!(read_back(&b, 0, 4096), vec![0x77u8; 4096]);
-        assert_eq!(read_back(&b, 17 * 4096, 4096), vec![0x77u8; 4096]);
-        b.write(4096, &src.target, 0, 4096).unwrap();
-        assert_eq!(read_back(&b, 4096, 4096), vec![0x77u8; 4096]);
-        let s = b.bdev().stats().snapshot();
-        assert_eq!((s.bytes_unmapped, s.num_unmap_ops), (16 * 4096, 1));
+    fn deallocate_reads_zero_and_the_range_can_be_rewritten_in_both_modes() {
+        for backing in BACKINGS {
+            let b = malloc_backed(4096, 64, backing);
+            let src = buf(64 * 4096);
+            src.host.fill(0, 64 * 4096, 0x77).unwrap();
+            b.write(0, &src.target, 0, 64 * 4096).unwrap();
+            b.deallocate(4096, 16 * 4096).unwrap();
+            assert_eq!(read_back(&b, 4096, 16 * 4096), vec![0u8; 16 * 4096]);
+            assert_eq!(read_back(&b, 0, 4096), vec![0x77u8; 4096]);
+            assert_eq!(read_back(&b, 17 * 4096, 4096), vec![0x77u8; 4096]);
+            b.write(4096, &src.target, 0, 4096).unwrap();
+            assert_eq!(read_back(&b, 4096, 4096), vec![0x77u8; 4096]);
+            let s = b.bdev().stats().snapshot();
+            assert_eq!((s.bytes_unmapped, s.num_unmap_ops), (16 * 4096, 1));
+        }
+    }
+
+    #[test]
+    fn a_backed_bdev_keeps_its_memory_through_deallocate_and_a_lazy_one_gives_it_back() {
+        let size = 16u64 << 20;
+        for backing in BACKINGS {
+            let b = malloc_backed(4096, size / 4096, backing);
+            let src = buf(size);
+            src.host.fill(0, size, 0x33).unwrap();
+            b.write(0, &src.target, 0, size).unwrap();
+            b.deallocate(0, size).unwrap();
+            b.write_zeroes(0, size).unwrap();
+            assert_eq!(read_back(&b, 0, 4096), vec![0u8; 4096]);
+            let m = b.bdev().memory().unwrap();
+            assert_eq!(m.backing, backing);
+            let resident = m.residency.unwrap().resident_bytes;
+            match backing {
+                MallocBacking::Lazy => assert!(resident < size / 4, "{m:?}"),
+                _ => assert!(resident >= size, "{m:?}"),
+            }
+        }
+        assert!(Bdev::null("n", 512, 8).unwrap().memory().is_none());
     }
 
     #[test]
@@ -585,8 +622,9 @@ mod tests {
     }
 
     #[test]
-    fn four_gib_malloc_is_lazy() {
-        let b = Arc::new(Bdev::malloc("big", 4096, 1 << 20).unwrap()).channel();
+    fn four_gib_lazy_malloc_costs_nothing_until_written() {
+        let b = Bdev::malloc_with("big", 4096, 1 << 20, MallocBacking::Lazy, &|_| {});
+        let b = Arc::new(b.unwrap()).channel();
         assert_eq!(b.bdev().size_bytes(), 4 << 30);
         let io = buf(4096);
         io.host.fill(0, 4096, 0x42).unwrap();

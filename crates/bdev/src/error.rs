@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Backend errors: a matchable kind plus the operation and byte range that failed.
 
-use nvmemu_mem::MemError;
+use nvmemu_mem::{ByteSize, MemError};
 
 /// The operation a [`BdevError`] happened in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +34,8 @@ pub enum BdevErrorKind {
     Buffer,
     /// The backend itself failed: mmap or madvise (NVMe: Internal Error).
     Io,
+    /// A malloc bdev's memory could not be mapped or backed at creation (RPC: ENOMEM).
+    NoMemory,
 }
 
 /// A failed bdev operation.
@@ -46,6 +48,25 @@ pub enum BdevError {
         block_size: u32,
         /// Requested number of blocks.
         num_blocks: u64,
+    },
+    /// The memory of a malloc bdev could not be mapped (address space, overcommit policy).
+    #[error("cannot map {size} of memory")]
+    Map {
+        /// Bytes asked for.
+        size: ByteSize,
+        /// The mmap error.
+        #[source]
+        source: MemError,
+    },
+    /// The machine cannot back a malloc bdev with memory: too little available, too few
+    /// huge pages, or the kernel ran out while populating.
+    #[error("cannot back {size} with memory")]
+    NoMemory {
+        /// Bytes asked for.
+        size: ByteSize,
+        /// What was short, with the figures.
+        #[source]
+        source: MemError,
     },
     /// `[offset, offset + len)` is not inside the bdev.
     #[error("{op:?} of {len} bytes at offset {offset:#x} is outside a bdev of {size:#x} bytes")]
@@ -95,13 +116,16 @@ impl BdevError {
             BdevError::OutOfRange { .. } => BdevErrorKind::OutOfRange,
             BdevError::Buffer { .. } => BdevErrorKind::Buffer,
             BdevError::Io { .. } => BdevErrorKind::Io,
+            BdevError::Map { .. } | BdevError::NoMemory { .. } => BdevErrorKind::NoMemory,
         }
     }
 
-    /// The operation that failed (`Create` for geometry errors).
+    /// The operation that failed (`Create` for geometry and memory errors).
     pub fn op(&self) -> BdevOp {
         match self {
-            BdevError::InvalidGeometry { .. } => BdevOp::Create,
+            BdevError::InvalidGeometry { .. }
+            | BdevError::Map { .. }
+            | BdevError::NoMemory { .. } => BdevOp::Create,
             BdevError::OutOfRange { op, .. }
             | BdevError::Buffer { op, .. }
             | BdevError::Io { op, .. } => *op,

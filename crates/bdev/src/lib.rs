@@ -3,9 +3,13 @@
 //!
 //! Owns: the storage behind a namespace and its I/O counters. A [`Bdev`] is a byte-addressed
 //! device of `num_blocks` blocks of `block_size` bytes:
-//! - **Malloc**: private anonymous memory (`MmapRegion::anonymous`, MAP_NORESERVE), zero
-//!   until written and committed only when touched, so a 4 GiB namespace is free until used.
-//!   Deallocate and large Write Zeroes give pages back to the kernel.
+//! - **Malloc**: private anonymous memory, zero until written. By default every page is
+//!   faulted in at creation ([`MallocBacking::Populated`], or from the hugetlbfs pool with
+//!   `HugePages`), after a check that the machine has the memory, so reads never come from
+//!   the kernel's zero page and a namespace too large is refused up front; Deallocate and
+//!   Write Zeroes fill with zeroes and keep the pages. [`MallocBacking::Lazy`] keeps the
+//!   sparse mapping (MAP_NORESERVE) whose pages are committed when first written and given
+//!   back by Deallocate and large Write Zeroes.
 //! - **Null**: no storage; reads return zeroes, writes are dropped (SPDK's null bdev).
 //!
 //! I/O goes through a [`BdevChannel`], one per user (each namespace has its own), which
@@ -26,9 +30,11 @@
 mod bdev;
 mod channel;
 mod error;
+mod malloc;
 mod stats;
 
-pub use bdev::{Bdev, BdevKind, WRITE_ZEROES_DISCARD_THRESHOLD};
+pub use bdev::{Bdev, BdevKind};
 pub use channel::BdevChannel;
 pub use error::{BdevError, BdevErrorKind, BdevOp};
+pub use malloc::{MallocBacking, MemoryReport, WRITE_ZEROES_DISCARD_THRESHOLD};
 pub use stats::{BdevStats, BdevStatsSnapshot};

@@ -188,7 +188,7 @@ fn bdev_status(e: &BdevError) -> Status {
             BdevOp::Write | BdevOp::WriteZeroes => Status::WRITE_FAULT,
             _ => Status::INTERNAL_ERROR,
         },
-        BdevErrorKind::InvalidGeometry => Status::INTERNAL_ERROR,
+        BdevErrorKind::InvalidGeometry | BdevErrorKind::NoMemory => Status::INTERNAL_ERROR,
     }
 }
 
