@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use nvmemu_bdev::{Bdev, BdevChannel};
+use nvmemu_bdev::Bdev;
 use nvmemu_bench::{CoreCounters, TargetProbe, TargetSnapshot};
 use nvmemu_ctrl::{ControllerConfig, LatencyHook, Namespace};
 use nvmemu_spec::Nsid;
@@ -121,15 +121,18 @@ impl EmbeddedTarget {
             },
         })
         .context("cannot start the in-process target")?;
+        // A malloc namespace is backed before the run (unless lazy=on), so the run never
+        // takes a first-touch page fault and reads hit real pages rather than the kernel's
+        // shared zero page (which would make cold reads look faster than written data).
         let bdev = match ns.kind {
-            NsKind::Malloc => Bdev::malloc("bench0", ns.lba, ns.num_blocks()),
+            NsKind::Malloc => {
+                Bdev::malloc_with("bench0", ns.lba, ns.num_blocks(), ns.backing, &|_| {})
+            }
             NsKind::Null => Bdev::null("bench0", ns.lba, ns.num_blocks()),
         }
+        .map_err(|e| anyhow::anyhow!(crate::bench_cmd::error_chain(&e)))
         .context("cannot create the namespace")?;
         let bdev = Arc::new(bdev);
-        if ns.kind == NsKind::Malloc {
-            prefault(&bdev.channel()).context("cannot pre-fault the namespace")?;
-        }
         let mut dirs = Vec::new();
         for i in 0..controllers.max(1) {
             let d = if i == 0 {
@@ -173,23 +176,6 @@ impl EmbeddedTarget {
         self.target.shutdown();
         drop(self.dir);
     }
-}
-
-/// Write the whole malloc namespace once (zeroes) so the run never takes a first-touch page
-/// fault, and reads hit real pages rather than the kernel's shared zero page (which would
-/// make cold reads look faster than any warmed-up namespace).
-fn prefault(bdev: &BdevChannel) -> Result<()> {
-    const CHUNK: u64 = 2 << 20;
-    let total = bdev.bdev().size_bytes();
-    let src = nvmemu_mem::MmapRegion::anonymous(CHUNK.min(total).max(1))?;
-    src.fill(0, src.len(), 0)?;
-    let mut off = 0;
-    while off < total {
-        let len = CHUNK.min(total - off);
-        bdev.write(off, &src, 0, len)?;
-        off += len;
-    }
-    Ok(())
 }
 
 impl TargetProbe for EmbeddedTarget {

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `--ns` values: `malloc:size=4G,lba=512`, `null:size=1T,lba=4096`.
+//! `--ns` values: `malloc:size=4G,lba=512`, `malloc:size=64G,lazy=on`,
+//! `malloc:size=4G,hugepages=on`, `null:size=1T,lba=4096`.
+
+use nvmemu_bdev::MallocBacking;
 
 use crate::size::parse_size;
 
@@ -21,6 +24,9 @@ pub struct NsSpec {
     pub size: u64,
     /// LBA size in bytes.
     pub lba: u32,
+    /// How a malloc namespace's memory is backed (`Populated` for null, where it means
+    /// nothing).
+    pub backing: MallocBacking,
 }
 
 impl NsSpec {
@@ -45,6 +51,7 @@ impl std::str::FromStr for NsSpec {
             }
         };
         let (mut size, mut lba) = (None, 512u32);
+        let (mut lazy, mut huge) = (false, false);
         for opt in opts.split(',').filter(|o| !o.is_empty()) {
             match opt.split_once('=') {
                 Some(("size", v)) => size = Some(parse_size(v)?),
@@ -55,9 +62,12 @@ impl std::str::FromStr for NsSpec {
                         _ => return Err(format!("lba={v}: the LBA size must be 512 or 4096")),
                     }
                 }
+                Some(("lazy", v)) => lazy = on_off("lazy", v)?,
+                Some(("hugepages", v)) => huge = on_off("hugepages", v)?,
                 _ => {
                     return Err(format!(
-                        "unknown namespace option '{opt}' (use size=SIZE,lba=512|4096)"
+                        "unknown namespace option '{opt}' (use size=SIZE,lba=512|4096, and for \
+                         malloc lazy=on or hugepages=on)"
                     ));
                 }
             }
@@ -68,7 +78,36 @@ impl std::str::FromStr for NsSpec {
                 "size {size} is not a positive multiple of the LBA size {lba}"
             ));
         }
-        Ok(NsSpec { kind, size, lba })
+        let backing = match (kind, lazy, huge) {
+            (_, false, false) => MallocBacking::Populated,
+            (NsKind::Null, ..) => {
+                return Err("lazy= and hugepages= apply to malloc namespaces only".into());
+            }
+            (NsKind::Malloc, true, true) => {
+                return Err(
+                    "lazy=on and hugepages=on exclude each other (huge pages are reserved \
+                     at creation)"
+                        .into(),
+                );
+            }
+            (NsKind::Malloc, true, false) => MallocBacking::Lazy,
+            (NsKind::Malloc, false, true) => MallocBacking::HugePages,
+        };
+        Ok(NsSpec {
+            kind,
+            size,
+            lba,
+            backing,
+        })
+    }
+}
+
+/// `on`/`off` (also `1`/`0`, `true`/`false`) of option `name`.
+fn on_off(name: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        _ => Err(format!("{name}={v}: use {name}=on or {name}=off")),
     }
 }
 
@@ -84,7 +123,8 @@ mod tests {
             NsSpec {
                 kind: NsKind::Malloc,
                 size: 4 << 30,
-                lba: 512
+                lba: 512,
+                backing: MallocBacking::Populated,
             }
         );
         assert_eq!(s.num_blocks(), 8 << 20);
@@ -100,5 +140,25 @@ mod tests {
         assert!("malloc:size=1G,lba=520".parse::<NsSpec>().is_err());
         assert!("malloc:size=1000,lba=512".parse::<NsSpec>().is_err());
         assert!("malloc:size=1G,color=red".parse::<NsSpec>().is_err());
+    }
+
+    #[test]
+    fn backing_options_parse_and_conflicts_are_refused() {
+        let backing = |t: &str| t.parse::<NsSpec>().map(|s| s.backing);
+        assert_eq!(backing("malloc:size=1G,lazy=on"), Ok(MallocBacking::Lazy));
+        assert_eq!(backing("malloc:size=1G,lazy=off"), Ok(MallocBacking::Populated));
+        assert_eq!(
+            backing("malloc:hugepages=on,size=1G"),
+            Ok(MallocBacking::HugePages)
+        );
+        assert_eq!(backing("null:size=1G,lazy=off"), Ok(MallocBacking::Populated));
+        for bad in [
+            "malloc:size=1G,lazy=on,hugepages=on",
+            "malloc:size=1G,lazy=maybe",
+            "null:size=1G,lazy=on",
+            "null:size=1G,hugepages=on",
+        ] {
+            assert!(bad.parse::<NsSpec>().is_err(), "{bad}");
+        }
     }
 }

@@ -11,7 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use nvmemu_rpc::methods::bdev::{BdevMallocCreateParams, BdevNullCreateParams};
+use nvmemu_bdev::MallocBacking;
+use nvmemu_mem::ByteSize;
+use nvmemu_rpc::methods::bdev::{
+    BdevGetBdevsParams, BdevInfo, BdevMallocCreateParams, BdevNullCreateParams,
+};
 use nvmemu_rpc::methods::nvmf::{
     ListenAddress, NamespaceParams, NvmfCreateSubsystemParams, NvmfCreateTransportParams,
     NvmfSubsystemAddListenerParams, NvmfSubsystemAddNsParams,
@@ -34,6 +38,16 @@ pub struct ServeArgs {
     #[arg(long = "socket-dir", value_name = "DIR")]
     pub socket_dirs: Vec<PathBuf>,
     /// A namespace: `malloc:size=4G,lba=512` or `null:size=1T,lba=4096`; repeat for more.
+    ///
+    /// A malloc namespace is backed by memory when created: every page is faulted in (by
+    /// several threads, with progress on stderr for long ones; transparent huge pages where
+    /// the kernel gives them), so reads cost the same whether or not the blocks were ever
+    /// written, and a namespace larger than MemAvailable is refused at once. Options:
+    /// `hugepages=on` takes the pages from the hugetlbfs pool (vm.nr_hugepages; refused
+    /// when too few are free). `lazy=on` keeps the memory sparse instead: pages are
+    /// committed when first written and reads of unwritten blocks come from the kernel's
+    /// zero page (faster than real data, so read benchmarks overstate), Deallocate gives
+    /// pages back, and nothing is reserved (the OOM killer may strike when it fills).
     #[arg(long = "ns", value_name = "SPEC")]
     pub namespaces: Vec<NsSpec>,
     /// Core mask for pollers, SPDK style: `0x2` or `[0,2-3]`; one poller per core.
@@ -189,10 +203,9 @@ fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
 // The parameter structs are built from JSON so that every other field takes its serde
 // default, exactly as for a request.
 fn malloc_params(name: &str, spec: &NsSpec) -> serde_json::Result<BdevMallocCreateParams> {
-    serde_json::from_value(
-        serde_json::json!({"name": name, "num_blocks": spec.num_blocks(),
-                                              "block_size": spec.lba}),
-    )
+    serde_json::from_value(serde_json::json!({"name": name, "num_blocks": spec.num_blocks(),
+        "block_size": spec.lba, "lazy": spec.backing == MallocBacking::Lazy,
+        "hugepages": spec.backing == MallocBacking::HugePages}))
 }
 
 fn null_params(name: &str, spec: &NsSpec) -> serde_json::Result<BdevNullCreateParams> {
@@ -204,6 +217,41 @@ fn null_params(name: &str, spec: &NsSpec) -> serde_json::Result<BdevNullCreatePa
 
 fn namespace_params(bdev: &str, nsid: u32) -> serde_json::Result<NamespaceParams> {
     serde_json::from_value(serde_json::json!({"bdev_name": bdev, "nsid": nsid}))
+}
+
+/// One line per bdev: its size and what backs it (`bdev_get_bdevs`' `driver_specific`).
+fn backing_lines(h: &dyn Handler) -> Vec<String> {
+    let infos = h
+        .handle(Request::BdevGetBdevs(BdevGetBdevsParams::default()))
+        .ok()
+        .and_then(|v| serde_json::from_value::<Vec<BdevInfo>>(v).ok())
+        .unwrap_or_default();
+    infos.iter().map(backing_line).collect()
+}
+
+fn backing_line(b: &BdevInfo) -> String {
+    let size = ByteSize(u64::from(b.block_size).saturating_mul(b.num_blocks));
+    let Some(m) = b.driver_specific.get("malloc") else {
+        return format!("bdev {}: {} {size}, no memory", b.name, b.product_name);
+    };
+    let num = |k: &str| m.get(k).and_then(serde_json::Value::as_u64);
+    let flag = |k: &str| m.get(k).and_then(serde_json::Value::as_bool) == Some(true);
+    let resident = num("resident_bytes").map_or("? B".into(), |r| ByteSize(r).to_string());
+    let page = ByteSize(num("page_size").unwrap_or(0));
+    let name = &b.name;
+    if flag("lazy") {
+        return format!(
+            "bdev {name}: malloc {size}, lazy=on, {resident} resident \
+             (unwritten blocks read from the kernel's zero page)"
+        );
+    }
+    let how = if flag("hugepages") {
+        format!("in {page} hugetlbfs pages")
+    } else {
+        let thp = ByteSize(num("transparent_huge_bytes").unwrap_or(0));
+        format!("in {page} pages ({thp} of it in transparent huge pages)")
+    };
+    format!("bdev {name}: malloc {size}, {resident} resident {how}")
 }
 
 /// Refuse to take over the RPC socket of another running server.
@@ -260,6 +308,9 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let result = start(args, stop.clone()).and_then(|served| {
         for dir in &args.socket_dirs {
             eprintln!("nvmemu: serving {}/cntrl", dir.display());
+        }
+        for line in backing_lines(served.handler.as_ref()) {
+            eprintln!("nvmemu: {line}");
         }
         let Some(rpc_path) = rpc_path else {
             drop(served.handler);

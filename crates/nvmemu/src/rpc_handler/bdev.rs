@@ -10,7 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use nvmemu_bdev::{Bdev, BdevKind};
+use nvmemu_bdev::{Bdev, BdevError, BdevErrorKind, BdevKind, MallocBacking};
+use nvmemu_mem::{ByteSize, PROGRESS_INTERVAL, Progress};
 use nvmemu_rpc::methods::bdev::{
     BdevGetIostatParams, BdevInfo, BdevIostat, BdevIostatEntry, BdevMallocCreateParams,
     BdevNullCreateParams, RateLimits, SupportedIoTypes,
@@ -40,13 +41,20 @@ pub(crate) struct Registry {
 
 /// Geometry and identity common to both create methods.
 struct NewBdev<'a> {
-    kind: BdevKind,
+    kind: NewKind,
     name: String,
     uuid: Option<&'a str>,
     num_blocks: u64,
     block_size: u32,
     md_size: u32,
     dif_type: u32,
+}
+
+/// Which bdev a create method makes.
+#[derive(Debug, Clone, Copy)]
+enum NewKind {
+    Malloc(MallocBacking),
+    Null,
 }
 
 impl Registry {
@@ -69,6 +77,17 @@ impl Registry {
                 "Data block size must be 512 bytes aligned",
             ));
         }
+        let backing = match (p.lazy, p.hugepages) {
+            (false, false) => MallocBacking::Populated,
+            (false, true) => MallocBacking::HugePages,
+            (true, false) => MallocBacking::Lazy,
+            (true, true) => {
+                return Err(RpcError::invalid_params(
+                    "Invalid parameters: `lazy` and `hugepages` exclude each other \
+                     (huge pages are reserved at creation)",
+                ));
+            }
+        };
         let name = match p.name {
             Some(n) => n,
             None => (0u32..)
@@ -77,7 +96,7 @@ impl Registry {
                 .ok_or_else(|| RpcError::errno(Errno::ENOSPC))?,
         };
         self.create(NewBdev {
-            kind: BdevKind::Malloc,
+            kind: NewKind::Malloc(backing),
             name,
             uuid: p.uuid.as_deref(),
             num_blocks: p.num_blocks,
@@ -89,7 +108,7 @@ impl Registry {
 
     pub(crate) fn null_create(&mut self, p: BdevNullCreateParams) -> Result<Value, RpcError> {
         self.create(NewBdev {
-            kind: BdevKind::Null,
+            kind: NewKind::Null,
             name: p.name,
             uuid: p.uuid.as_deref(),
             num_blocks: p.num_blocks,
@@ -133,19 +152,10 @@ impl Registry {
             ));
         }
         let made = match n.kind {
-            BdevKind::Malloc => Bdev::malloc(&n.name, n.block_size, n.num_blocks),
-            BdevKind::Null => Bdev::null(&n.name, n.block_size, n.num_blocks),
+            NewKind::Malloc(backing) => create_malloc(&n, backing),
+            NewKind::Null => Bdev::null(&n.name, n.block_size, n.num_blocks),
         };
-        let bdev = made.map_err(|e| {
-            RpcError::errno_msg(
-                Errno::EINVAL,
-                format!(
-                    "Cannot create bdev {}: {e} (block_size {} must be a power of two \
-                     from 512 to 65536 and num_blocks non-zero)",
-                    n.name, n.block_size
-                ),
-            )
-        })?;
+        let bdev = made.map_err(|e| create_error(&n, &e))?;
         tracing::info!(name = %n.name, kind = ?n.kind, "bdev created");
         self.map.insert(
             n.name.clone(),
@@ -238,11 +248,23 @@ impl Registry {
             .map(|(name, e)| {
                 let b = &e.bdev;
                 match b.kind() {
-                    BdevKind::Malloc => json!({"method": "bdev_malloc_create", "params": {
-                        "name": name, "num_blocks": b.num_blocks(), "block_size": b.block_size(),
-                        "physical_block_size": b.block_size(), "uuid": e.uuid,
-                        "optimal_io_boundary": 0, "md_size": 0, "dif_type": 0,
-                        "dif_is_head_of_md": false, "dif_pi_format": 0}}),
+                    BdevKind::Malloc => {
+                        let mut params = json!({
+                            "name": name, "num_blocks": b.num_blocks(),
+                            "block_size": b.block_size(),
+                            "physical_block_size": b.block_size(), "uuid": e.uuid,
+                            "optimal_io_boundary": 0, "md_size": 0, "dif_type": 0,
+                            "dif_is_head_of_md": false, "dif_pi_format": 0});
+                        // nvmemu's own parameters only when set: SPDK refuses unknown ones.
+                        match b.memory().map(|m| m.backing) {
+                            Some(MallocBacking::Lazy) => params["lazy"] = Value::Bool(true),
+                            Some(MallocBacking::HugePages) => {
+                                params["hugepages"] = Value::Bool(true);
+                            }
+                            Some(MallocBacking::Populated) | None => {}
+                        }
+                        json!({"method": "bdev_malloc_create", "params": params})
+                    }
                     BdevKind::Null => json!({"method": "bdev_null_create", "params": {
                         "name": name, "num_blocks": b.num_blocks(), "block_size": b.block_size(),
                         "physical_block_size": b.block_size(), "uuid": e.uuid, "md_size": 0,
@@ -273,7 +295,82 @@ fn info(name: &str, e: &BdevEntry, claimed: bool) -> BdevInfo {
             BdevKind::Malloc => SupportedIoTypes::malloc(),
             BdevKind::Null => SupportedIoTypes::null(),
         },
-        driver_specific: serde_json::Map::new(),
+        driver_specific: driver_specific(b),
+    }
+}
+
+/// `driver_specific` of `bdev_get_bdevs`: SPDK prints `{}` for malloc and null; nvmemu adds
+/// what backs a malloc bdev under `"malloc"`, so SPDK-shaped parsers still work.
+fn driver_specific(b: &Bdev) -> serde_json::Map<String, Value> {
+    let mut map = serde_json::Map::new();
+    if let Some(m) = b.memory() {
+        let r = m.residency;
+        map.insert(
+            "malloc".into(),
+            json!({
+                "lazy": m.backing == MallocBacking::Lazy,
+                "hugepages": m.backing == MallocBacking::HugePages,
+                "page_size": m.page_size,
+                "resident_bytes": r.map(|r| r.resident_bytes),
+                "transparent_huge_bytes": r.map(|r| r.transparent_huge_bytes),
+            }),
+        );
+    }
+    map
+}
+
+/// A malloc bdev; a long population prints its progress on stderr.
+fn create_malloc(n: &NewBdev<'_>, backing: MallocBacking) -> Result<Bdev, BdevError> {
+    let started = std::time::Instant::now();
+    let progress = |p: Progress| {
+        eprintln!(
+            "nvmemu: bdev {}: {} of {} backed ({:.0} s)",
+            n.name,
+            ByteSize(p.done),
+            ByteSize(p.total),
+            p.elapsed.as_secs_f64()
+        );
+    };
+    let b = Bdev::malloc_with(&n.name, n.block_size, n.num_blocks, backing, &progress)?;
+    let took = started.elapsed();
+    if took >= PROGRESS_INTERVAL {
+        eprintln!(
+            "nvmemu: bdev {}: {} backed in {:.1} s",
+            n.name,
+            ByteSize(b.size_bytes()),
+            took.as_secs_f64()
+        );
+    }
+    Ok(b)
+}
+
+/// The one-line RPC error for a failed creation: what was wrong and what to do.
+fn create_error(n: &NewBdev<'_>, e: &BdevError) -> RpcError {
+    let what = crate::bench_cmd::error_chain(e);
+    let name = &n.name;
+    match (e.kind(), n.kind) {
+        (BdevErrorKind::InvalidGeometry, _) => RpcError::errno_msg(
+            Errno::EINVAL,
+            format!(
+                "Cannot create bdev {name}: {what} (block_size {} must be a power of two \
+                 from 512 to 65536 and num_blocks non-zero)",
+                n.block_size
+            ),
+        ),
+        (BdevErrorKind::NoMemory, kind) => {
+            let hint = match (e, kind) {
+                (BdevError::Map { .. }, _) => "use a smaller size",
+                (_, NewKind::Malloc(MallocBacking::HugePages)) => {
+                    "reserve more huge pages (sysctl vm.nr_hugepages) or drop hugepages=on"
+                }
+                _ => "use a smaller size, or lazy=on (RPC: \"lazy\": true) for sparse memory",
+            };
+            RpcError::errno_msg(
+                Errno::ENOMEM,
+                format!("Cannot create bdev {name}: {what}; {hint}"),
+            )
+        }
+        _ => RpcError::errno_msg(Errno::EINVAL, format!("Cannot create bdev {name}: {what}")),
     }
 }
 

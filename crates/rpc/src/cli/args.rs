@@ -167,6 +167,13 @@ pub struct MallocCreateArgs {
     pub dif_pi_format: Option<i64>,
     #[arg(short = 'n', long = "numa-id", allow_negative_numbers = true)]
     pub numa_id: Option<i64>,
+    /// nvmemu only: sparse memory, committed when first written (unwritten blocks read
+    /// from the kernel's zero page).
+    #[arg(long = "lazy", action = ArgAction::SetTrue)]
+    pub lazy: bool,
+    /// nvmemu only: back the memory with hugetlbfs pool pages (vm.nr_hugepages).
+    #[arg(long = "hugepages", action = ArgAction::SetTrue)]
+    pub hugepages: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -543,6 +550,8 @@ impl MethodArgs {
                     .set("dif_is_head_of_md", a.dif_is_head_of_md)
                     .opt("dif_pi_format", a.dif_pi_format)
                     .opt("numa_id", a.numa_id)
+                    .opt("lazy", a.lazy.then_some(true))
+                    .opt("hugepages", a.hugepages.then_some(true))
                     .done(),
                 Json,
             ),

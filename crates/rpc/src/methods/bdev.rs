@@ -44,10 +44,22 @@ pub struct BdevMallocCreateParams {
     /// NUMA node for the buffer; -1 means any.
     #[serde(default = "any_numa")]
     pub numa_id: i32,
+    /// nvmemu only: keep the memory sparse (pages committed when first written; unwritten
+    /// blocks read from the kernel's zero page). Default: every page backed at creation.
+    /// Left out of the JSON when false, so saved configs stay loadable by SPDK.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub lazy: bool,
+    /// nvmemu only: back the memory with hugetlbfs pool pages (`vm.nr_hugepages`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub hugepages: bool,
 }
 
 fn any_numa() -> i32 {
     -1
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// `bdev_malloc_delete` and `bdev_null_delete` parameters. Result: `true`.
