@@ -90,7 +90,7 @@ class T(unittest.TestCase):
         c = self.c
         self.assertIs(c.call("framework_wait_init"), True)
         self.assertEqual(
-            c.call("bdev_malloc_create", {"num_blocks": 4092 * 1024 * 1024 // 512, "block_size": 512,
+            c.call("bdev_malloc_create", {"num_blocks": 64 * 1024 * 1024 // 512, "block_size": 512,
                                           "name": "Malloc0", "md_interleave": False,
                                           "dif_is_head_of_md": False}),
             "Malloc0")
@@ -114,12 +114,16 @@ class T(unittest.TestCase):
         self.assertEqual(len(bdevs), 1)
         b = bdevs[0]
         self.assertEqual((b["name"], b["product_name"], b["block_size"], b["num_blocks"]),
-                         ("Malloc0", "Malloc disk", 512, 8380416))
+                         ("Malloc0", "Malloc disk", 512, 131072))
         for key in ("aliases", "uuid", "assigned_rate_limits", "claimed", "zoned",
                     "supported_io_types", "driver_specific"):
             self.assertIn(key, b)
         self.assertIs(b["claimed"], True)
         self.assertIs(b["supported_io_types"]["read"], True)
+        # nvmemu's additions live under driver_specific: the memory is backed, not lazy.
+        m = b["driver_specific"]["malloc"]
+        self.assertIs(m["lazy"], False)
+        self.assertGreaterEqual(m["resident_bytes"], 64 * 1024 * 1024)
         subs = [s for s in self.c.call("nvmf_get_subsystems") if s["nqn"] == NQN]
         self.assertEqual(len(subs), 1)
         s = subs[0]

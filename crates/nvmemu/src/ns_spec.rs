@@ -146,12 +146,18 @@ mod tests {
     fn backing_options_parse_and_conflicts_are_refused() {
         let backing = |t: &str| t.parse::<NsSpec>().map(|s| s.backing);
         assert_eq!(backing("malloc:size=1G,lazy=on"), Ok(MallocBacking::Lazy));
-        assert_eq!(backing("malloc:size=1G,lazy=off"), Ok(MallocBacking::Populated));
+        assert_eq!(
+            backing("malloc:size=1G,lazy=off"),
+            Ok(MallocBacking::Populated)
+        );
         assert_eq!(
             backing("malloc:hugepages=on,size=1G"),
             Ok(MallocBacking::HugePages)
         );
-        assert_eq!(backing("null:size=1G,lazy=off"), Ok(MallocBacking::Populated));
+        assert_eq!(
+            backing("null:size=1G,lazy=off"),
+            Ok(MallocBacking::Populated)
+        );
         for bad in [
             "malloc:size=1G,lazy=on,hugepages=on",
             "malloc:size=1G,lazy=maybe",

@@ -203,9 +203,11 @@ fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
 // The parameter structs are built from JSON so that every other field takes its serde
 // default, exactly as for a request.
 fn malloc_params(name: &str, spec: &NsSpec) -> serde_json::Result<BdevMallocCreateParams> {
-    serde_json::from_value(serde_json::json!({"name": name, "num_blocks": spec.num_blocks(),
+    serde_json::from_value(
+        serde_json::json!({"name": name, "num_blocks": spec.num_blocks(),
         "block_size": spec.lba, "lazy": spec.backing == MallocBacking::Lazy,
-        "hugepages": spec.backing == MallocBacking::HugePages}))
+        "hugepages": spec.backing == MallocBacking::HugePages}),
+    )
 }
 
 fn null_params(name: &str, spec: &NsSpec) -> serde_json::Result<BdevNullCreateParams> {

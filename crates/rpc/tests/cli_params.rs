@@ -127,6 +127,17 @@ fn bdev_methods() {
                "optimal_io_boundary": 8, "md_size": 8, "md_interleave": true, "dif_type": 1,
                "dif_is_head_of_md": true, "dif_pi_format": 0, "numa_id": -1})
     );
+    // nvmemu's own flags, sent only when given (rpc.py never sends them).
+    assert_eq!(
+        params(&["bdev_malloc_create", "1", "512", "--lazy"]),
+        json!({"num_blocks": 2048, "block_size": 512, "md_interleave": false,
+               "dif_is_head_of_md": false, "lazy": true})
+    );
+    assert_eq!(
+        params(&["bdev_malloc_create", "1", "512", "--hugepages"]),
+        json!({"num_blocks": 2048, "block_size": 512, "md_interleave": false,
+               "dif_is_head_of_md": false, "hugepages": true})
+    );
     assert_eq!(
         params(&["bdev_malloc_create", "1", "3000"]),
         json!({"num_blocks": 349, "block_size": 3000, "md_interleave": false, "dif_is_head_of_md": false})

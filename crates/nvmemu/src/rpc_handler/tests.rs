@@ -480,3 +480,58 @@ mod spdk_shape {
         );
     }
 }
+
+#[test]
+fn malloc_backing_is_reported_and_round_trips_through_save_config() {
+    let (a, _) = handler();
+    let create = |h: &NvmemuHandler, name: &str, extra: Value| {
+        let mut p = json!({"name": name, "num_blocks": 1024, "block_size": 4096});
+        p.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        call(h, "bdev_malloc_create", p)
+    };
+    create(&a, "Backed", json!({})).unwrap();
+    create(&a, "Lazy", json!({"lazy": true})).unwrap();
+    let (c, msg) = create(&a, "Both", json!({"lazy": true, "hugepages": true})).unwrap_err();
+    assert_eq!(c, -32602, "{msg}");
+    let saved = dispatch(&a, Request::SaveConfig).unwrap();
+    let bdev_config = saved["subsystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["subsystem"] == json!("bdev"))
+        .unwrap()["config"]
+        .clone();
+    let params = |name: &str| {
+        bdev_config
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["params"]["name"] == json!(name))
+            .unwrap()["params"]
+            .clone()
+    };
+    // Only the non-default flag is written (SPDK refuses parameters it does not know).
+    assert_eq!(params("Lazy")["lazy"], json!(true));
+    assert!(params("Backed").get("lazy").is_none());
+    assert!(params("Backed").get("hugepages").is_none());
+    drop(a);
+    let (b, _) = handler();
+    load_config(&b, &saved).unwrap();
+    let malloc = |name: &str| {
+        call(&b, "bdev_get_bdevs", json!({"name": name})).unwrap()[0]["driver_specific"]["malloc"]
+            .clone()
+    };
+    let (backed, lazy) = (malloc("Backed"), malloc("Lazy"));
+    assert_eq!(
+        (&backed["lazy"], &lazy["lazy"]),
+        (&json!(false), &json!(true))
+    );
+    assert!(
+        backed["resident_bytes"].as_u64().unwrap() >= 4 << 20,
+        "{backed}"
+    );
+    assert!(lazy["resident_bytes"].as_u64().unwrap() < 4 << 20, "{lazy}");
+    assert_eq!(dispatch(&b, Request::SaveConfig).unwrap(), saved);
+}

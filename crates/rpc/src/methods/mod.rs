@@ -302,7 +302,20 @@ mod tests {
         .unwrap() else {
             panic!("wrong variant")
         };
-        assert_eq!((p.numa_id, p.md_size, p.name), (-1, 0, None));
+        assert_eq!((p.numa_id, p.md_size, p.name.as_deref()), (-1, 0, None));
+        // nvmemu's own parameters: off by default, and not written when off.
+        assert_eq!((p.lazy, p.hugepages), (false, false));
+        let out = serde_json::to_value(&p).unwrap();
+        assert!(out.get("lazy").is_none() && out.get("hugepages").is_none());
+        let Request::BdevMallocCreate(p) = Request::decode(
+            "bdev_malloc_create",
+            Some(json!({"num_blocks": 8, "block_size": 512, "lazy": true})),
+        )
+        .unwrap() else {
+            panic!("wrong variant")
+        };
+        assert!(p.lazy && !p.hugepages);
+        assert_eq!(serde_json::to_value(&p).unwrap()["lazy"], json!(true));
         let Request::NvmfCreateSubsystem(s) =
             Request::decode("nvmf_create_subsystem", Some(json!({"nqn": "q"}))).unwrap()
         else {
