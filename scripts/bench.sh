@@ -20,6 +20,8 @@
 #   BENCH_RESULTS=dir   where raw JSON and logs go (default target/bench-results/<time>)
 #   BENCH_SKIP_BUILD=1  do not run cargo build (BENCH_BIN or the default path must exist)
 #   BENCH_COMMIT=text   what to record as the commit (when BENCH_BIN was built elsewhere)
+#   BENCH_ONLY=list     run only these sections, comma separated: goals, backends, ctrls,
+#                       fresh, plot (default: all; the others are reported "not measured")
 #   CARGO_TARGET_DIR    as for cargo (default: target)
 #
 # Rows whose flag the binary lacks (--ceiling, --controllers, ...) are reported as
@@ -60,9 +62,11 @@ import json
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ap = argparse.ArgumentParser()
@@ -83,6 +87,13 @@ NULL = "null:size=1G,lba=512"
 
 def log(msg):
     print("bench.sh: " + msg, file=sys.stderr, flush=True)
+
+
+ONLY = [x for x in os.environ.get("BENCH_ONLY", "").split(",") if x]
+
+
+def wanted(section):
+    return not ONLY or section in ONLY
 
 
 def sh(cmd):
@@ -131,6 +142,13 @@ CTRLS = [
     dict(id=f"ctrleach{n}", n=n, rw="randread", bs="512", qd=16 * n, ns=MALLOC, probe=None)
     for n in (2, 4, 8)
 ]
+
+
+# Fresh vs written (issue 14): an external client against `nvmemu serve`, reading a namespace
+# as created and again after one write pass over it; the default (backed) namespace and
+# lazy=on, whose unwritten blocks read from the kernel's zero page.
+FRESH = (("backed", MALLOC), ("lazy", MALLOC + ",lazy=on"))
+FRESH_BACKING = {}  # mode -> the serve start-up line about its namespace
 
 
 def base_cmd(c):
@@ -320,26 +338,82 @@ def loadavg():
         return ["?"] * 3
 
 
+def start_serve(spec, tag):
+    """`nvmemu serve` with one namespace on a socket in a new temporary directory; returns
+    (process, directory) once the socket exists, or (None, directory)."""
+    d = tempfile.mkdtemp(prefix="nvmemu-fresh-")
+    cmd = [BIN, "serve", "--socket-dir", d, "--ns", spec, "--busy-poll",
+           "-m", hex(1 << int(args.target_cpu)), "-r", os.path.join(d, "rpc.sock")]
+    COMMANDS.setdefault((tag, "serve"), cmd)
+    err = open(os.path.join(args.results, tag + ".serve.err"), "w")
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    err.close()
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        if os.path.exists(os.path.join(d, "cntrl")):
+            return p, d
+        time.sleep(0.1)
+    stop_serve(p, d)
+    return None, d
+
+
+def stop_serve(p, d):
+    if p is not None and p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def run_fresh(rep):
+    for mode, spec in FRESH:
+        tag = f"fresh_{mode}"
+        p, d = start_serve(spec, tag)
+        if p is None:
+            log(f"{tag}: nvmemu serve did not start; not measured")
+            continue
+        try:
+            with open(os.path.join(args.results, tag + ".serve.err")) as f:
+                line = next((ln.strip() for ln in f if "bdev ns0n1:" in ln), None)
+            if line:
+                FRESH_BACKING.setdefault(mode, line.removeprefix("nvmemu: "))
+            client = [BIN, "bench", "--socket", d, "--output-format=json", "--eta=never",
+                      f"--cpus_allowed={args.job_cpu}"]
+            read = client + ["--rw=randread", "--bs=4k", "--iodepth=32",
+                             f"--runtime={args.runtime}", "--time_based", f"--ramp_time={RAMP}"]
+            run(tag, "bench", read, rep, wait_quiet())
+            run(f"fill_{mode}", "fill",
+                client + ["--rw=write", "--bs=64k", "--iodepth=16", "--size=1G"], rep)
+            run(f"written_{mode}", "bench", read, rep, wait_quiet())
+        finally:
+            stop_serve(p, d)
+
+
 LOAD_START = loadavg()
 START = datetime.datetime.now(datetime.timezone.utc)
 log(f"{args.reps} repetition(s) of {args.runtime} s runs, load average {' '.join(LOAD_START)}")
 for rep in range(args.reps):
-    for c in CASES:
+    for c in CASES if wanted("goals") else ():
         busy = wait_quiet()
         run(c["id"], "bench", bench_cmd(c), rep, busy)
         why = runnable_probe(c)
         if why is None:
             run(c["id"], "probe", probe_cmd(c), rep, busy)
-    for c in BACKENDS:
+    for c in BACKENDS if wanted("backends") else ():
         run(c["id"], "bench", bench_cmd(c), rep, wait_quiet())
-    if FLAGS["--controllers"]:
+    if FLAGS["--controllers"] and wanted("ctrls"):
         for c in CTRLS:
             run(c["id"], "bench", bench_cmd(c), rep, wait_quiet())
+    if wanted("fresh"):
+        run_fresh(rep)
 LOAD_END = loadavg()
 
 # One extra, unmeasured run for the plot (and the layer breakdown when there is one).
 PLOT = None
-if FLAGS["--plot"]:
+if FLAGS["--plot"] and wanted("plot"):
     PLOT = os.path.join(args.results, "randread-512-qd16.svg")
     extra = ["--lat-breakdown"] if FLAGS["--lat-breakdown"] else []
     run("plot", "bench", bench_cmd(CASES[0], extra + [f"--plot={PLOT}"]), 0)
@@ -536,6 +610,12 @@ w("run (`nvmemu bench --ceiling`: the two-thread ring round trip with nothing be
 w("the ratio compares two measurements taken under the same conditions. What the numbers mean")
 w("and what bounds them: [docs/performance.md](docs/performance.md).")
 w("")
+w("Malloc namespaces are backed by memory at creation (issue 14): every page is faulted in")
+w("before a run, in transparent huge pages where the kernel gives them (4 KiB base pages")
+w("otherwise), so no read comes from the kernel's zero page." + (
+    " The fresh-vs-written section quotes what `nvmemu serve` reported for its namespace."
+    if FRESH_BACKING else ""))
+w("")
 w("## Machine")
 w("")
 w("| | |")
@@ -642,6 +722,24 @@ for b in ("malloc", "null"):
       f"{fmt_iops(med(wr, 'bench', 'iops'))} | {fmt_ns(med(wr, 'bench', 'lat_ns'))} | "
       f"{fmt_opt(med(r, 'bench', 'busy'), '.0f')}% / {fmt_opt(med(wr, 'bench', 'busy'), '.0f')}% | "
       f"{fmt_opt(med(r, 'bench', 'ns_per_io'), '.0f')} / {fmt_opt(med(wr, 'bench', 'ns_per_io'), '.0f')} |")
+w("")
+w("## Fresh vs written namespace, external client (issue 14)")
+w("")
+w(f"`nvmemu serve` with one 1 GiB malloc namespace (poller busy-polling on CPU {args.target_cpu})")
+w(f"and `nvmemu bench --socket` (job on CPU {args.job_cpu}): 4 KiB random reads at iodepth 32")
+w("of the namespace as created, then again after one sequential write pass over all of it.")
+w("A backed namespace reads at the same rate either way; with `lazy=on` the fresh run reads")
+w("the kernel's zero page, which flatters it.")
+w("")
+w("| Namespace | Fresh | Written | Written / fresh | Spread (fresh, written) | Backing (serve start-up line) |")
+w("|---|---|---|---|---|---|")
+for mode, spec in FRESH:
+    f, wr = med(f"fresh_{mode}", "bench", "iops"), med(f"written_{mode}", "bench", "iops")
+    ratio = "–" if not (f and wr) else f"{wr / f:.2f}"
+    sp = f"{spread(f'fresh_{mode}', 'bench', 'iops')}, {spread(f'written_{mode}', 'bench', 'iops')}"
+    back = FRESH_BACKING.get(mode)
+    w(f"| `{spec}` | {fmt_iops(f)} | {fmt_iops(wr)} | {ratio} | {sp} | "
+      f"{'`' + back + '`' if back else 'not measured'} |")
 w("")
 w("## Every run")
 w("")
