@@ -239,13 +239,21 @@ fn populate_chunk(region: &MmapRegion, offset: usize, chunk: usize) -> Result<us
     }
     // SAFETY: offset < len (n > 0), so base + offset lies inside the live mapping.
     let start = unsafe { base.add(offset) };
-    // SAFETY: [start, start + n) lies inside this live private anonymous mapping (offset +
-    // n <= len), page aligned (chunk and len are multiples of the page size).
-    // MADV_POPULATE_WRITE only faults the pages in as a write would, leaving their contents
-    // (zero, nothing has been written yet) and the address range unchanged.
-    match unsafe { mm::madvise(start.as_ptr().cast(), n, Advice::LinuxPopulateWrite) } {
+    let advised = loop {
+        // SAFETY: [start, start + n) lies inside this live private anonymous mapping (offset
+        // + n <= len) and is page aligned (chunk and len are multiples of the page size).
+        // MADV_POPULATE_WRITE only faults the pages in as a write would, leaving their
+        // contents (zero: nothing has been written yet) and the address range unchanged.
+        match unsafe { mm::madvise(start.as_ptr().cast(), n, Advice::LinuxPopulateWrite) } {
+            // A signal arrived: pages already in are skipped quickly on the retry.
+            Err(Errno::INTR) => continue,
+            other => break other,
+        }
+    };
+    match advised {
         Ok(()) => Ok(n),
-        // Before Linux 5.14: touch each page instead.
+        // Before Linux 5.14 (unknown advice; our mapping is never an incompatible one, the
+        // other cause): touch each page instead.
         Err(Errno::INVAL) => {
             let page = usize::try_from(region.page_size()).unwrap_or(4096);
             let mut p = 0;

@@ -64,7 +64,8 @@ impl Server {
     /// The server's resident set size (VmRSS), in bytes.
     fn rss(&self) -> u64 {
         let pid = self.child.as_ref().expect("running").id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let status =
+            std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
         kb_field(&status, "VmRSS")
     }
 
@@ -161,7 +162,11 @@ fn kb_field(text: &str, key: &str) -> u64 {
         .lines()
         .find(|l| l.split(':').next() == Some(key))
         .unwrap_or_else(|| panic!("no {key}"));
-    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let kb: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("a number of kB");
     kb * 1024
 }
 
@@ -580,12 +585,16 @@ fn sigterm_with_a_driver_attached_shuts_down_cleanly() {
 
 /// What backs a bdev, from `bdev_get_bdevs`' `driver_specific.malloc`.
 fn backing(s: &Server, name: &str) -> Value {
-    let b = s.call("bdev_get_bdevs", json!({"name": name})).unwrap();
+    let b = s
+        .call("bdev_get_bdevs", json!({"name": name}))
+        .expect("bdev_get_bdevs");
     b[0]["driver_specific"]["malloc"].clone()
 }
 
 fn resident(s: &Server, name: &str) -> u64 {
-    backing(s, name)["resident_bytes"].as_u64().unwrap()
+    backing(s, name)["resident_bytes"]
+        .as_u64()
+        .expect("resident_bytes")
 }
 
 /// Issue 14: a malloc namespace is real memory from creation (RSS at least its size),
