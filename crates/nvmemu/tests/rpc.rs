@@ -30,6 +30,17 @@ impl Server {
         Server::start_in(dir, extra)
     }
 
+    /// A server with a command-line controller on `--socket-dir DIR/ctrl0` (returned) and
+    /// `extra` arguments (its `--ns`, ...).
+    fn start_with_socket_dir(extra: &[&str]) -> (Server, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let traddr = dir.path().join("ctrl0");
+        std::fs::create_dir(&traddr).expect("socket dir");
+        let mut args = vec!["--socket-dir", traddr.to_str().expect("utf-8 path")];
+        args.extend_from_slice(extra);
+        (Server::start_in(dir, &args), traddr)
+    }
+
     fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Server {
         let sock = dir.path().join("rpc.sock");
         let child = Command::new(BIN)
@@ -488,22 +499,14 @@ fn save_config_replays_through_serve_json() {
 
 #[test]
 fn command_line_namespaces_are_visible_to_rpc() {
-    let dir = tempfile::tempdir().unwrap();
-    let traddr = dir.path().join("ctrl0");
-    std::fs::create_dir(&traddr).unwrap();
-    let s = Server::start_in(
-        dir,
-        &[
-            "--socket-dir",
-            traddr.to_str().unwrap(),
-            "--ns",
-            "malloc:size=1M,lba=512",
-            "--ns",
-            "null:size=1M,lba=4096",
-            "--serial",
-            "CLI01",
-        ],
-    );
+    let (s, traddr) = Server::start_with_socket_dir(&[
+        "--ns",
+        "malloc:size=1M,lba=512",
+        "--ns",
+        "null:size=1M,lba=4096",
+        "--serial",
+        "CLI01",
+    ]);
     let subs = s.call(
         "nvmf_get_subsystems",
         json!({"nqn": "nqn.2019-07.io.nvmemu:cnode1"}),
@@ -604,20 +607,12 @@ fn resident(s: &Server, name: &str) -> u64 {
 #[test]
 fn malloc_memory_is_backed_at_creation_and_an_oversized_one_is_refused() {
     const SIZE: u64 = 256 << 20;
-    let dir = tempfile::tempdir().unwrap();
-    let traddr = dir.path().join("ctrl0");
-    std::fs::create_dir(&traddr).unwrap();
-    let s = Server::start_in(
-        dir,
-        &[
-            "--socket-dir",
-            traddr.to_str().unwrap(),
-            "--ns",
-            "malloc:size=256M,lba=4096",
-            "--ns",
-            "malloc:size=256M,lba=4096,lazy=on",
-        ],
-    );
+    let (s, traddr) = Server::start_with_socket_dir(&[
+        "--ns",
+        "malloc:size=256M,lba=4096",
+        "--ns",
+        "malloc:size=256M,lba=4096,lazy=on",
+    ]);
     let rss = s.rss();
     assert!(
         (SIZE..SIZE + SIZE / 2).contains(&rss),
