@@ -48,7 +48,9 @@ pub struct BenchArgs {
     /// Namespace to run against.
     #[arg(long, default_value_t = 1)]
     pub nsid: u32,
-    /// Namespace of the in-process target (ignored with --socket).
+    /// Namespace of the in-process target, as `serve --ns` takes it (ignored with --socket).
+    /// A malloc namespace is backed before the run; `lazy=on` reads unwritten blocks from
+    /// the kernel's zero page instead, which overstates read rates.
     #[arg(
         long = "ns",
         value_name = "SPEC",

@@ -37,7 +37,8 @@ pub struct ServeArgs {
     /// be created by RPC (`nvmf_subsystem_add_listener`) or by `--json`.
     #[arg(long = "socket-dir", value_name = "DIR")]
     pub socket_dirs: Vec<PathBuf>,
-    /// A namespace: `malloc:size=4G,lba=512` or `null:size=1T,lba=4096`; repeat for more.
+    /// A namespace: `malloc:size=4G,lba=512[,lazy=on|hugepages=on]` or
+    /// `null:size=1T,lba=4096`; repeat for more.
     ///
     /// A malloc namespace is backed by memory when created: every page is faulted in (by
     /// several threads, with progress on stderr for long ones; transparent huge pages where
