@@ -18,6 +18,7 @@ use rustix::mm::{self, Advice, MapFlags};
 
 use crate::memfd::system_page_size;
 use crate::meminfo::{ByteSize, MemInfo, Residency, parse_smaps};
+use crate::mmap::HUGE_PAGE;
 use crate::{MemError, MmapRegion};
 
 /// Bytes of `MemAvailable` a populated mapping leaves to everything else.
@@ -113,10 +114,12 @@ impl MmapRegion {
 fn map_hugetlb(len: u64, info: Option<MemInfo>) -> Result<MmapRegion, MemError> {
     let info = info.unwrap_or_default();
     let page = info.huge_page_size;
+    // A kernel without hugetlbfs reports no page size: count in the usual 2 MiB.
+    let shown = if page == 0 { HUGE_PAGE as u64 } else { page };
     let short = |free: u64| MemError::NoHugePages {
-        asked: len.div_ceil(page.max(1)),
+        asked: len.div_ceil(shown),
         free,
-        page_size: ByteSize(page),
+        page_size: ByteSize(shown),
     };
     if page == 0 {
         return Err(short(0));
@@ -326,6 +329,19 @@ mod tests {
         let e = map_hugetlb(1 << 50, MemInfo::read()).unwrap_err();
         assert!(matches!(e, MemError::NoHugePages { .. }), "{e:?}");
         assert!(e.to_string().contains("huge pages"));
+        // No hugetlbfs at all: counted in 2 MiB pages, none free.
+        let e = map_hugetlb(4 << 20, Some(MemInfo::default())).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                MemError::NoHugePages {
+                    asked: 2,
+                    free: 0,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
     }
 
     #[test]
