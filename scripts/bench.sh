@@ -21,7 +21,9 @@
 #   BENCH_SKIP_BUILD=1  do not run cargo build (BENCH_BIN or the default path must exist)
 #   BENCH_COMMIT=text   what to record as the commit (when BENCH_BIN was built elsewhere)
 #   BENCH_ONLY=list     run only these sections, comma separated: goals, backends, ctrls,
-#                       fresh, plot (default: all; the others are reported "not measured")
+#                       fresh, peers, plot (default: all; the others are reported "not measured")
+#   BENCH_SPDK_PEERS=dir  SPDK's tools for the side-by-side section (default:
+#                       ../shared/peers/spdk beside the repository; see scripts/bench_peers.py)
 #   CARGO_TARGET_DIR    as for cargo (default: target)
 #
 # Rows whose flag the binary lacks (--ceiling, --controllers, ...) are reported as
@@ -411,6 +413,30 @@ for rep in range(args.reps):
         run_fresh(rep)
 LOAD_END = loadavg()
 
+# The side-by-side section: nvmemu's and SPDK's targets with both clients, interleaved
+# inside scripts/bench_peers.py (each repetition restarts both targets).
+PEERS_MD, PEERS_WHY = None, "not asked for (BENCH_ONLY)"
+PEERS_DIR = os.environ.get("BENCH_SPDK_PEERS") or os.path.join(args.repo, "..", "shared", "peers", "spdk")
+if wanted("peers"):
+    if not os.path.isdir(PEERS_DIR):
+        PEERS_WHY = f"no SPDK peers at {PEERS_DIR} (set BENCH_SPDK_PEERS)"
+    else:
+        peers_cmd = [sys.executable, os.path.join(args.repo, "scripts", "bench_peers.py"),
+                     "--nvmemu", BIN, "--peers", PEERS_DIR, "--reps", str(args.reps),
+                     "--runtime", str(args.runtime),
+                     "--target-cpu", args.target_cpu, "--client-cpu", args.job_cpu,
+                     "--md", os.path.join(args.results, "peers.md"),
+                     "--json", os.path.join(args.results, "peers.json")]
+        if os.environ.get("BENCH_PROFILE", "1") != "0":
+            peers_cmd += ["--profile", os.path.join(args.results, "peers-profiles")]
+        log("side by side with SPDK's target: " + " ".join(shlex.quote(x) for x in peers_cmd))
+        done = subprocess.run(peers_cmd, stdout=subprocess.DEVNULL)
+        if done.returncode == 0:
+            with open(os.path.join(args.results, "peers.md")) as f:
+                PEERS_MD = f.read()
+        else:
+            PEERS_WHY = f"scripts/bench_peers.py exited {done.returncode} (see its stderr above)"
+
 # One extra, unmeasured run for the plot (and the layer breakdown when there is one).
 PLOT = None
 if FLAGS["--plot"] and wanted("plot"):
@@ -740,6 +766,17 @@ for mode, spec in FRESH:
     back = FRESH_BACKING.get(mode)
     w(f"| `{spec}` | {fmt_iops(f)} | {fmt_iops(wr)} | {ratio} | {sp} | "
       f"{'`' + back + '`' if back else 'not measured'} |")
+w("")
+w("## Side by side with SPDK's vfio-user target (issue 13)")
+w("")
+w(f"SPDK v25.05's `nvmf_tgt` and `nvmemu serve --busy-poll`, each on one core (CPU {args.target_cpu}),")
+w("configured by the same SPDK `rpc.py` commands: a 1 GiB malloc bdev of 512 B blocks written in")
+w("full before any read (nsid 1) and a 1 GiB null bdev (nsid 2). Clients on CPU "
+  f"{args.job_cpu}: SPDK's `spdk_nvme_perf` and nvmemu's driver (`nvmemu bench --socket`).")
+w(f"Medians of {args.reps} repetitions of {args.runtime} s; each repetition restarts both targets,")
+w("alternating which goes first. Written by `scripts/bench_peers.py` (run by this script).")
+w("")
+w(PEERS_MD if PEERS_MD else f"Not measured: {PEERS_WHY}.")
 w("")
 w("## Every run")
 w("")

@@ -110,6 +110,8 @@ def nvmemu_bench(target, nsid, rw, bs, qd, extra):
            "--output-format=json", *extra]
     out = json.loads(run(cmd, args.runtime + 120))
     job = out["jobs"][0]
+    if job.get("error"):
+        raise RuntimeError(f"nvmemu bench reported error {job['error']}: {' '.join(cmd)}")
     side = job["write"] if rw.endswith("write") else job["read"]
     return side["iops"], side["lat_ns"]["mean"]
 
@@ -123,6 +125,8 @@ def spdk_perf(target, nsid, rw, bs, qd):
            "-c", hex(1 << args.client_cpu), "-g", "-s", "256", "-q", str(qd), "-o", str(bs),
            "-w", rw, "-t", str(args.runtime)]
     out = run(cmd, args.runtime + 60)
+    if re.search(r"error|fail", out, re.I):
+        raise RuntimeError(f"spdk_nvme_perf reported an error:\n{out[-800:]}")
     m = PERF_TOTAL.search(out)
     if not m:
         raise RuntimeError(f"no Total line in spdk_nvme_perf output:\n{out[-800:]}")
@@ -200,6 +204,24 @@ def write(rows, profiles):
             f"| {r['spdk_lat_ns'] / 1e3:.2f} us | {r['nvmemu_lat_ns'] / 1e3:.2f} us |")
     lines.append("")
     lines += [text for text, _, _ in goals(rows)]
+    lines += ["", "Commands (`$P` = the peers' `bin/`, `$D` = the listener directory, "
+              "`$N`/`$BS`/`$QD`/`$RW` = nsid, block size, depth, workload):", "", "```sh",
+              f"$P/nvmf_tgt -m {hex(1 << args.target_cpu)} -r SOCK --huge-dir HUGE "
+              "--disable-cpumask-locks     # or:",
+              f"nvmemu serve -m {hex(1 << args.target_cpu)} --busy-poll -r SOCK",
+              "rpc.py -s SOCK bdev_malloc_create 1024 512 -b Malloc0; "
+              "rpc.py -s SOCK bdev_null_create Null0 1024 512",
+              f"rpc.py -s SOCK nvmf_create_transport -t VFIOUSER; "
+              f"rpc.py -s SOCK nvmf_create_subsystem {NQN} -a -s SPDK00",
+              f"rpc.py -s SOCK nvmf_subsystem_add_ns {NQN} Malloc0   # then Null0",
+              f"rpc.py -s SOCK nvmf_subsystem_add_listener {NQN} -t VFIOUSER -a $D -s 0",
+              f"nvmemu bench --socket $D --nsid=1 --rw=write --bs=128k --iodepth=16 --size=100% "
+              f"--cpus_allowed={args.client_cpu}   # fill",
+              f"$P/spdk_nvme_perf -r 'trtype:VFIOUSER traddr:$D subnqn:{NQN} ns:$N' "
+              f"-c {hex(1 << args.client_cpu)} -g -s 256 -q $QD -o $BS -w $RW -t {args.runtime}",
+              f"nvmemu bench --socket $D --nsid=$N --rw=$RW --bs=$BS --iodepth=$QD "
+              f"--cpus_allowed={args.client_cpu} --runtime={args.runtime} --time_based --ramp_time=1",
+              "```"]
     for title, report in profiles.items():
         lines += ["", f"Profile, {title} (`perf record -a -g`, top symbols by self time):", "",
                   "```", report or "(perf record failed on this machine)", "```"]
