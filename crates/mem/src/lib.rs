@@ -20,6 +20,7 @@ compile_error!("nvmemu-mem builds only for little-endian 64-bit targets (u64 off
 
 mod backing;
 mod clock;
+mod fault;
 mod guest;
 mod memfd;
 mod meminfo;
@@ -27,6 +28,7 @@ mod mmap;
 
 pub use backing::{MEMORY_HEADROOM, PROGRESS_INTERVAL, PageKind, Progress};
 pub use clock::{TscClock, global_clock};
+pub use fault::{faults_recovered, thread_faults};
 pub use guest::{Access, DmaBacking, DmaError, DmaRegion, GuestMemory, Iova};
 pub use memfd::{create_memfd, page_size_of};
 pub use meminfo::{ByteSize, MemInfo, Residency};

@@ -3,7 +3,7 @@
 
 use std::os::fd::{BorrowedFd, OwnedFd};
 
-use rustix::fs::{self, MemfdFlags, Stat};
+use rustix::fs::{self, MemfdFlags, SealFlags, Stat};
 
 use crate::MemError;
 
@@ -14,24 +14,36 @@ const HUGE_PAGE: u64 = 2 << 20;
 /// MFD_HUGETLB first (2 MiB pages; `size` is rounded up) and fall back to normal pages when
 /// the kernel has none to give.
 ///
-/// The fd is close-on-exec. On the hugetlb path the pages are reserved up front (one probe
+/// The fd is close-on-exec and sealed against resizing (`F_SEAL_SHRINK | F_SEAL_GROW |
+/// F_SEAL_SEAL`): whoever it is handed to (a vfio-user client gets the doorbell memfd from
+/// REGION_INFO) cannot `ftruncate` it, so no mapping of it can fault (see `fault.rs`).
+/// On the hugetlb path the pages are reserved up front (one probe
 /// mapping), so a later `MmapRegion::map_shared` of the whole fd cannot fail for lack of
 /// huge pages. Callers learn the page size actually used from [`page_size_of`].
 pub fn create_memfd(name: &str, size: u64, hugetlb: bool) -> Result<OwnedFd, MemError> {
     if let Some(fd) = hugetlb.then(|| create_hugetlb(name, size)).flatten() {
         return Ok(fd);
     }
-    let fd = fs::memfd_create(name, MemfdFlags::CLOEXEC).map_err(|e| os("memfd_create", e))?;
+    let fd = fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+        .map_err(|e| os("memfd_create", e))?;
     fs::ftruncate(&fd, size).map_err(|e| os("ftruncate", e))?;
+    seal_size(&fd).map_err(|e| os("fcntl(F_ADD_SEALS)", e))?;
     Ok(fd)
+}
+
+/// Fix the size of a memfd for good: no shrink, no grow, no change of seals.
+fn seal_size(fd: &OwnedFd) -> rustix::io::Result<()> {
+    fs::fcntl_add_seals(fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
 }
 
 /// The MFD_HUGETLB attempt: `None` on any failure (no hugetlbfs, no free huge pages, size
 /// overflow), so the caller falls back to normal pages.
 fn create_hugetlb(name: &str, size: u64) -> Option<OwnedFd> {
     let size = size.max(1).checked_next_multiple_of(HUGE_PAGE)?;
-    let fd = fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::HUGETLB).ok()?;
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::HUGETLB | MemfdFlags::ALLOW_SEALING;
+    let fd = fs::memfd_create(name, flags).ok()?;
     fs::ftruncate(&fd, size).ok()?;
+    seal_size(&fd).ok()?;
     // Huge pages of a shared hugetlbfs mapping are reserved at mmap time and stay reserved
     // for the file after munmap, so one probe mapping tells whether the pool can back it.
     crate::MmapRegion::map_shared(
@@ -102,6 +114,19 @@ mod tests {
             // Fell back to normal pages: the size is as asked.
             assert_eq!(page, system_page_size());
             assert_eq!(st.st_size, 4096);
+        }
+    }
+
+    #[test]
+    fn memfd_cannot_be_resized_by_whoever_holds_it() {
+        for hugetlb in [false, true] {
+            let fd = create_memfd("nvmemu-sealed", 8192, hugetlb).unwrap();
+            assert_eq!(fs::ftruncate(&fd, 0), Err(rustix::io::Errno::PERM));
+            assert_eq!(fs::ftruncate(&fd, 1 << 30), Err(rustix::io::Errno::PERM));
+            assert_eq!(
+                fs::fcntl_add_seals(&fd, SealFlags::WRITE),
+                Err(rustix::io::Errno::PERM)
+            );
         }
     }
 

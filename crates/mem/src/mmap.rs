@@ -119,6 +119,9 @@ pub struct MmapRegion {
     kind: Kind,
     /// Page size of the mapping (the fd's `page_size_of`, or the system page size).
     page_size: u64,
+    /// Shared mappings: the registration that makes a SIGBUS inside them survivable
+    /// (`fault.rs`); dropped before the munmap.
+    fault: Option<crate::fault::Registration>,
 }
 
 // SAFETY: MmapRegion owns its mapping exclusively (nothing else unmaps it) and holds no
@@ -204,7 +207,15 @@ impl MmapRegion {
             )
         }
         .map_err(|e| os("mmap", e))?;
-        Self::from_raw_parts(base, map_len, delta, len, prot, Kind::Shared, page)
+        let mut region = Self::from_raw_parts(base, map_len, delta, len, prot, Kind::Shared, page)?;
+        // A client may shrink the file later: register, so touching a vanished page is
+        // recovered instead of killing the process (on failure `region` unmaps on drop).
+        region.fault = Some(crate::fault::register(
+            region.base.addr().get(),
+            map_len,
+            us(page),
+        )?);
+        Ok(region)
     }
 
     /// Private anonymous memory of `len` bytes: reads as zero until written, committed by the
@@ -333,7 +344,14 @@ impl MmapRegion {
             prot,
             kind,
             page_size,
+            fault: None,
         })
+    }
+
+    /// Address of the page-aligned mapping (fault registration tests).
+    #[cfg(test)]
+    pub(crate) fn base_addr(&self) -> usize {
+        self.base.addr().get()
     }
 
     /// Length of the window in bytes.
@@ -752,6 +770,8 @@ impl MmapRegion {
 
 impl Drop for MmapRegion {
     fn drop(&mut self) {
+        // Unregister first: once unmapped, the address range may be reused by another mapping.
+        drop(self.fault.take());
         // SAFETY: base/map_len are exactly what mmap returned for this region, which owns the
         // mapping alone; no pointer or reference into it outlives self (every accessor copies).
         let _ = unsafe { mm::munmap(self.base.as_ptr().cast(), self.map_len) };

@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Survivable memory faults: a SIGBUS in a shared mapping never kills the process.
+//!
+//! # The problem
+//! A `MAP_SHARED` mapping of a file the client controls (a memfd, a hugetlbfs file, a
+//! regular file passed in `VFIO_USER_DMA_MAP`) stays valid only as long as the file is
+//! long enough: once the client shrinks it (`ftruncate`), the next touch of a page past
+//! the new end raises SIGBUS, whose default action kills the whole server and every
+//! namespace it holds. A size check at map time cannot help; the client shrinks later.
+//!
+//! # The choice
+//! - **Sealing where the server owns the fd.** Memfds this crate creates (the BAR0 doorbell
+//!   page, driver DMA buffers) carry `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL` (see
+//!   `create_memfd`): a client's `ftruncate` of them fails with EPERM and nothing faults.
+//! - **Recovery where the client owns the fd.** Requiring sealed fds would refuse SPDK's
+//!   client, which maps hugetlbfs files (no seals), and QEMU's memory backends, which are
+//!   unsealed memfds or files. So every `MAP_SHARED` mapping made through
+//!   [`MmapRegion::map_shared`](crate::MmapRegion::map_shared) is registered here, and a
+//!   process-wide SIGBUS handler recovers a fault inside a registered mapping: it maps
+//!   private anonymous zero pages (`MAP_FIXED`) over the faulting page of the mapping, so the
+//!   interrupted access completes harmlessly (reads see zeros, writes go nowhere), counts
+//!   the fault for the thread, and returns. A fault anywhere else goes to the previous
+//!   disposition (the default: the process dies with SIGBUS, as before).
+//! - **Reporting.** The code that touched client memory compares [`thread_faults`] before
+//!   and after: the NVMe controller completes the command with Data Transfer Error and
+//!   enters Controller Fatal Status; other controllers on the same poller keep serving.
+//!
+//! Prior art weighed: crosvm and cloud-hypervisor map guest memory they allocate
+//! themselves and do not take file descriptors from an untrusted peer for it; wasmtime
+//! installs a SIGSEGV/SIGBUS handler that checks whether the fault lies in a region it
+//! registered (a linear memory) and recovers through a per-thread landing point. Here
+//! the interrupted code does not need to unwind: replacing the page lets it finish,
+//! which keeps every accessor a plain copy (no setjmp, no per-access bookkeeping).
+//!
+//! # Cost
+//! Nothing on the access path itself. Registration is one slot claim per `map_shared`
+//! (control path). The check a caller makes is one thread-local load per command.
+//!
+//! # Async-signal safety
+//! The handler touches only atomics in static memory and one thread-local `Cell<u64>`
+//! (const-initialized, no destructor, so no lazy registration or allocation) and makes two syscalls at
+//! most (mmap; sigaction when chaining to the default). No allocation, no lock.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::ptr;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, compiler_fence, fence};
+
+use rustix::mm::{self, MapFlags, ProtFlags};
+
+use crate::MemError;
+use crate::memfd::os;
+
+/// Most shared mappings registered at once (process-wide). Each slot is 32 bytes of
+/// static memory; the kernel's default `vm.max_map_count` (65530) is lower anyway.
+const CAPACITY: usize = 1 << 16;
+
+/// Slot states (low two bits of `Slot::state`; the rest is a generation count, so a
+/// handler reading a slot while it is reused notices the change).
+const FREE: u64 = 0;
+const BUSY: u64 = 1;
+const LIVE: u64 = 2;
+const STATE_MASK: u64 = 3;
+const GENERATION: u64 = 4;
+
+/// One registered mapping.
+struct Slot {
+    state: AtomicU64,
+    start: AtomicUsize,
+    len: AtomicUsize,
+    page: AtomicUsize,
+}
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            state: AtomicU64::new(FREE),
+            start: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            page: AtomicUsize::new(0),
+        }
+    }
+}
+
+static SLOTS: [Slot; CAPACITY] = [const { Slot::new() }; CAPACITY];
+/// One past the highest slot ever claimed: the handler scans `[0, HIGH)`.
+static HIGH: AtomicUsize = AtomicUsize::new(0);
+/// Where the next claim starts looking (at or below the lowest free slot, mostly).
+static HINT: AtomicUsize = AtomicUsize::new(0);
+/// Faults recovered in the whole process.
+static RECOVERED: AtomicU64 = AtomicU64::new(0);
+/// The SIGBUS disposition before ours, for faults that are not ours.
+static PREVIOUS: OnceLock<Result<libc::sigaction, rustix::io::Errno>> = OnceLock::new();
+
+thread_local! {
+    /// Faults recovered on this thread (written by the handler on this thread only).
+    static THREAD_FAULTS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Faults recovered on the calling thread so far. Compare a value taken before touching
+/// client memory with one taken after: a difference means some access in between hit a
+/// page the client had taken away (it read zeros or wrote nowhere).
+///
+/// One thread-local load; the compiler fence keeps the load from moving across the
+/// accesses it brackets (the handler's write is invisible to the optimizer otherwise).
+#[inline(always)]
+pub fn thread_faults() -> u64 {
+    compiler_fence(Ordering::SeqCst);
+    let n = THREAD_FAULTS.with(Cell::get);
+    compiler_fence(Ordering::SeqCst);
+    n
+}
+
+/// Faults recovered in the whole process so far (metrics, tests).
+pub fn faults_recovered() -> u64 {
+    RECOVERED.load(Ordering::Relaxed)
+}
+
+/// A registered mapping; unregisters on drop. Must be dropped before the mapping is
+/// unmapped (see `MmapRegion`'s Drop).
+#[derive(Debug)]
+pub(crate) struct Registration {
+    slot: usize,
+}
+
+/// Register `[start, start + len)`, mapped with pages of `page` bytes (a power of two;
+/// `start` and `len` multiples of it), so a SIGBUS inside it is recovered. Installs the
+/// handler on first use. ENOMEM when every slot is taken.
+pub(crate) fn register(start: usize, len: usize, page: usize) -> Result<Registration, MemError> {
+    install()?;
+    let hint = HINT.load(Ordering::Relaxed);
+    for i in 0..CAPACITY {
+        let idx = (hint + i) % CAPACITY;
+        let Some(slot) = SLOTS.get(idx) else { break };
+        let s = slot.state.load(Ordering::Relaxed);
+        if s & STATE_MASK != FREE {
+            continue;
+        }
+        let busy = (s & !STATE_MASK) + GENERATION + BUSY;
+        if slot
+            .state
+            .compare_exchange(s, busy, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            continue;
+        }
+        slot.start.store(start, Ordering::Relaxed);
+        slot.len.store(len, Ordering::Relaxed);
+        slot.page.store(page, Ordering::Relaxed);
+        HIGH.fetch_max(idx + 1, Ordering::Relaxed);
+        HINT.store(idx + 1, Ordering::Relaxed);
+        // Release: a handler that sees LIVE (Acquire) sees the fields above.
+        slot.state.store(busy - BUSY + LIVE, Ordering::Release);
+        return Ok(Registration { slot: idx });
+    }
+    Err(os("register mapping", rustix::io::Errno::NOMEM))
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(slot) = SLOTS.get(self.slot) {
+            let s = slot.state.load(Ordering::Relaxed);
+            // A new generation, marked free: a handler that read the fields under the old
+            // one sees the state change on its re-check.
+            slot.state
+                .store((s & !STATE_MASK) + GENERATION + FREE, Ordering::Release);
+            // Reuse low slots first, so the range the handler scans stays short.
+            HINT.fetch_min(self.slot, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The registered mapping holding `addr`: (start of its faulting page, page size).
+fn lookup(addr: usize) -> Option<(usize, usize)> {
+    let high = HIGH.load(Ordering::Acquire).min(CAPACITY);
+    for slot in SLOTS.get(..high)? {
+        let s = slot.state.load(Ordering::Acquire);
+        if s & STATE_MASK != LIVE {
+            continue;
+        }
+        let (start, len, page) = (
+            slot.start.load(Ordering::Relaxed),
+            slot.len.load(Ordering::Relaxed),
+            slot.page.load(Ordering::Relaxed),
+        );
+        // The fields were read under generation `s` only if the state is unchanged.
+        fence(Ordering::Acquire);
+        if slot.state.load(Ordering::Relaxed) != s {
+            continue;
+        }
+        let off = addr.wrapping_sub(start);
+        if addr >= start && off < len && page.is_power_of_two() {
+            return Some((addr & !(page - 1), page));
+        }
+    }
+    None
+}
+
+/// Install the SIGBUS handler once per process; later calls return the first result.
+fn install() -> Result<(), MemError> {
+    let prev = PREVIOUS.get_or_init(|| {
+        // SAFETY: an all-zero `sigaction` is a valid value (SIG_DFL, empty mask, no flags).
+        let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
+        new.sa_sigaction = on_sigbus as *const () as usize;
+        new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;
+        // SAFETY: as above.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: `new` and `old` are valid, live sigaction structs for the call; the
+        // handler is an `extern "C"` function with the SA_SIGINFO signature that stays
+        // valid for the life of the process; SIGBUS is a catchable signal.
+        let rc = unsafe { libc::sigaction(libc::SIGBUS, &new, &mut old) };
+        if rc == 0 {
+            Ok(old)
+        } else {
+            Err(
+                rustix::io::Errno::from_io_error(&std::io::Error::last_os_error())
+                    .unwrap_or(rustix::io::Errno::INVAL),
+            )
+        }
+    });
+    match prev {
+        Ok(_) => Ok(()),
+        Err(e) => Err(os("sigaction", *e)),
+    }
+}
+
+/// The SIGBUS handler (SA_SIGINFO). See the module docs.
+extern "C" fn on_sigbus(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t for this signal; for
+    // SIGBUS its address field is the faulting address.
+    let (addr, code) = unsafe { ((*info).si_addr().addr(), (*info).si_code) };
+    if code == libc::BUS_ADRERR && recover(addr) {
+        return;
+    }
+    chain(sig, info, ctx);
+}
+
+/// Replace the faulting page of a registered mapping with zero pages; false if `addr` is
+/// not in one or the replacement failed.
+fn recover(addr: usize) -> bool {
+    let Some((page_start, page)) = lookup(addr) else {
+        return false;
+    };
+    // SAFETY: `[page_start, page_start + page)` is one page of a live mapping registered by
+    // `MmapRegion::map_shared` (the registration is dropped before the mapping is unmapped,
+    // and the faulting thread is inside an access to it), page-aligned in the mapping's own
+    // page size, so MAP_FIXED replaces only memory this crate owns and that no Rust
+    // reference points into (all access is by raw copies). The new pages are private,
+    // anonymous and zero-filled.
+    let mapped = unsafe {
+        mm::mmap_anonymous(
+            ptr::without_provenance_mut(page_start),
+            page,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::FIXED | MapFlags::NORESERVE,
+        )
+    };
+    if mapped.is_err() {
+        return false;
+    }
+    RECOVERED.fetch_add(1, Ordering::Relaxed);
+    THREAD_FAULTS.with(|n| n.set(n.get().wrapping_add(1)));
+    true
+}
+
+/// Hand a fault that is not ours to the disposition that was there before.
+fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    let prev = match PREVIOUS.get() {
+        Some(Ok(p)) => *p,
+        // Unreachable (the handler is installed only after PREVIOUS is set); fall back to
+        // the default action.
+        // SAFETY: an all-zero sigaction is SIG_DFL.
+        _ => unsafe { std::mem::zeroed() },
+    };
+    let handler = prev.sa_sigaction;
+    if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
+        // Restore the default and return: the access faults again and the kernel applies
+        // it (SIGBUS cannot be ignored for a fault), with the usual core dump.
+        // SAFETY: an all-zero sigaction is SIG_DFL with an empty mask; sigaction is
+        // async-signal-safe.
+        let mut dfl: libc::sigaction = unsafe { std::mem::zeroed() };
+        dfl.sa_sigaction = libc::SIG_DFL;
+        // SAFETY: `dfl` is a valid sigaction; a null old-action pointer is allowed.
+        unsafe { libc::sigaction(libc::SIGBUS, &dfl, ptr::null_mut()) };
+    } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: the previous handler was installed with SA_SIGINFO, so it has this
+        // signature; it is called with the arguments the kernel gave us.
+        let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+            unsafe { std::mem::transmute(handler) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: the previous handler was installed without SA_SIGINFO, so it takes the
+        // signal number only.
+        let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(handler) };
+        f(sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use rustix::fs::{self, MemfdFlags};
+
+    use crate::{MmapRegion, Protection};
+
+    use super::*;
+
+    fn unsealed(size: u64) -> std::os::fd::OwnedFd {
+        let fd = fs::memfd_create("fault-test", MemfdFlags::CLOEXEC).unwrap();
+        fs::ftruncate(&fd, size).unwrap();
+        fd
+    }
+
+    #[test]
+    fn a_shrunk_memfd_reads_zero_and_counts_a_fault() {
+        let fd = unsealed(4 * 4096);
+        let m = MmapRegion::map_shared(fd.as_fd(), 0, 4 * 4096, Protection::ReadWrite).unwrap();
+        m.fill(0, 4 * 4096, 0xAB).unwrap();
+        fs::ftruncate(&fd, 4096).unwrap();
+        let before = thread_faults();
+        let total = faults_recovered();
+        // Page 0 is still backed: no fault.
+        assert_eq!(m.read_obj::<u8>(0).unwrap(), 0xAB);
+        assert_eq!(thread_faults(), before);
+        // Page 2 is gone: the read completes with zeros and is counted.
+        let mut buf = [0xFFu8; 64];
+        m.copy_to(2 * 4096 + 8, &mut buf).unwrap();
+        assert_eq!(buf, [0u8; 64]);
+        assert_eq!(thread_faults(), before + 1);
+        assert!(faults_recovered() > total);
+        // A write to another vanished page completes too; the replaced page stays usable.
+        m.copy_from(3 * 4096, &[1, 2, 3]).unwrap();
+        assert_eq!(thread_faults(), before + 2);
+        m.copy_from(2 * 4096, &[7]).unwrap();
+        assert_eq!(m.read_obj::<u8>(2 * 4096).unwrap(), 7);
+        assert_eq!(thread_faults(), before + 2);
+    }
+
+    #[test]
+    fn a_truncated_regular_file_is_survived_too() {
+        let mut f = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut f, &[0x5Au8; 8192]).unwrap();
+        let m = MmapRegion::map_shared(f.as_fd(), 0, 8192, Protection::Read).unwrap();
+        f.set_len(0).unwrap();
+        let before = thread_faults();
+        assert_eq!(m.read_obj::<u64>(4096).unwrap(), 0);
+        assert_eq!(thread_faults(), before + 1);
+    }
+
+    #[test]
+    fn faults_on_other_threads_are_not_counted_here() {
+        let fd = unsealed(8192);
+        let m = MmapRegion::map_shared(fd.as_fd(), 0, 8192, Protection::ReadWrite).unwrap();
+        fs::ftruncate(&fd, 0).unwrap();
+        let before = thread_faults();
+        let theirs = std::thread::scope(|s| {
+            s.spawn(|| {
+                let t0 = thread_faults();
+                m.read_obj::<u32>(0).unwrap();
+                thread_faults() - t0
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(theirs, 1);
+        assert_eq!(thread_faults(), before);
+    }
+
+    #[test]
+    fn slots_are_reused_after_unmap() {
+        let fd = unsealed(4096);
+        for _ in 0..(CAPACITY + 10) / 64 {
+            let maps: Vec<_> = (0..64)
+                .map(|_| MmapRegion::map_shared(fd.as_fd(), 0, 4096, Protection::Read).unwrap())
+                .collect();
+            drop(maps);
+        }
+        assert!(HIGH.load(Ordering::Relaxed) < CAPACITY);
+    }
+
+    #[test]
+    fn lookup_finds_only_registered_ranges() {
+        let fd = unsealed(3 * 4096);
+        let m = MmapRegion::map_shared(fd.as_fd(), 4096, 4096, Protection::Read).unwrap();
+        let start = m.base_addr();
+        // (Addresses outside it may belong to mappings other tests register meanwhile.)
+        assert_eq!(lookup(start), Some((start, 4096)));
+        assert_eq!(lookup(start + 4095), Some((start, 4096)));
+        let stack = 0u8;
+        assert_eq!(lookup(std::ptr::addr_of!(stack).addr()), None);
+    }
+}
