@@ -297,6 +297,7 @@ impl Controller {
             data_units_read: data_units(c.bytes_read),
             data_units_written: data_units(c.bytes_written),
             bad_doorbells: c.bad_doorbells,
+            memory_faults: c.memory_faults,
             queues: self.queues.sqs().map(|(qid, sq)| (qid, sq.stats)).collect(),
         }
     }

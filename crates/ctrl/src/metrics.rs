@@ -39,6 +39,8 @@ pub(crate) struct CtrlCounters {
     pub(crate) busy_since: u64,
     /// Invalid doorbell values seen.
     pub(crate) bad_doorbells: u64,
+    /// Times client memory vanished under an access (each one made the controller fatal).
+    pub(crate) memory_faults: u64,
 }
 
 impl CtrlCounters {
@@ -75,6 +77,9 @@ pub struct ControllerStats {
     pub data_units_written: u64,
     /// Invalid doorbell values the host wrote.
     pub bad_doorbells: u64,
+    /// Accesses to client memory that found the page gone (the client shrank the file
+    /// behind a DMA region); each one set Controller Fatal Status.
+    pub memory_faults: u64,
     /// Per submission queue counters, admin queue first.
     pub queues: Vec<(Qid, QueueCounters)>,
 }

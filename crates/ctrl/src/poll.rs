@@ -2,7 +2,7 @@
 //! The poll loop: doorbells, SQE fetch, dispatch, completion posting and interrupts
 //! (NVMe Base 1.4, 4.1 and 7.2 "Command Processing").
 
-use nvmemu_mem::{TscClock, global_clock};
+use nvmemu_mem::{TscClock, global_clock, thread_faults};
 use nvmemu_spec::log_page::AsyncEvent;
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
@@ -20,17 +20,28 @@ impl Controller {
     /// Process the admin SQ and every I/O SQ once (bounded batches), post completions and
     /// deliver pending asynchronous events, then raise each CQ's vector at most once.
     /// Returns the number of commands completed (0 = idle).
+    ///
+    /// Client memory can vanish under any access (the client shrank the file behind a DMA
+    /// region; `nvmemu_mem` recovers the SIGBUS and counts it per thread): a command during
+    /// which that happened completes with Data Transfer Error, and the controller enters
+    /// Controller Fatal Status (see `memory_fault`). Checking costs one thread-local load
+    /// per command.
     pub fn poll(&mut self, irq: &mut dyn InterruptSink) -> usize {
         if !self.state.is_ready() {
             self.end_busy_stretch();
             return 0;
         }
-        let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH);
+        let mark = thread_faults();
+        let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH, mark);
         done += self.deliver_events();
         let mut i = 0;
         while let Some(qid) = self.queues.active_sq(i) {
-            done += self.poll_sq(qid, IO_BATCH);
+            done += self.poll_sq(qid, IO_BATCH, mark);
             i += 1;
+        }
+        // Faults outside a command: doorbell shadows, CQ flushes, event delivery.
+        if thread_faults() != mark {
+            self.memory_fault(None);
         }
         // Every CQE is posted inside this pass and counted in `done`, so an idle pass has no
         // interrupt to raise and skips the walk over the CQs (and with IEN=0 nothing is ever
@@ -67,8 +78,23 @@ impl Controller {
         }
     }
 
-    fn poll_sq(&mut self, qid: Qid, batch: usize) -> usize {
-        if self.queues.sq(qid).is_none_or(|sq| sq.ring.paused) {
+    /// A client memory access failed while this controller was being served (`mark` is
+    /// `thread_faults()` from before it): Controller Fatal Status (NVMe Base 1.4, 10.5
+    /// "Controller Fatal Status Condition"); the host must reset the controller. Other
+    /// controllers are not affected. `cid`: the command that was running, if any.
+    #[cold]
+    pub(crate) fn memory_fault(&mut self, cid: Option<(Qid, Cid)>) {
+        if matches!(self.state, crate::CtrlState::Fatal { .. }) {
+            return;
+        }
+        let (qid, cid) = cid.map_or((None, None), |(q, c)| (Some(q.0), Some(c.0)));
+        tracing::warn!(target: "guest", ?qid, ?cid, "client memory vanished under an access (file shrunk after DMA_MAP?); controller fatal");
+        self.counters.memory_faults += 1;
+        self.apply(CtrlEvent::Fault, None);
+    }
+
+    fn poll_sq(&mut self, qid: Qid, batch: usize, mark: u64) -> usize {
+        if !self.state.is_ready() || self.queues.sq(qid).is_none_or(|sq| sq.ring.paused) {
             return 0;
         }
         let Some(tail) = self.load_sq_tail(qid) else {
@@ -119,8 +145,18 @@ impl Controller {
             if let Some(l) = &lat {
                 l.0.record(qid.0, sqe.cid().0, Stage::Done, TscClock::ticks());
             }
+            // The SQE read or the command's data transfer touched a vanished page.
+            let faulted = thread_faults() != mark;
+            let result = if faulted {
+                Err(Status::DATA_TRANSFER_ERROR)
+            } else {
+                result
+            };
             if self.complete(qid, &sqe, result, lat.as_ref()) {
                 completed += 1;
+            }
+            if faulted {
+                self.memory_fault(Some((qid, sqe.cid())));
             }
             if !self.state.is_ready() {
                 break;
@@ -171,6 +207,7 @@ impl Controller {
         if !self.state.is_ready() {
             return;
         }
+        let mark = thread_faults();
         let mut i = 0;
         while let Some(qid) = self.queues.active_sq(i) {
             i += 1;
@@ -180,6 +217,9 @@ impl Controller {
             if let Some(tail) = self.load_sq_tail(qid) {
                 self.prefetch_batch(qid, tail, IO_BATCH);
             }
+        }
+        if thread_faults() != mark {
+            self.memory_fault(None);
         }
     }
 

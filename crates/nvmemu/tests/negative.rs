@@ -814,3 +814,99 @@ fn client_vanishing_with_io_in_flight_leaves_the_server_serving() {
     drop(shared);
     assert_serves_next_client(&t);
 }
+
+// ---------------------------------------------------------------------------------------
+// Memory that vanishes under the server (issue 15 item 1): a client shrinks a file it
+// DMA-mapped, or the doorbell memfd REGION_INFO gave it. The server never takes SIGBUS.
+
+#[test]
+fn shrinking_a_dma_mapped_memfd_under_io_fails_that_command_and_the_server_serves_on() {
+    let t = common::start_default();
+    let (mut c, shared) = common::attach_shared(&t, 1);
+    let data = HostMem::new(1 << 20, DATA_IOVA);
+    shared.with_client(|cl| data.dma_map(cl).unwrap());
+    let mut q = c.take_qpair().unwrap();
+    let ok = Arc::new(AtomicU32::new(0));
+    let io = {
+        let ok = ok.clone();
+        std::thread::spawn(move || {
+            // Write and read 4 KiB pieces of the data memfd until a command fails: the one
+            // whose data vanished, with Data Transfer Error. The controller is then fatal
+            // and takes nothing more, so the loop must stop there.
+            let start = Instant::now();
+            for i in 0u64.. {
+                assert!(start.elapsed() < common::DEADLINE, "no command failed");
+                let op = if i.is_multiple_of(2) {
+                    IoOpcode::Write
+                } else {
+                    IoOpcode::Read
+                };
+                let prp = DATA_IOVA + (i % 256) * 4096;
+                let cqe = q
+                    .execute_raw(rw_sqe(op, i % 1024 * 8, 8, prp), None)
+                    .unwrap();
+                if cqe.status() != Status::SUCCESS {
+                    return cqe.status();
+                }
+                ok.fetch_add(1, Ordering::Release);
+            }
+            unreachable!()
+        })
+    };
+    common::wait_for("I/O in flight", || {
+        (ok.load(Ordering::Acquire) >= 20).then_some(())
+    });
+    rustix::fs::ftruncate(&data.fd, 0).unwrap();
+    assert_eq!(io.join().unwrap(), Status::DATA_TRANSFER_ERROR);
+    let st = shared.csts();
+    assert_eq!(st & csts::CFS, csts::CFS, "controller fatal: {st:#x}");
+    let faults = t
+        .target
+        .on_controller(t.id, |pc| pc.ctrl.stats().memory_faults)
+        .unwrap();
+    assert_eq!(faults, 1);
+    drop(c);
+    drop(shared);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn shrinking_the_memfd_holding_a_queue_makes_the_controller_fatal() {
+    let t = common::start_default();
+    let mut h = common::RawHost::connect(&t);
+    let mut q = h.create_io_pair(1, false, 0);
+    h.verified_io(&mut q, 8, &common::pattern(4096, 3));
+    // Keep the admin queue (first 8 KiB), take away I/O queue 1 and the data area.
+    rustix::fs::ftruncate(&h.mem.fd, 0x2000).unwrap();
+    // The SQE lands in a page this process no longer has either (recovered here too): the
+    // server reads zeros where the SQE was, its access faults, and no completion can reach
+    // the host; the controller reports Controller Fatal Status.
+    q.submit(
+        &h.mem.map,
+        &h.db,
+        rw_sqe(IoOpcode::Write, 0, 8, h.mem.iova_of(common::RawHost::DATA)),
+    );
+    common::wait_csts(&mut h.client, "CSTS.CFS", |v| v & csts::CFS != 0);
+    // Admin commands stop too (the controller is fatal until reset), and a reset recovers.
+    h.client.reset().unwrap();
+    drop(h);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn the_doorbell_memfd_cannot_be_resized_by_the_client() {
+    let t = common::start_default();
+    let mut client = nvmemu_vfio_user::Client::connect(&t.socket()).unwrap();
+    let (_, fd) = client.region_info(0).unwrap();
+    let fd = fd.expect("BAR0 comes with its fd");
+    for size in [0, 0x1000, 1 << 30] {
+        assert_eq!(
+            rustix::fs::ftruncate(&fd, size),
+            Err(Errno::PERM),
+            "ftruncate to {size:#x}"
+        );
+    }
+    drop(client);
+    // The server's own doorbell page is intact: the next client's I/O rings through it.
+    assert_serves_next_client(&t);
+}

@@ -382,7 +382,8 @@ pub fn attach_shared(t: &TestTarget, io_queues: u16) -> (Controller, SharedTrans
 // ---------------------------------------------------------------------------------------
 // Host memory and hand-driven queues.
 
-/// A memfd the test owns, mapped here; the device sees it at `iova` once DMA-mapped.
+/// A memfd the test owns, mapped here; the device sees it at `iova` once DMA-mapped. Not
+/// sealed (like QEMU's and SPDK's memory), so a test can shrink it under the server.
 pub struct HostMem {
     pub fd: OwnedFd,
     pub map: MmapRegion,
@@ -391,7 +392,9 @@ pub struct HostMem {
 
 impl HostMem {
     pub fn new(size: u64, iova: u64) -> HostMem {
-        let fd = nvmemu_mem::create_memfd("nvmemu-test-host", size, false).unwrap();
+        let fd =
+            rustix::fs::memfd_create("nvmemu-test-host", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, size).unwrap();
         let map = MmapRegion::map_shared(fd.as_fd(), 0, size, Protection::ReadWrite).unwrap();
         HostMem { fd, map, iova }
     }
