@@ -3,8 +3,10 @@
 //! signals when it posts completions (vfio-user `VFIO_USER_DEVICE_SET_IRQS`, VFIO's
 //! `VFIO_DEVICE_SET_IRQS` semantics).
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
+
+use rustix::fs::OFlags;
 
 use nvmemu_ctrl::InterruptSink;
 use nvmemu_vfio_user::{Errno, IrqAction, IrqData, IrqInfo, SetIrqs};
@@ -103,6 +105,11 @@ impl IrqState {
                 if fds.is_empty() {
                     slots.iter_mut().for_each(|s| *s = None);
                 } else if fds.len() == slots.len() {
+                    // All or nothing: check every fd before assigning any.
+                    let fds = fds
+                        .into_iter()
+                        .map(adopt_eventfd)
+                        .collect::<Result<Vec<_>, _>>()?;
                     for (slot, fd) in slots.iter_mut().zip(fds) {
                         *slot = Some(Arc::new(fd));
                     }
@@ -141,10 +148,34 @@ impl IrqState {
     }
 }
 
+/// Accept `fd` as an interrupt eventfd: it must be an eventfd (anything else, e.g. a pipe
+/// the client never drains, could block the writer), and it is made non-blocking, so a
+/// write to a counter the client let grow to its maximum fails with EAGAIN instead of
+/// blocking the poller or control thread (`signal` counts that as already signalled).
+///
+/// O_NONBLOCK is a flag of the open file description, which the client shares: its own
+/// reads of the eventfd become non-blocking too. QEMU and KVM create their eventfds
+/// non-blocking and poll them, so they see no difference.
+fn adopt_eventfd(fd: OwnedFd) -> Result<OwnedFd, Errno> {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let target = rustix::fs::readlink(link.as_str(), Vec::new()).map_err(|e| {
+        tracing::warn!("SET_IRQS: cannot inspect the fd passed as an eventfd: {e}");
+        Errno::INVAL
+    })?;
+    if target.as_bytes() != b"anon_inode:[eventfd]" {
+        tracing::debug!(target: "guest", fd = ?target, "SET_IRQS: refused an fd that is not an eventfd");
+        return Err(Errno::INVAL);
+    }
+    let flags = rustix::fs::fcntl_getfl(&fd)?;
+    rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK)?;
+    Ok(fd)
+}
+
 fn signal(fd: Option<&Fd>) {
     if let Some(fd) = fd {
-        // An eventfd write of 1 only fails if the counter would overflow, i.e. the client
-        // never reads it; the interrupt is then pending anyway.
+        // The fd is a non-blocking eventfd (`adopt_eventfd`): a write of 1 fails only with
+        // EAGAIN, when the counter is at its maximum because the client never reads it; the
+        // interrupt is then pending anyway.
         let _ = rustix::io::write(fd.as_fd(), &1u64.to_ne_bytes());
     }
 }
@@ -265,5 +296,51 @@ mod tests {
             st.set(&req(ERR, trig, 0, 1), IrqData::Eventfds(vec![efd()]))
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn only_eventfds_are_accepted_and_they_never_block() {
+        let mut st = IrqState::new(2);
+        let trig = DATA_EVENTFD | ACTION_TRIGGER;
+        let (rd, wr) = rustix::pipe::pipe().unwrap();
+        let file = tempfile::tempfile().unwrap();
+        for index in [MSIX, ERR, REQ, INTX] {
+            let (p, f) = (
+                wr.try_clone().unwrap(),
+                OwnedFd::from(file.try_clone().unwrap()),
+            );
+            assert_eq!(
+                st.set(&req(index, trig, 0, 1), IrqData::Eventfds(vec![p])),
+                Err(Errno::INVAL),
+                "pipe on index {index}"
+            );
+            assert_eq!(
+                st.set(&req(index, trig, 0, 1), IrqData::Eventfds(vec![f])),
+                Err(Errno::INVAL),
+                "file on index {index}"
+            );
+        }
+        // One bad fd refuses the whole request: vector 0 keeps no fd.
+        let good = efd();
+        let good2 = good.try_clone().unwrap();
+        assert_eq!(
+            st.set(
+                &req(MSIX, trig, 0, 2),
+                IrqData::Eventfds(vec![good, wr.try_clone().unwrap()])
+            ),
+            Err(Errno::INVAL)
+        );
+        st.msix_sink(true).raise(0);
+        assert_eq!(count(&good2), 0);
+        drop(rd);
+        // A blocking eventfd at its maximum count: signalling returns at once.
+        let full = eventfd(0, EventfdFlags::CLOEXEC).unwrap();
+        rustix::io::write(&full, &(u64::MAX - 1).to_ne_bytes()).unwrap();
+        let full2 = full.try_clone().unwrap();
+        st.set(&req(ERR, trig, 0, 1), IrqData::Eventfds(vec![full]))
+            .unwrap();
+        st.set(&req(ERR, DATA_NONE | ACTION_TRIGGER, 0, 1), IrqData::None)
+            .unwrap();
+        assert_eq!(count(&full2), u64::MAX - 1, "already signalled, unchanged");
     }
 }
