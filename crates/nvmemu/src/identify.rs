@@ -114,6 +114,21 @@ pub fn render(pages: &IdentifyPages, format: IdFormat) -> String {
     }
 }
 
+/// Whether attaching failed because the server serves another client (EBUSY to VERSION).
+pub fn is_busy(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if matches!(
+            c.downcast_ref::<nvmemu_vfio_user::ClientError>(),
+            Some(nvmemu_vfio_user::ClientError::Busy)
+        ) {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
+}
+
 /// `nvmemu identify`.
 pub fn run(args: &IdentifyArgs) -> Result<()> {
     if args.nsid == Some(0) {
@@ -128,6 +143,12 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
         },
     )
     .map_err(|e| {
+        if is_busy(&e) {
+            return anyhow!(
+                "controller {} is in use by another client",
+                args.socket.display()
+            );
+        }
         anyhow!(
             "cannot attach to {}: {} (is nvmemu serve running?)",
             args.socket.join("cntrl").display(),

@@ -99,6 +99,7 @@ pub fn start(args: &ServeArgs, stop: StopHandle) -> Result<Served> {
         Backoff::default()
     };
     let target = Arc::new(Target::start(TargetConfig {
+        deadlines: nvmemu_target::Deadlines::default(),
         cores: cores.clone(),
         pin: true,
         backoff,

@@ -10,7 +10,7 @@ mod common;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::{
     HostMem, RawConn, access_payload, assert_serves_next_client, create_cq_sqe, create_sq_sqe,
@@ -21,7 +21,7 @@ use nvmemu_spec::opcode::IoOpcode;
 use nvmemu_spec::regs::csts;
 use nvmemu_spec::{Cid, Psdt, Qid, Sqe, Status};
 use nvmemu_spec::{SglDescriptor, SglKind};
-use nvmemu_vfio_user::{DmaMap, DmaUnmap, Errno};
+use nvmemu_vfio_user::{DmaMap, DmaUnmap, Errno, SetIrqs};
 
 const DMA_MAP: u16 = 2;
 const DEVICE_GET_INFO: u16 = 4;
@@ -908,5 +908,230 @@ fn the_doorbell_memfd_cannot_be_resized_by_the_client() {
     }
     drop(client);
     // The server's own doorbell page is intact: the next client's I/O rings through it.
+    assert_serves_next_client(&t);
+}
+
+// ---------------------------------------------------------------------------------------
+// Interrupt fds (issue 15 item 5): only eventfds, never a blocking write.
+
+const MSIX: u32 = 2;
+const ERR: u32 = 3;
+
+fn set_irqs_req(index: u32, flags: u32, count: u32) -> SetIrqs {
+    SetIrqs {
+        flags,
+        index,
+        start: 0,
+        count,
+    }
+}
+
+#[test]
+fn a_pipe_as_interrupt_fd_is_refused_with_einval() {
+    let t = common::start_default();
+    let mut h = common::RawHost::connect(&t);
+    let (_rd, wr) = rustix::pipe::pipe().unwrap();
+    let trig = SetIrqs::DATA_EVENTFD | SetIrqs::ACTION_TRIGGER;
+    for index in [MSIX, ERR] {
+        let r = h
+            .client
+            .set_irqs(&set_irqs_req(index, trig, 1), &[wr.as_fd()]);
+        assert_eq!(errno_of(r), Errno::INVAL, "index {index}");
+    }
+    // The same client goes on: an eventfd is accepted, I/O works.
+    let efd = common::eventfd();
+    h.client
+        .set_irqs(&set_irqs_req(MSIX, trig, 1), &[efd.as_fd()])
+        .unwrap();
+    let mut q = h.create_io_pair(1, false, 0);
+    h.verified_io(&mut q, 16, &common::pattern(4096, 9));
+    drop(h);
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn a_full_blocking_eventfd_does_not_stall_the_poller_or_the_control_thread() {
+    let t = common::start_default();
+    let mut h = common::RawHost::connect(&t);
+    // Blocking eventfds at their maximum count: one more write would block for ever.
+    let full: Vec<_> = (0..3)
+        .map(|_| {
+            let fd = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap();
+            rustix::io::write(&fd, &(u64::MAX - 1).to_ne_bytes()).unwrap();
+            fd
+        })
+        .collect();
+    let trig = SetIrqs::DATA_EVENTFD | SetIrqs::ACTION_TRIGGER;
+    let msix: Vec<_> = full[..2].iter().map(|f| f.as_fd()).collect();
+    h.client
+        .set_irqs(&set_irqs_req(MSIX, trig, 2), &msix)
+        .unwrap();
+    h.client
+        .set_irqs(&set_irqs_req(ERR, trig, 1), &[full[2].as_fd()])
+        .unwrap();
+    // MSI-X on; I/O queue 1 interrupts on vector 1: every completion signals a full fd.
+    h.client
+        .region_write(7, 0x84 + 2, &(1u16 << 15).to_le_bytes())
+        .unwrap();
+    let mut q = h.create_io_pair(1, true, 1);
+    for lba in 0..20 {
+        h.verified_io(&mut q, lba * 8, &common::pattern(4096, lba as u8));
+    }
+    // A loopback trigger of the ERR index (control thread) returns too.
+    h.client
+        .set_irqs(
+            &set_irqs_req(ERR, SetIrqs::DATA_NONE | SetIrqs::ACTION_TRIGGER, 1),
+            &[],
+        )
+        .unwrap();
+    drop(h);
+    assert_serves_next_client(&t);
+}
+
+// ---------------------------------------------------------------------------------------
+// Clients that do not keep up their side (issue 15 items 2 and 5): deadlines, one client
+// per controller.
+
+fn short_deadlines() -> nvmemu_target::Deadlines {
+    nvmemu_target::Deadlines {
+        version: Duration::from_millis(2500),
+        message: Duration::from_millis(300),
+        reply: Duration::from_millis(300),
+    }
+}
+
+/// Read until the server closes the connection; how long that took.
+fn time_to_eof(c: &mut RawConn) -> Duration {
+    use std::io::Read;
+    let start = Instant::now();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match c.stream.read(&mut buf) {
+            Ok(0) => return start.elapsed(),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return start.elapsed(),
+            Err(e) => panic!("no EOF within the deadline: {e}"),
+        }
+    }
+}
+
+/// Queue `n` 4 KiB config-space reads without reading a reply (from a thread, since the
+/// client's own sends block once the server stops reading).
+fn flood_without_reading(c: &RawConn, n: usize) -> std::thread::JoinHandle<()> {
+    let mut stream = c.stream.try_clone().unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let payload = access_payload(7, 0, 4096);
+        for id in 0..n {
+            let mut msg = vec![0u8; 16];
+            msg[0..2].copy_from_slice(&(id as u16).to_le_bytes());
+            msg[2..4].copy_from_slice(&REGION_READ.to_le_bytes());
+            msg[4..8].copy_from_slice(&((16 + payload.len()) as u32).to_le_bytes());
+            msg.extend_from_slice(&payload);
+            if stream.write_all(&msg).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+#[test]
+fn a_client_that_never_reads_its_replies_is_dropped() {
+    let t = common::start_with_deadlines(short_deadlines());
+    let mut c = RawConn::connect_negotiated(&t);
+    // 2000 replies of 4 KiB are far more than the socket buffers hold.
+    let writer = flood_without_reading(&c, 2000);
+    // Let the server block on a full socket, then start reading: by then it has given up.
+    std::thread::sleep(Duration::from_millis(1000));
+    let waited = time_to_eof(&mut c);
+    writer.join().unwrap();
+    assert!(waited < Duration::from_secs(5), "EOF after {waited:?}");
+    // Its control thread is free: the mailbox answers and the next client is served.
+    t.target.on_controller(t.id, |_| ()).unwrap();
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn removing_a_controller_does_not_wait_for_a_client_that_never_reads() {
+    // Default (5 s) deadlines: removal must not wait for them to pass.
+    let t = common::start_default();
+    let c = RawConn::connect_negotiated(&t);
+    let writer = flood_without_reading(&c, 2000);
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    t.target.remove_controller(t.id).unwrap();
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(2), "removal took {took:?}");
+    drop(c);
+    writer.join().unwrap();
+}
+
+#[test]
+fn a_client_that_sends_a_byte_at_a_time_is_dropped() {
+    let t = common::start_with_deadlines(short_deadlines());
+    let mut c = RawConn::connect_negotiated(&t);
+    let mut msg = vec![0u8; 16];
+    msg[2..4].copy_from_slice(&DEVICE_GET_INFO.to_le_bytes());
+    msg[4..8].copy_from_slice(&32u32.to_le_bytes());
+    msg.extend_from_slice(&device_info_payload());
+    let start = Instant::now();
+    let mut dropped = false;
+    for b in &msg {
+        use std::io::Write;
+        if c.stream.write_all(std::slice::from_ref(b)).is_err() {
+            dropped = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // 32 bytes at 10 per second would take 3.2 s; the message deadline is 0.3 s.
+    if !dropped {
+        assert!(
+            c.closed_by_server(),
+            "a whole message, slowly, was answered"
+        );
+    }
+    assert!(start.elapsed() < Duration::from_secs(4));
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn a_half_closed_client_is_noticed() {
+    let t = common::start_with_deadlines(short_deadlines());
+    let mut c = RawConn::connect_negotiated(&t);
+    c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(c.closed_by_server());
+    assert_serves_next_client(&t);
+}
+
+#[test]
+fn an_idle_first_client_gets_the_second_one_a_busy_error_then_is_dropped() {
+    let t = common::start_with_deadlines(short_deadlines());
+    let mut idle = RawConn::connect(&t);
+    // Connected, no VERSION: the controller is taken. A second client hears so at once
+    // (after the short hand-over grace), instead of hanging.
+    let start = Instant::now();
+    let second = nvmemu_vfio_user::Client::connect(&t.socket());
+    assert!(
+        matches!(second, Err(nvmemu_vfio_user::ClientError::Busy)),
+        "{second:?}"
+    );
+    assert!(start.elapsed() < Duration::from_millis(2400));
+    assert_eq!(
+        nvmemu_vfio_user::ClientError::Busy.to_string(),
+        "Controller is in use by another client"
+    );
+    // A raw client sees the protocol's answer: an error reply to VERSION with EBUSY.
+    let mut raw = RawConn::connect(&t);
+    let r = raw.request(1, 0, &[0, 0, 1, 0]);
+    assert_eq!(r.header.command, 1);
+    assert_eq!(r.errno(), Errno::BUSY);
+    assert!(raw.closed_by_server());
+    // The idle client is dropped once the VERSION deadline (2.5 s) passes.
+    let waited = time_to_eof(&mut idle);
+    assert!(start.elapsed() < Duration::from_secs(6), "{waited:?}");
     assert_serves_next_client(&t);
 }

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use nvmemu_bdev::Bdev;
 use nvmemu_ctrl::{Controller, ControllerConfig, Namespace};
 use nvmemu_spec::Nsid;
-use nvmemu_vfio_user::{Listener, StopSignal, serve_connection};
+use nvmemu_vfio_user::{Deadlines, Listener, StopSignal};
 
 use crate::ControllerId;
 use crate::function::{NvmeFunction, create_doorbells};
@@ -25,6 +25,8 @@ pub struct TargetConfig {
     pub pin: bool,
     /// Idle back-off of the pollers.
     pub backoff: Backoff,
+    /// How long control threads wait for their clients (VERSION, each message, each reply).
+    pub deadlines: Deadlines,
 }
 
 /// One controller to serve.
@@ -87,6 +89,7 @@ pub struct Target {
     pollers: Vec<Poller>,
     controllers: Mutex<Vec<ControllerEntry>>,
     next_id: Mutex<u32>,
+    deadlines: Deadlines,
 }
 
 impl Target {
@@ -106,6 +109,7 @@ impl Target {
             pollers,
             controllers: Mutex::new(Vec::new()),
             next_id: Mutex::new(0),
+            deadlines: config.deadlines,
         })
     }
 
@@ -146,10 +150,13 @@ impl Target {
         let stop = StopSignal::new().map_err(TargetError::Spawn)?;
         let thread = {
             let stop = stop.clone();
+            let deadlines = self.deadlines;
             let mut function = NvmeFunction::new(id, mailbox, doorbell_fd, doorbells, msix_vectors);
             std::thread::Builder::new()
                 .name(format!("nvmemu-ctrl{}", id.0))
-                .spawn(move || serve_clients(&listener, &mut function, &stop))
+                .spawn(move || {
+                    nvmemu_vfio_user::serve_clients(&listener, &mut function, &stop, &deadlines)
+                })
                 .map_err(TargetError::Spawn)?
         };
         tracing::info!(
@@ -266,29 +273,6 @@ fn stop_entry(entry: &mut ControllerEntry) {
     entry.stop.fire();
     if let Some(t) = entry.thread.take() {
         let _ = t.join();
-    }
-}
-
-/// The control thread: one client at a time, until stopped. The listener (and its socket
-/// file) is dropped when the thread ends.
-fn serve_clients(listener: &Listener, function: &mut NvmeFunction, stop: &StopSignal) {
-    loop {
-        match listener.accept(stop) {
-            Ok(Some(stream)) => {
-                tracing::info!("client connected to {}", listener.path().display());
-                if let Err(e) = serve_connection(stream, function, stop) {
-                    tracing::info!("client dropped: {e}");
-                }
-            }
-            Ok(None) => return,
-            Err(e) => {
-                tracing::error!("accept on {} failed: {e}", listener.path().display());
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-        }
-        if stop.is_fired() {
-            return;
-        }
     }
 }
 

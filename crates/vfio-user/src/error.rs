@@ -32,6 +32,21 @@ pub enum FrameError {
         /// Number of fds.
         count: usize,
     },
+    /// The peer did not send `what` in time (server read deadlines).
+    #[error("Peer did not send a {what} in time")]
+    ReadTimedOut {
+        /// What was awaited: "message", "whole header", "whole payload".
+        what: &'static str,
+    },
+    /// The peer did not take a reply within `limit` (it does not read its socket).
+    #[error("Peer did not read a reply within {limit:?}")]
+    SendTimedOut {
+        /// The send deadline.
+        limit: std::time::Duration,
+    },
+    /// The server was stopped while a send waited.
+    #[error("Server is stopping")]
+    Stopped,
 }
 
 /// Why [`crate::serve_connection`] dropped a connection.
@@ -54,6 +69,10 @@ pub enum ClientError {
     /// The server closed the connection before replying.
     #[error("Server closed the connection")]
     Closed,
+    /// The server refused VERSION with EBUSY: its controller is attached to another client
+    /// (one client per controller).
+    #[error("Controller is in use by another client")]
+    Busy,
     /// The server answered with an error reply.
     #[error("Server rejected {command:?} with errno {errno}")]
     Remote {

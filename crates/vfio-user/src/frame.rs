@@ -13,7 +13,9 @@ use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
+use rustix::event::PollFlags;
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags, recvmsg, sendmsg,
@@ -88,6 +90,19 @@ enum Read {
 pub(crate) struct Channel {
     stream: UnixStream,
     max_payload: usize,
+    limits: Limits,
+}
+
+/// Time limits of a server-side channel (none on the client's).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Limits {
+    /// The first byte of the next message must arrive by then (`None`: wait for ever).
+    pub idle_deadline: Option<Instant>,
+    /// Once a message's first byte arrived, the rest must follow within this.
+    pub message: Option<Duration>,
+    /// A reply must be taken by the peer within this; with it, sends never block past it
+    /// and give up when `stop` fires.
+    pub send: Option<(Duration, StopSignal)>,
 }
 
 impl AsFd for Channel {
@@ -102,6 +117,27 @@ impl Channel {
         Self {
             stream,
             max_payload,
+            limits: Limits::default(),
+        }
+    }
+
+    /// The same channel with time limits (server side).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Set or clear the deadline for the next message's first byte.
+    pub fn set_idle_deadline(&mut self, deadline: Option<Instant>) {
+        self.limits.idle_deadline = deadline;
+    }
+
+    /// When the rest of a message that started now must have arrived.
+    fn message_deadline(&self) -> Option<Instant> {
+        let by_size = self.limits.message.map(|d| Instant::now() + d);
+        match (self.limits.idle_deadline, by_size) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -110,8 +146,14 @@ impl Channel {
         let mut fds = FdCollector::default();
         let mut raw = [0u8; HEADER_SIZE];
         let mut got = 0;
+        let mut deadline = self.limits.idle_deadline;
         while let Some(rest) = raw.get_mut(got..).filter(|r| !r.is_empty()) {
-            match self.read_some(rest, &mut fds, stop)? {
+            let what = if got == 0 { "message" } else { "whole header" };
+            let read = self.read_some(rest, &mut fds, stop, deadline, what)?;
+            if got == 0 {
+                deadline = self.message_deadline();
+            }
+            match read {
                 Read::Stopped => return Ok(Incoming::Stopped),
                 Read::Bytes(0) if got == 0 => return Ok(Incoming::Eof),
                 Read::Bytes(0) => {
@@ -135,7 +177,7 @@ impl Channel {
             });
         };
         if len > self.max_payload {
-            if self.drain(len, &mut fds, stop)? {
+            if self.drain(len, &mut fds, stop, deadline)? {
                 return Ok(Incoming::Stopped);
             }
             return Ok(Incoming::Rejected {
@@ -146,7 +188,7 @@ impl Channel {
         let mut payload = vec![0u8; len];
         let mut got = 0;
         while let Some(rest) = payload.get_mut(got..).filter(|r| !r.is_empty()) {
-            match self.read_some(rest, &mut fds, stop)? {
+            match self.read_some(rest, &mut fds, stop, deadline, "whole payload")? {
                 Read::Stopped => return Ok(Incoming::Stopped),
                 Read::Bytes(0) => {
                     return Err(FrameError::Truncated {
@@ -176,13 +218,14 @@ impl Channel {
         len: usize,
         fds: &mut FdCollector,
         stop: Option<&StopSignal>,
+        deadline: Option<Instant>,
     ) -> Result<bool, FrameError> {
         let mut chunk = [0u8; DRAIN_CHUNK];
         let mut left = len;
         while left > 0 {
             let want = left.min(DRAIN_CHUNK);
             let buf = chunk.get_mut(..want).unwrap_or_default();
-            match self.read_some(buf, fds, stop)? {
+            match self.read_some(buf, fds, stop, deadline, "whole payload")? {
                 Read::Stopped => return Ok(true),
                 Read::Bytes(0) => {
                     return Err(FrameError::Truncated {
@@ -202,13 +245,17 @@ impl Channel {
         buf: &mut [u8],
         fds: &mut FdCollector,
         stop: Option<&StopSignal>,
+        deadline: Option<Instant>,
+        what: &'static str,
     ) -> Result<Read, FrameError> {
         let readiness = match stop {
-            Some(stop) => stop.wait_readable(self.stream.as_fd())?,
+            Some(stop) => stop.wait(self.stream.as_fd(), PollFlags::IN, deadline)?,
             None => Readiness::Socket,
         };
-        if readiness == Readiness::Stopped {
-            return Ok(Read::Stopped);
+        match readiness {
+            Readiness::Socket => {}
+            Readiness::Stopped => return Ok(Read::Stopped),
+            Readiness::TimedOut => return Err(FrameError::ReadTimedOut { what }),
         }
         let mut space = [MaybeUninit::<u8>::uninit(); CMSG_SPACE];
         let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -270,27 +317,50 @@ impl Channel {
         }
         let iov: Vec<IoSlice<'_>> = slices.iter().map(|s| IoSlice::new(s)).collect();
         let total: usize = slices.iter().map(|s| s.len()).sum();
-        let sent = loop {
-            match sendmsg(&self.stream, &iov, &mut control, SendFlags::NOSIGNAL) {
-                Err(Errno::INTR) => continue,
-                other => break other,
-            }
-        }
-        .map_err(std::io::Error::from)?;
+        let deadline = self.limits.send.as_ref().map(|(d, _)| Instant::now() + *d);
+        let flags = match deadline {
+            Some(_) => SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
+            None => SendFlags::NOSIGNAL,
+        };
+        let sent = self.send_until(deadline, || {
+            sendmsg(&self.stream, &iov, &mut control, flags)
+        })?;
         if sent < total {
-            // A blocking stream socket only stops early on a signal or a huge message; the fds
-            // already went with the first part, so finish with plain sends.
+            // The fds already went with the first part, so finish with plain sends.
             let rest: Vec<u8> = slices.concat().split_off(sent);
             let mut off = 0;
             while let Some(left) = rest.get(off..).filter(|l| !l.is_empty()) {
-                match rustix::net::send(&self.stream, left, SendFlags::NOSIGNAL) {
-                    Err(Errno::INTR) => continue,
-                    Err(e) => return Err(std::io::Error::from(e).into()),
-                    Ok(n) => off += n,
-                }
+                off +=
+                    self.send_until(deadline, || rustix::net::send(&self.stream, left, flags))?;
             }
         }
         Ok(())
+    }
+
+    /// Run one send call until it makes progress: retried on EINTR, and with a deadline
+    /// (non-blocking sends) retried once the socket is writable, until the deadline passes
+    /// or the stop signal fires.
+    fn send_until(
+        &self,
+        deadline: Option<Instant>,
+        mut op: impl FnMut() -> rustix::io::Result<usize>,
+    ) -> Result<usize, FrameError> {
+        loop {
+            match (op(), deadline, &self.limits.send) {
+                (Err(Errno::INTR), _, _) => {}
+                (Err(Errno::AGAIN), Some(d), Some((limit, stop))) => {
+                    match stop.wait(self.stream.as_fd(), PollFlags::OUT, Some(d))? {
+                        Readiness::Socket => {}
+                        Readiness::Stopped => return Err(FrameError::Stopped),
+                        Readiness::TimedOut => {
+                            return Err(FrameError::SendTimedOut { limit: *limit });
+                        }
+                    }
+                }
+                (Err(e), _, _) => return Err(std::io::Error::from(e).into()),
+                (Ok(n), _, _) => return Ok(n),
+            }
+        }
     }
 }
 

@@ -29,6 +29,12 @@
 //!   with an error. Unsupported commands (REGION_IO_FDS, DMA_READ/WRITE, DIRTY_PAGES,
 //!   REGION_WRITE_MULTI, migration, unknown) get ENOTSUP.
 //! * Protocol errors are logged at `debug` with target `guest`.
+//! * Time ([`Deadlines`]): VERSION must be complete within a few seconds of connecting, every
+//!   message within a few seconds of its first byte, and every reply taken off the socket
+//!   within a few seconds; a client that misses one is dropped. Sends never block past
+//!   their deadline, and a stop interrupts them.
+//! * One client per controller ([`serve_clients`]): a second client gets an EBUSY error reply
+//!   to its VERSION and is closed, instead of waiting unanswered in the listen queue.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(clippy::indexing_slicing)]
@@ -42,6 +48,7 @@ mod error;
 mod frame;
 mod fuzz;
 mod listener;
+mod serve;
 mod server;
 mod stop;
 mod types;
@@ -54,7 +61,8 @@ pub use device::Device;
 pub use error::{ClientError, ConnectionError, FrameError};
 pub use fuzz::fuzz_server_input;
 pub use listener::{DEFAULT_SOCKET_MODE, Listener, SOCKET_NAME};
-pub use server::serve_connection;
+pub use serve::serve_clients;
+pub use server::{Deadlines, serve_connection};
 pub use stop::StopSignal;
 pub use types::{
     DeviceInfo, DmaMap, DmaUnmap, IrqAction, IrqData, IrqDataType, IrqInfo, OwnedRegionInfo,

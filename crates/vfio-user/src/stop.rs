@@ -5,8 +5,9 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
-use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 
 #[derive(Debug)]
 struct Inner {
@@ -31,6 +32,8 @@ pub(crate) enum Readiness {
     Socket,
     /// The stop signal fired.
     Stopped,
+    /// The deadline passed first.
+    TimedOut,
 }
 
 impl StopSignal {
@@ -61,15 +64,39 @@ impl StopSignal {
 
     /// Blocks until `socket` is readable (or hung up) or the signal fires.
     pub(crate) fn wait_readable(&self, socket: BorrowedFd<'_>) -> io::Result<Readiness> {
+        self.wait(socket, PollFlags::IN, None)
+    }
+
+    /// Wait until `socket` reports any of `events` (or an error/hang-up), the signal fires,
+    /// or `deadline` passes (`Readiness::TimedOut`; `None` waits for ever).
+    pub(crate) fn wait(
+        &self,
+        socket: BorrowedFd<'_>,
+        events: PollFlags,
+        deadline: Option<Instant>,
+    ) -> io::Result<Readiness> {
         loop {
             if self.is_fired() {
                 return Ok(Readiness::Stopped);
             }
+            let timeout = match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(Readiness::TimedOut);
+                    }
+                    Some(Timespec::try_from(left).unwrap_or(Timespec {
+                        tv_sec: i64::MAX,
+                        tv_nsec: 0,
+                    }))
+                }
+                None => None,
+            };
             let mut fds = [
-                PollFd::from_borrowed_fd(socket, PollFlags::IN),
+                PollFd::from_borrowed_fd(socket, events),
                 PollFd::from_borrowed_fd(self.inner.eventfd.as_fd(), PollFlags::IN),
             ];
-            match poll(&mut fds, None) {
+            match poll(&mut fds, timeout.as_ref()) {
                 Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),

@@ -46,7 +46,7 @@ fn listener_serves_clients_one_after_another_until_stopped() {
         let mut dev = FakeDevice::new(c2);
         let mut served = 0;
         while let Some(stream) = listener.accept(&s2).unwrap() {
-            let _ = serve_connection(stream, &mut dev, &s2);
+            let _ = serve_connection(stream, &mut dev, &s2, &Default::default());
             served += 1;
         }
         served

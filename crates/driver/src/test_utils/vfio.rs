@@ -151,7 +151,7 @@ pub fn serve_fake(
     let (mut dev, handle) = FakeVfioDevice::new(config);
     let thread = std::thread::spawn(move || {
         if let Ok(Some(stream)) = listener.accept(&stop) {
-            let _ = serve_connection(stream, &mut dev, &stop);
+            let _ = serve_connection(stream, &mut dev, &stop, &Default::default());
         }
     });
     Ok((handle, thread))

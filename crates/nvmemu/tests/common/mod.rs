@@ -56,9 +56,23 @@ impl TestTarget {
 
 /// Namespaces: (kind "malloc"/"null", LBA size, blocks).
 pub fn start(namespaces: &[(&str, u32, u64)]) -> TestTarget {
+    start_with(namespaces, nvmemu_target::Deadlines::default())
+}
+
+/// [`start_default`]'s namespace, with these client deadlines (short ones for hostile tests).
+pub fn start_with_deadlines(deadlines: nvmemu_target::Deadlines) -> TestTarget {
+    start_with(&[("malloc", 512, 1 << 15)], deadlines)
+}
+
+/// [`start`] with these client deadlines.
+pub fn start_with(
+    namespaces: &[(&str, u32, u64)],
+    deadlines: nvmemu_target::Deadlines,
+) -> TestTarget {
     let dir = tempfile::tempdir().expect("tempdir");
     // Pollers unpinned and backing off: tests run in parallel on 2 cores.
     let target = Target::start(TargetConfig {
+        deadlines,
         cores: vec![0],
         pin: false,
         backoff: Backoff::default(),

@@ -54,6 +54,8 @@ impl Client {
     }
 
     /// Negotiates VERSION over an already connected stream (e.g. one end of a socketpair).
+    /// A server that already serves another client refuses VERSION with EBUSY:
+    /// [`ClientError::Busy`].
     pub fn from_stream(stream: UnixStream) -> Result<Client, ClientError> {
         stream
             .set_nonblocking(false)
@@ -66,7 +68,13 @@ impl Client {
         let mut payload = VersionWire { major: 0, minor: 0 }.as_bytes().to_vec();
         payload.extend_from_slice(CLIENT_CAPABILITIES.as_bytes());
         payload.push(0);
-        let reply = client.request(Command::Version, 0, &[&payload], &[])?;
+        let reply = match client.request(Command::Version, 0, &[&payload], &[]) {
+            Err(ClientError::Remote {
+                command: Command::Version,
+                errno: Errno::BUSY,
+            }) => return Err(ClientError::Busy),
+            other => other?,
+        };
         client.server =
             ServerCaps::parse(&reply.payload).map_err(|reason| ClientError::BadReply {
                 command: Command::Version,

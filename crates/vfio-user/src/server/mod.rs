@@ -13,13 +13,14 @@ pub use version::SERVER_CAPABILITIES;
 
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
 use tracing::debug;
 
 use crate::Errno;
 use crate::device::Device;
 use crate::error::{ConnectionError, FrameError};
-use crate::frame::{Channel, Frame, Incoming};
+use crate::frame::{Channel, Frame, Incoming, Limits};
 use crate::stop::StopSignal;
 use crate::wire::{Command, Header, MAX_PAYLOAD, msg_flags};
 
@@ -49,27 +50,69 @@ impl Reply<'static> {
     }
 }
 
-/// Serves one client until it disconnects or `stop` fires.
+/// How long a server waits for its client, so that no client can hold a control thread:
+/// one that connects and says nothing, sends a message a byte at a time, or never reads its
+/// replies is dropped (with a log line) when the limit passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// From connect until a complete VERSION request has arrived.
+    pub version: Duration,
+    /// From the first byte of any message until its last (a negotiated client may stay idle
+    /// between messages as long as it likes: a guest does).
+    pub message: Duration,
+    /// For the client to take each reply off the socket.
+    pub reply: Duration,
+}
+
+impl Default for Deadlines {
+    /// 5 s each: QEMU's own per-request timeout (`x-msg-timeout`) is 5 s too.
+    fn default() -> Self {
+        Deadlines {
+            version: Duration::from_secs(5),
+            message: Duration::from_secs(5),
+            reply: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Serves one client until it disconnects, misses a deadline or `stop` fires.
 ///
 /// Returns `Ok` on a clean EOF between messages or when stopped, and an error when the socket
-/// fails or the client closes it in the middle of a message. Calls `device.disconnected()`
-/// exactly once before returning, in every case.
+/// fails, the client closes it in the middle of a message or misses one of `deadlines`. Calls
+/// `device.disconnected()` exactly once before returning, in every case.
 pub fn serve_connection(
     stream: UnixStream,
     device: &mut dyn Device,
     stop: &StopSignal,
+    deadlines: &Deadlines,
 ) -> Result<(), ConnectionError> {
-    let result = run(stream, device, stop);
+    let result = run(stream, device, stop, deadlines);
     device.disconnected();
-    result.map_err(ConnectionError::from)
+    match result {
+        Err(FrameError::Stopped) => Ok(()),
+        other => other.map_err(ConnectionError::from),
+    }
 }
 
-fn run(stream: UnixStream, device: &mut dyn Device, stop: &StopSignal) -> Result<(), FrameError> {
-    // Blocking I/O; readiness and stop are handled by polling before each read.
+fn run(
+    stream: UnixStream,
+    device: &mut dyn Device,
+    stop: &StopSignal,
+    deadlines: &Deadlines,
+) -> Result<(), FrameError> {
+    // Blocking reads after polling (readiness, stop and deadlines are handled there);
+    // sends are non-blocking with a deadline.
     stream.set_nonblocking(false)?;
-    let mut channel = Channel::new(stream, MAX_PAYLOAD);
+    let mut channel = Channel::new(stream, MAX_PAYLOAD).with_limits(Limits {
+        idle_deadline: Some(Instant::now() + deadlines.version),
+        message: Some(deadlines.message),
+        send: Some((deadlines.reply, stop.clone())),
+    });
     let mut session = Session::AwaitingVersion;
     loop {
+        if matches!(session, Session::Negotiated { .. }) {
+            channel.set_idle_deadline(None);
+        }
         match channel.recv(Some(stop))? {
             Incoming::Eof | Incoming::Stopped => return Ok(()),
             Incoming::Rejected { header, errno } => {

@@ -234,7 +234,12 @@ impl Harness {
         let (c, s) = (calls.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             let mut dev = FakeDevice::new(c);
-            serve_connection(server, &mut dev, &s)
+            serve_connection(
+                server,
+                &mut dev,
+                &s,
+                &nvmemu_vfio_user::Deadlines::default(),
+            )
         });
         (
             client,
