@@ -480,8 +480,11 @@ impl Controller {
         let mut first_err = None;
         let qids = std::mem::take(&mut self.io_qids);
         // A device that no longer answers a register read (its socket closed) completes no
-        // admin command either: skip the queue deletions rather than wait ADMIN_TIMEOUT each.
-        let reachable = self.transport.read_reg32(regs::CSTS).is_ok();
+        // admin command either, and neither does one in Controller Fatal Status: skip the
+        // queue deletions rather than wait ADMIN_TIMEOUT each.
+        let csts_now = self.transport.read_reg32(regs::CSTS);
+        let fatal = csts_now.as_ref().is_ok_and(|v| v & regs::csts::CFS != 0);
+        let reachable = csts_now.is_ok() && !fatal;
         for &qid in qids.iter().rev().filter(|_| reachable) {
             if let Err(e) = self.admin_checked(commands::delete_io_sq(qid), None) {
                 first_err.get_or_insert(e);
@@ -492,7 +495,14 @@ impl Controller {
         }
         self.state = State::ShutDown;
         let t = self.transport.as_mut();
-        if let Err(e) = init::shutdown(t, self.cap) {
+        // A fatal controller never reports shutdown complete: reset it instead (NVMe Base
+        // 1.4, 10.5: the host resets a controller that reports CFS).
+        let stopped = if fatal {
+            init::disable(t, self.cap)
+        } else {
+            init::shutdown(t, self.cap)
+        };
+        if let Err(e) = stopped {
             first_err.get_or_insert(e);
         }
         if let Err(e) = t.dma_unmap(self.pool.iova(), self.pool.size()) {

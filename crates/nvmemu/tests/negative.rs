@@ -822,6 +822,9 @@ fn client_vanishing_with_io_in_flight_leaves_the_server_serving() {
 #[test]
 fn shrinking_a_dma_mapped_memfd_under_io_fails_that_command_and_the_server_serves_on() {
     let t = common::start_default();
+    // A second controller on the same (only) poller, with its client attached throughout.
+    let dir2 = common::add_controller(&t);
+    let mut other = nvmemu_driver::Controller::attach(dir2.path(), common::opts(1)).unwrap();
     let (mut c, shared) = common::attach_shared(&t, 1);
     let data = HostMem::new(1 << 20, DATA_IOVA);
     shared.with_client(|cl| data.dma_map(cl).unwrap());
@@ -865,6 +868,8 @@ fn shrinking_a_dma_mapped_memfd_under_io_fails_that_command_and_the_server_serve
         .on_controller(t.id, |pc| pc.ctrl.stats().memory_faults)
         .unwrap();
     assert_eq!(faults, 1);
+    // The other controller on that poller never noticed.
+    common::verified_io_on(&mut other);
     drop(c);
     drop(shared);
     assert_serves_next_client(&t);

@@ -137,7 +137,28 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
 /// The server keeps serving: a fresh driver attach on a new connection does verified I/O
 /// (write a pattern, read it back, compare) and shuts down cleanly.
 pub fn assert_serves_next_client(t: &TestTarget) {
-    let mut c = attach(t, 1);
+    verified_io_on(&mut attach(t, 1));
+}
+
+/// Another controller with one malloc namespace on `t`'s target (and so on its only
+/// poller), served in its own temporary directory.
+pub fn add_controller(t: &TestTarget) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bdev = Bdev::malloc("second", 512, 1 << 15).expect("bdev");
+    t.target
+        .add_controller(ControllerSpec {
+            socket_dir: dir.path().to_path_buf(),
+            socket_mode: 0o600,
+            config: ControllerConfig::default(),
+            namespaces: vec![Namespace::new(Nsid(1), Arc::new(bdev))],
+        })
+        .expect("second controller");
+    dir
+}
+
+/// Verified I/O (write a pattern, read it back, compare) on an attached driver, then a
+/// clean shutdown.
+pub fn verified_io_on(c: &mut Controller) {
     let mut q = c.take_qpair().unwrap();
     let len = 64 * 1024;
     let seed = 0x5A;
