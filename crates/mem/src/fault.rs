@@ -88,6 +88,15 @@ static SLOTS: [Slot; CAPACITY] = [const { Slot::new() }; CAPACITY];
 static HIGH: AtomicUsize = AtomicUsize::new(0);
 /// Where the next claim starts looking (at or below the lowest free slot, mostly).
 static HINT: AtomicUsize = AtomicUsize::new(0);
+/// Registrations alive now.
+static LIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Most registrations alive at once: [`CAPACITY`], or fewer when `vm.max_map_count` would
+/// be reached first (read once).
+static BUDGET: OnceLock<usize> = OnceLock::new();
+/// Mappings left to the rest of the process (heap arenas, thread stacks, namespaces, the
+/// VMAs a recovered fault splits off) when the budget comes from `vm.max_map_count`:
+/// hitting that limit makes the next allocation or thread spawn abort the process.
+const RESERVED_MAPS: usize = 8192;
 /// Faults recovered in the whole process.
 static RECOVERED: AtomicU64 = AtomicU64::new(0);
 /// The SIGBUS disposition before ours, for faults that are not ours.
@@ -126,9 +135,31 @@ pub(crate) struct Registration {
 
 /// Register `[start, start + len)`, mapped with pages of `page` bytes (a power of two;
 /// `start` and `len` multiples of it), so a SIGBUS inside it is recovered. Installs the
-/// handler on first use. ENOMEM when every slot is taken.
+/// handler on first use. ENOMEM when the budget of shared mappings is used up (every slot
+/// taken, or the process close to `vm.max_map_count`).
 pub(crate) fn register(start: usize, len: usize, page: usize) -> Result<Registration, MemError> {
     install()?;
+    let budget = *BUDGET.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .map_or(CAPACITY, |max| {
+                max.saturating_sub(RESERVED_MAPS).min(CAPACITY)
+            })
+    });
+    if LIVE_COUNT.fetch_add(1, Ordering::Relaxed) >= budget {
+        LIVE_COUNT.fetch_sub(1, Ordering::Relaxed);
+        return Err(os("mmap", rustix::io::Errno::NOMEM));
+    }
+    let claimed = claim(start, len, page);
+    if claimed.is_err() {
+        LIVE_COUNT.fetch_sub(1, Ordering::Relaxed);
+    }
+    claimed
+}
+
+/// Take a free slot for `[start, start + len)`.
+fn claim(start: usize, len: usize, page: usize) -> Result<Registration, MemError> {
     let hint = HINT.load(Ordering::Relaxed);
     for i in 0..CAPACITY {
         let idx = (hint + i) % CAPACITY;
@@ -154,7 +185,7 @@ pub(crate) fn register(start: usize, len: usize, page: usize) -> Result<Registra
         slot.state.store(busy - BUSY + LIVE, Ordering::Release);
         return Ok(Registration { slot: idx });
     }
-    Err(os("register mapping", rustix::io::Errno::NOMEM))
+    Err(os("mmap", rustix::io::Errno::NOMEM))
 }
 
 impl Drop for Registration {
@@ -167,6 +198,7 @@ impl Drop for Registration {
                 .store((s & !STATE_MASK) + GENERATION + FREE, Ordering::Release);
             // Reuse low slots first, so the range the handler scans stays short.
             HINT.fetch_min(self.slot, Ordering::Relaxed);
+            LIVE_COUNT.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

@@ -277,6 +277,11 @@ impl Device for NvmeFunction {
 
     fn dma_map(&mut self, map: &DmaMap, fd: Option<OwnedFd>) -> Result<(), Errno> {
         let writable = map.flags & DmaMap::FLAG_WRITE != 0;
+        // VERSION advertised `max_dma_maps`; fd-less maps count too (each grows the table).
+        if self.guest.regions().len() >= MAX_DMA_MAPS {
+            tracing::debug!(target: "guest", "DMA_MAP {:#x}+{:#x}: already {MAX_DMA_MAPS} maps", map.iova, map.size);
+            return Err(Errno::NOSPC);
+        }
         let backing = match fd {
             Some(fd) => {
                 // A map past the end of the file would SIGBUS on first touch.
@@ -294,7 +299,7 @@ impl Device for NvmeFunction {
                 };
                 let region = MmapRegion::map_shared(fd.as_fd(), map.offset, map.size, prot).map_err(|e| {
                     tracing::debug!(target: "guest", "DMA_MAP {:#x}+{:#x}: {e}", map.iova, map.size);
-                    Errno::INVAL
+                    map_errno(&e)
                 })?;
                 DmaBacking::Mapped(Arc::new(region))
             }
@@ -338,10 +343,58 @@ impl Device for NvmeFunction {
     }
 }
 
+/// Most DMA regions one client may have, as VERSION advertises (`max_dma_maps`).
+const MAX_DMA_MAPS: usize = 65535;
+
+/// The errno for a failed mapping of a client's fd: ENOMEM when the process is out of
+/// mappings or address space (the kernel's ENOMEM, or `nvmemu_mem`'s budget of shared
+/// mappings), EINVAL for anything the request itself got wrong.
+fn map_errno(e: &nvmemu_mem::MemError) -> Errno {
+    match e {
+        nvmemu_mem::MemError::Os { source, .. }
+            if source.raw_os_error() == Some(Errno::NOMEM.raw_os_error()) =>
+        {
+            Errno::NOMEM
+        }
+        _ => Errno::INVAL,
+    }
+}
+
 fn dma_errno(e: DmaError) -> Errno {
     tracing::debug!(target: "guest", "{e}");
     match e {
         DmaError::Overlap { .. } => Errno::EXIST,
         _ => Errno::INVAL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_mappings_is_enomem_and_bad_requests_are_einval() {
+        let nomem = nvmemu_mem::MemError::Os {
+            op: "mmap",
+            source: std::io::Error::from_raw_os_error(Errno::NOMEM.raw_os_error()),
+        };
+        assert_eq!(map_errno(&nomem), Errno::NOMEM);
+        let inval = nvmemu_mem::MemError::Os {
+            op: "mmap",
+            source: std::io::Error::from_raw_os_error(Errno::INVAL.raw_os_error()),
+        };
+        assert_eq!(map_errno(&inval), Errno::INVAL);
+        let oob = nvmemu_mem::MemError::OutOfBounds {
+            offset: 0,
+            len: 1,
+            size: 0,
+        };
+        assert_eq!(map_errno(&oob), Errno::INVAL);
+    }
+
+    #[test]
+    fn the_advertised_map_limit_is_the_enforced_one() {
+        let advertised = format!("\"max_dma_maps\":{MAX_DMA_MAPS}");
+        assert!(nvmemu_vfio_user::SERVER_CAPABILITIES.contains(&advertised));
     }
 }
