@@ -133,3 +133,15 @@ fn missing_server_is_one_clear_error() {
         "{err}"
     );
 }
+
+#[test]
+fn a_controller_in_use_is_one_clear_line_not_a_hang() {
+    let t = common::start_default();
+    let _attached = common::attach(&t, 1);
+    let dir = t.dir().to_str().unwrap();
+    let out = identify(&["--socket", dir]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let want = format!("controller {dir} is in use by another client");
+    assert!(err.lines().any(|l| l.ends_with(&want)), "stderr: {err}");
+}
