@@ -293,6 +293,19 @@ fn dma_map_with_two_fds_is_refused() {
 /// IOVA of a separately mapped data region (above the driver's pool at 4 GiB).
 const DATA_IOVA: u64 = 0x20_0000_0000;
 
+/// Command `i` of a stream alternating 4 KiB Writes and Reads over the first MiB at
+/// [`DATA_IOVA`] and the first 4 MiB of NSID 1.
+fn mixed_io(q: &mut nvmemu_driver::IoQpair, i: u64) -> nvmemu_spec::Cqe {
+    let op = if i.is_multiple_of(2) {
+        IoOpcode::Write
+    } else {
+        IoOpcode::Read
+    };
+    let prp = DATA_IOVA + (i % 256) * 4096;
+    q.execute_raw(rw_sqe(op, i % 1024 * 8, 8, prp), None)
+        .unwrap()
+}
+
 fn sgl_write(lba: u64, nblocks: u32, desc: SglDescriptor) -> Sqe {
     let mut sqe = rw_sqe(IoOpcode::Write, lba, nblocks, 0);
     sqe.cdw0 = Sqe::make_cdw0(u8::from(IoOpcode::Write), Psdt::SglMptrContiguous, Cid(0));
@@ -642,15 +655,7 @@ fn unmapping_the_data_region_during_io_replies_promptly_and_fails_later_commands
             while after < 50 {
                 assert!(start.elapsed() < common::DEADLINE, "I/O loop stuck");
                 let was_unmapped = unmapped.load(Ordering::Acquire);
-                let op = if i.is_multiple_of(2) {
-                    IoOpcode::Write
-                } else {
-                    IoOpcode::Read
-                };
-                let prp = DATA_IOVA + (i % 256) * 4096;
-                let cqe = q
-                    .execute_raw(rw_sqe(op, i % 1024 * 8, 8, prp), None)
-                    .unwrap();
+                let cqe = mixed_io(&mut q, i);
                 if was_unmapped {
                     assert_eq!(
                         cqe.status(),
@@ -839,15 +844,7 @@ fn shrinking_a_dma_mapped_memfd_under_io_fails_that_command_and_the_server_serve
             let start = Instant::now();
             for i in 0u64.. {
                 assert!(start.elapsed() < common::DEADLINE, "no command failed");
-                let op = if i.is_multiple_of(2) {
-                    IoOpcode::Write
-                } else {
-                    IoOpcode::Read
-                };
-                let prp = DATA_IOVA + (i % 256) * 4096;
-                let cqe = q
-                    .execute_raw(rw_sqe(op, i % 1024 * 8, 8, prp), None)
-                    .unwrap();
+                let cqe = mixed_io(&mut q, i);
                 if cqe.status() != Status::SUCCESS {
                     return cqe.status();
                 }
