@@ -370,8 +370,54 @@ impl Controller {
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsFd;
+    use std::sync::Arc;
+
+    use crate::CtrlState;
     use crate::test_utils::{TestHost, layout, rw};
-    use nvmemu_spec::Status;
+    use nvmemu_mem::{DmaBacking, DmaRegion, Iova, MmapRegion, Protection};
+    use nvmemu_spec::{DataPtr, Status};
+
+    #[test]
+    fn a_command_whose_data_vanished_is_a_data_transfer_error_and_the_controller_fatal() {
+        let mut h = TestHost::ready(16);
+        // A second DMA region backed by a file the "client" then truncates.
+        const IOVA: u64 = 0x9_0000_0000;
+        let file = tempfile::tempfile().unwrap();
+        file.set_len(8192).unwrap();
+        let map = MmapRegion::map_shared(file.as_fd(), 0, 8192, Protection::ReadWrite).unwrap();
+        let table = h
+            .ctrl
+            .mem
+            .with_region(DmaRegion {
+                iova: Iova(IOVA),
+                size: 8192,
+                writable: true,
+                backing: DmaBacking::Mapped(Arc::new(map)),
+            })
+            .unwrap();
+        h.ctrl.set_guest_memory(Arc::new(table));
+        let dptr = DataPtr::Prp {
+            prp1: IOVA + 4096,
+            prp2: 0,
+        };
+        assert_eq!(h.cmd(1, rw(0x01, 1, 0, 8, dptr)).status(), Status::SUCCESS);
+        file.set_len(0).unwrap();
+        let faults = nvmemu_mem::thread_faults();
+        h.submit(1, rw(0x01, 1, 0, 8, dptr));
+        h.submit(1, rw(0x02, 1, 0, 8, h.prps(layout::DATA, 4096)));
+        // The first command faults and ends the pass; the second is never taken.
+        assert_eq!(h.poll(), 1);
+        assert_eq!(nvmemu_mem::thread_faults(), faults + 1);
+        assert_eq!(
+            h.reap(1).map(|c| c.status()),
+            Some(Status::DATA_TRANSFER_ERROR)
+        );
+        assert_eq!(h.ctrl.state(), CtrlState::Fatal { ready: true });
+        assert_eq!(h.ctrl.stats().memory_faults, 1);
+        assert_eq!(h.poll(), 0);
+        assert_eq!(h.reap(1), None);
+    }
 
     #[test]
     fn busy_stretches_open_on_work_and_close_on_the_first_idle_poll() {
