@@ -17,7 +17,17 @@ set -euo pipefail
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
 CACHE=${NVMEMU_E2E_CACHE:-${HOME:-/root}/.cache/nvmemu-e2e}
-MIRROR=${NVMEMU_E2E_MIRROR:-http://deb.debian.org/debian}
+# The Debian archive this host's apt already uses (deb822 .sources or one-line .list
+# entries), so provisioning works wherever apt works; NVMEMU_E2E_MIRROR overrides it.
+host_mirror() {
+    {
+        grep -shE '^URIs:' /etc/apt/sources.list.d/*.sources |
+            awk '{ for (i = 2; i <= NF; i++) print $i }'
+        grep -shE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list |
+            awk '{ for (i = 2; i <= NF; i++) if ($i ~ /^[a-z+]+:\/\//) { print $i; break } }'
+    } | grep -E '/debian/?$' | head -n 1 | sed 's:/*$::' || true  # no such file: no line
+}
+MIRROR=${NVMEMU_E2E_MIRROR:-$(host_mirror)}
 SUITE=trixie
 HOST_PKGS=(debootstrap cpio xz-utils zstd kmod)
 TREE_PKGS=(busybox-static fio nvme-cli kmod xz-utils zstd util-linux)
@@ -35,6 +45,7 @@ if [[ -f "$OUT/READY" ]]; then
 fi
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (debootstrap, chroot, mount)"
+[[ -n $MIRROR ]] || die "no Debian archive in this host's apt sources: set NVMEMU_E2E_MIRROR to one"
 mkdir -p "$CACHE"
 # One provisioner at a time; a second caller waits and then finds READY.
 exec 9>"$CACHE/lock"
