@@ -26,7 +26,8 @@
 //!   SET_IRQS bools). Fds are accepted only by DMA_MAP (0 or 1) and SET_IRQS with eventfds (0
 //!   or `count`); all other fds are closed.
 //! * Error replies carry a non-zero errno; NO_REPLY requests are never answered, not even
-//!   with an error. Unsupported commands (REGION_IO_FDS, DMA_READ/WRITE, DIRTY_PAGES,
+//!   with an error. A message of an unknown type (not command, not reply) gets EINVAL; a
+//!   reply from the client (we send no requests) is dropped. Unsupported commands (REGION_IO_FDS, DMA_READ/WRITE, DIRTY_PAGES,
 //!   REGION_WRITE_MULTI, migration, unknown) get ENOTSUP.
 //! * Protocol errors are logged at `debug` with target `guest`.
 //! * Time ([`Deadlines`]): VERSION must be complete within a few seconds of connecting, every

@@ -156,6 +156,32 @@ fn no_reply_error_is_not_answered() {
     device_info_works(&mut s, 4);
 }
 
+#[test]
+fn unknown_message_types_get_einval_and_the_stream_continues() {
+    let (mut s, _h) = negotiated();
+    // Types 2..=15 are not defined: each gets an error reply (type reply, ERROR, EINVAL)
+    // carrying its id and command, even with a payload; NO_REPLY is still honoured.
+    for ty in 2u32..=15 {
+        let id = 100 + ty as u16;
+        s.write_all(&message(id, 4, ty, &[0xab; 40])).unwrap();
+        let (h, p) = read_message(&mut s);
+        assert_eq!(
+            (h.msg_id, h.command, h.msg_type(), h.is_error(), h.error),
+            (id, 4, msg_flags::TYPE_REPLY, true, errno(Errno::INVAL)),
+            "type {ty}"
+        );
+        assert!(p.is_empty());
+    }
+    s.write_all(&message(1, 4, 7 | msg_flags::NO_REPLY, &[]))
+        .unwrap();
+    // Before VERSION too: a fresh client sending an unknown type first is answered.
+    let (mut fresh, _h2) = Harness::start();
+    fresh.write_all(&message(9, 1, 3, &spdk_version())).unwrap();
+    let (h, _) = read_message(&mut fresh);
+    assert_eq!((h.msg_id, h.error), (9, errno(Errno::INVAL)));
+    device_info_works(&mut s, 2);
+}
+
 /// Sends `fds` with one sendmsg, bypassing the client's 16-fd limit.
 fn send_with_fds(s: &UnixStream, bytes: &[u8], fds: &[BorrowedFd<'_>]) {
     let mut space = vec![MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];

@@ -128,9 +128,11 @@ fn run(
     }
 }
 
-/// Whether `header` is a command that expects an answer.
+/// Whether `header` expects an answer: anything but a reply (we send no requests, so a
+/// reply from the client answers nothing and must not be answered, or two confused peers
+/// would echo each other for ever) or a message marked NO_REPLY.
 fn wants_reply(header: &Header) -> bool {
-    header.msg_type() == msg_flags::TYPE_COMMAND && !header.no_reply()
+    header.msg_type() != msg_flags::TYPE_REPLY && !header.no_reply()
 }
 
 fn handle_frame(
@@ -144,10 +146,23 @@ fn handle_frame(
         payload,
         fds,
     } = frame;
-    if header.msg_type() != msg_flags::TYPE_COMMAND {
-        // We never send requests, so no reply is expected from the client.
-        debug!(target: "guest", ?header, "vfio-user: dropping unexpected non-command message");
-        return Ok(());
+    match header.msg_type() {
+        msg_flags::TYPE_COMMAND => {}
+        msg_flags::TYPE_REPLY => {
+            // We never send requests, so no reply is expected from the client.
+            debug!(target: "guest", ?header, "vfio-user: dropping a reply nobody asked for");
+            return Ok(());
+        }
+        other => {
+            // An unknown message type: answered (unless NO_REPLY) so the client never waits
+            // for ever; its payload and fds were consumed by the framing.
+            debug!(target: "guest", ?header, msg_type = other, "vfio-user: unknown message type");
+            return if wants_reply(&header) {
+                send_error(channel, &header, Errno::INVAL)
+            } else {
+                Ok(())
+            };
+        }
     }
     match dispatch(session, device, &header, &payload, fds) {
         Ok(reply) if !header.no_reply() => {
