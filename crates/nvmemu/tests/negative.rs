@@ -271,6 +271,26 @@ fn dma_maps_past_the_end_of_their_fd_are_refused() {
 }
 
 #[test]
+fn a_dma_map_the_process_cannot_map_gets_enomem() {
+    let t = common::start_default();
+    let mut c = nvmemu_vfio_user::Client::connect(&t.socket()).unwrap();
+    // A sparse 128 TiB memfd: the file has the size, but no process has that much address
+    // space, so the server's mmap fails with ENOMEM, which is what the client is told.
+    let fd = rustix::fs::memfd_create("huge", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, 1 << 47).unwrap();
+    assert_eq!(
+        errno_of(c.dma_map(&map_req(1 << 30, 1 << 47, 0), Some(fd.as_fd()))),
+        Errno::NOMEM
+    );
+    // The same client can still map what fits.
+    let mem = HostMem::new(1 << 20, 1 << 30);
+    c.dma_map(&map_req(1 << 30, 1 << 20, 0), Some(mem.fd.as_fd()))
+        .unwrap();
+    drop(c);
+    assert_serves_next_client(&t);
+}
+
+#[test]
 fn dma_map_with_two_fds_is_refused() {
     let t = common::start_default();
     let mut c = RawConn::connect_negotiated(&t);
