@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The server's listening socket, `<dir>/cntrl` (the name SPDK's client connects to).
 
-use std::fs;
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use nvmemu_sockfile::{Access, SocketFile};
 
 use crate::stop::{Readiness, StopSignal};
 
@@ -19,57 +19,27 @@ pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
 #[derive(Debug)]
 pub struct Listener {
     listener: UnixListener,
-    path: PathBuf,
-    /// (device, inode) of the socket we created, to avoid removing someone else's file.
-    identity: Option<(u64, u64)>,
+    file: SocketFile,
 }
 
 impl Listener {
     /// Binds `dir/cntrl` with permission bits `mode` (use [`DEFAULT_SOCKET_MODE`]).
     ///
-    /// A stale socket file at that path (nobody accepts on it) is removed first; a socket
-    /// someone still listens on fails the bind with `AddrInUse`, and any other kind of file is
-    /// left alone and fails it with `AlreadyExists`. `dir` must exist. Between `bind` and
-    /// `chmod` the socket briefly has the process umask's permissions.
+    /// The file has `mode` from the moment it appears (no chmod after bind; see
+    /// `nvmemu_sockfile`). A stale socket of ours at that path (nobody accepts on it) is
+    /// replaced; a socket someone listens on fails with `AddrInUse`, and someone else's
+    /// socket or any other kind of file is left alone and fails with `AlreadyExists`. `dir`
+    /// must exist.
     pub fn bind(dir: &Path, mode: u32) -> io::Result<Self> {
-        let path = dir.join(SOCKET_NAME);
-        match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_socket() => {
-                match UnixStream::connect(&path) {
-                    Ok(_) => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::AddrInUse,
-                            format!("{} is served by a running listener", path.display()),
-                        ));
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-                    Err(e) => return Err(e),
-                }
-                fs::remove_file(&path)?
-            }
-            Ok(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!("{} exists and is not a socket", path.display()),
-                ));
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        let listener = UnixListener::bind(&path)?;
-        fs::set_permissions(&path, fs::Permissions::from_mode(mode))?;
+        let (listener, file) =
+            nvmemu_sockfile::bind(&dir.join(SOCKET_NAME), Access { mode, gid: None })?;
         listener.set_nonblocking(true)?;
-        let identity = fs::symlink_metadata(&path).ok().map(|m| (m.dev(), m.ino()));
-        Ok(Self {
-            listener,
-            path,
-            identity,
-        })
+        Ok(Self { listener, file })
     }
 
     /// The socket's path.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     /// Waits for the next client; `None` once `stop` fires. The stream is blocking.
@@ -96,21 +66,11 @@ impl Listener {
     }
 }
 
-impl Drop for Listener {
-    fn drop(&mut self) {
-        let ours = fs::symlink_metadata(&self.path)
-            .ok()
-            .map(|m| (m.dev(), m.ino()))
-            .is_some_and(|id| Some(id) == self.identity);
-        if ours {
-            let _ = fs::remove_file(&self.path);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
     #[test]
     fn stale_socket_is_replaced_and_mode_applied() {
