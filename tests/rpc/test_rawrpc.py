@@ -195,6 +195,33 @@ class T(unittest.TestCase):
             finally:
                 c.close()
 
+    def test_06b_oversized_requests_and_batches_are_refused(self):
+        # A batch over 128 requests: one -32600, nothing runs, the connection goes on.
+        one = {"jsonrpc": "2.0", "method": "framework_wait_init", "id": 1}
+        self.c.send_raw(json.dumps([one] * 129).encode())
+        resp = self.c.recv()
+        self.assertEqual(resp["error"], {"code": -32600, "message":
+                                         "Invalid request: a batch of 129 requests exceeds 128"})
+        self.assertIs(self.c.call("framework_wait_init"), True)
+        # A request over 1 MiB: -32600, then the server closes the connection.
+        big = RawClient()
+        try:
+            try:
+                big.send_raw(json.dumps({"jsonrpc": "2.0", "method": "framework_wait_init",
+                                         "id": 2, "params": {"pad": "x" * (2 << 20)}}).encode())
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the server closed before taking it all; its answer is still there
+            resp = big.recv()
+            self.assertEqual(resp["error"], {"code": -32600, "message":
+                                             "Invalid request: request exceeds 1048576 bytes"})
+        finally:
+            big.close()
+        again = RawClient()
+        try:
+            self.assertIs(again.call("framework_wait_init"), True)
+        finally:
+            again.close()
+
     def test_07_teardown_objects(self):
         c = self.c
         self.assertIs(c.call("nvmf_subsystem_remove_listener", {

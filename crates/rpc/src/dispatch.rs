@@ -6,12 +6,20 @@
 //! `method` a string, `params` (optional) an object or array, `id` (optional) a string,
 //! number or null, and no other members. Errors for requests without a usable id carry
 //! `"id": null`. A request without `id` is a notification: it runs and gets no reply.
+//! A batch (an array of requests) holds at most [`MAX_BATCH`] of them.
+
+use std::os::fd::BorrowedFd;
 
 use serde_json::{Map, Value, json};
 
 use crate::config::SpdkConfig;
 use crate::error::RpcError;
 use crate::methods::{METHODS, Request};
+use crate::stop::{StopHandle, peer_gone};
+
+/// Most requests in one batch; a longer batch gets one `-32600` error and none of it runs
+/// (100,000 requests in 6 MiB would otherwise make a reply of 55 MiB).
+pub const MAX_BATCH: usize = 128;
 
 /// What the nvmemu binary implements on top of the target: run one decoded request.
 ///
@@ -25,10 +33,59 @@ use crate::methods::{METHODS, Request};
 pub trait Handler {
     /// Runs `req` and returns its JSON result.
     fn handle(&self, req: Request) -> Result<Value, RpcError>;
+
+    /// Runs `req` for `caller`. A handler whose methods wait (e.g. `bdev_get_bdevs` with a
+    /// `timeout`) overrides this and stops waiting once [`Caller::is_gone`], so a client that
+    /// leaves frees its connection slot. The default ignores the caller.
+    fn handle_for(&self, req: Request, caller: &Caller<'_>) -> Result<Value, RpcError> {
+        let _ = caller;
+        self.handle(req)
+    }
+}
+
+/// Where a request came from: a connection (whose client may leave while its request
+/// waits) or nowhere in particular (a configuration file, a test).
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    socket: Option<BorrowedFd<'a>>,
+    stop: Option<&'a StopHandle>,
+}
+
+impl<'a> Caller<'a> {
+    /// A caller that never leaves.
+    pub fn detached() -> Caller<'static> {
+        Caller {
+            socket: None,
+            stop: None,
+        }
+    }
+
+    /// The client on `socket` of a server stopped by `stop`.
+    pub fn connection(socket: BorrowedFd<'a>, stop: &'a StopHandle) -> Self {
+        Caller {
+            socket: Some(socket),
+            stop: Some(stop),
+        }
+    }
+
+    /// Whether nobody waits for the answer any more: the client closed its connection, or
+    /// the server is stopping. One non-blocking `poll`.
+    pub fn is_gone(&self) -> bool {
+        self.stop.is_some_and(StopHandle::is_stopped) || self.socket.is_some_and(peer_gone)
+    }
 }
 
 /// Runs one request: the crate-level methods here, everything else through `handler`.
 pub fn dispatch(handler: &dyn Handler, req: Request) -> Result<Value, RpcError> {
+    dispatch_for(handler, req, &Caller::detached())
+}
+
+/// [`dispatch`] on behalf of `caller` (see [`Handler::handle_for`]).
+pub fn dispatch_for(
+    handler: &dyn Handler,
+    req: Request,
+    caller: &Caller<'_>,
+) -> Result<Value, RpcError> {
     match req {
         Request::RpcGetMethods(_) => Ok(json!(METHODS)),
         Request::FrameworkGetSubsystems => {
@@ -46,7 +103,7 @@ pub fn dispatch(handler: &dyn Handler, req: Request) -> Result<Value, RpcError> 
             })?;
             serde_json::to_value(&sub.config).map_err(|e| RpcError::internal(e.to_string()))
         }
-        other => handler.handle(other),
+        other => handler.handle_for(other, caller),
     }
 }
 
@@ -69,16 +126,34 @@ pub fn error_reply(id: Value, err: &RpcError) -> Value {
 /// Handles one complete JSON value received on a connection. Returns the reply to send,
 /// or `None` when nothing is due (a notification, or a batch of notifications).
 pub fn handle_message(handler: &dyn Handler, msg: Value) -> Option<Value> {
+    handle_message_for(handler, msg, &Caller::detached())
+}
+
+/// [`handle_message`] on behalf of `caller` (see [`Handler::handle_for`]).
+pub fn handle_message_for(handler: &dyn Handler, msg: Value, caller: &Caller<'_>) -> Option<Value> {
     match msg {
-        Value::Object(obj) => handle_single(handler, obj),
+        Value::Object(obj) => handle_single(handler, obj, caller),
         Value::Array(items) => {
             if items.is_empty() {
                 return Some(error_reply(Value::Null, &RpcError::invalid_request()));
             }
+            if items.len() > MAX_BATCH {
+                tracing::debug!(len = items.len(), "RPC batch too long; refused");
+                return Some(error_reply(
+                    Value::Null,
+                    &RpcError::new(
+                        crate::error::INVALID_REQUEST,
+                        format!(
+                            "Invalid request: a batch of {} requests exceeds {MAX_BATCH}",
+                            items.len()
+                        ),
+                    ),
+                ));
+            }
             let replies: Vec<Value> = items
                 .into_iter()
                 .filter_map(|item| match item {
-                    Value::Object(obj) => handle_single(handler, obj),
+                    Value::Object(obj) => handle_single(handler, obj, caller),
                     _ => Some(error_reply(Value::Null, &RpcError::invalid_request())),
                 })
                 .collect();
@@ -132,13 +207,18 @@ fn parse_envelope(mut obj: Map<String, Value>) -> Result<Envelope, (Value, RpcEr
     Ok(Envelope { method, params, id })
 }
 
-fn handle_single(handler: &dyn Handler, obj: Map<String, Value>) -> Option<Value> {
+fn handle_single(
+    handler: &dyn Handler,
+    obj: Map<String, Value>,
+    caller: &Caller<'_>,
+) -> Option<Value> {
     let env = match parse_envelope(obj) {
         Ok(env) => env,
         Err((id, err)) => return Some(error_reply(id, &err)),
     };
     tracing::debug!(method = %env.method, "rpc request");
-    let outcome = Request::decode(&env.method, env.params).and_then(|req| dispatch(handler, req));
+    let outcome =
+        Request::decode(&env.method, env.params).and_then(|req| dispatch_for(handler, req, caller));
     let id = env.id?;
     Some(match outcome {
         Ok(result) => result_reply(id, result),
@@ -234,6 +314,28 @@ mod tests {
         assert_eq!(arr[0]["id"], json!(1));
         assert_eq!(arr[1]["error"]["code"], json!(METHOD_NOT_FOUND));
         assert_eq!(arr[2]["error"]["code"], json!(INVALID_REQUEST));
+    }
+
+    #[test]
+    fn batch_longer_than_the_cap_is_one_error_and_runs_nothing() {
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl Handler for Count {
+            fn handle(&self, _: Request) -> Result<Value, RpcError> {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(Value::Bool(true))
+            }
+        }
+        let one = json!({"jsonrpc": "2.0", "method": "spdk_get_version", "id": 1});
+        let h = Count(Default::default());
+        let r = handle_message(&h, Value::Array(vec![one.clone(); MAX_BATCH + 1])).unwrap();
+        assert_eq!(
+            r,
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": INVALID_REQUEST,
+                "message": "Invalid request: a batch of 129 requests exceeds 128"}})
+        );
+        assert_eq!(h.0.load(std::sync::atomic::Ordering::Relaxed), 0);
+        let r = handle_message(&h, Value::Array(vec![one; MAX_BATCH])).unwrap();
+        assert_eq!(r.as_array().unwrap().len(), MAX_BATCH);
     }
 
     #[test]

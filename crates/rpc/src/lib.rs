@@ -8,11 +8,12 @@
 //! rpc.py's command line for `nvmemu rpc` ([`run_cli`]); and SPDK's `save_config` format
 //! ([`load_config`] for `nvmemu serve --json`).
 //!
-//! **Depends on:** no internal crate. The `nvmemu` binary implements [`Handler`] on top of
+//! **Depends on:** `nvmemu-sockfile` only (socket files with their final mode). The `nvmemu` binary implements [`Handler`] on top of
 //! the target.
 //!
 //! **Never:** panics or allocates without bound on client input (requests are capped at
-//! [`MAX_MESSAGE_BYTES`], connections at [`MAX_CONNECTIONS`]); touches target state itself.
+//! [`MAX_REQUEST_BYTES`], batches at [`MAX_BATCH`], connections at [`MAX_CONNECTIONS`]; a
+//! client cannot hold the server, see [`serve_on`]); touches target state itself.
 //!
 //! Error codes: `-32700` parse error (then the connection closes), `-32600` invalid request,
 //! `-32601` unknown method, `-32602` bad parameters (message names the parameter), and
@@ -23,11 +24,13 @@
 pub mod cli;
 mod client;
 mod config;
+mod conn;
 mod dispatch;
 mod error;
 mod framer;
 pub mod methods;
 mod server;
+mod stop;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
 
@@ -36,11 +39,19 @@ pub use client::{Client, ClientError, DEFAULT_TIMEOUT, call};
 pub use config::{
     ConfigEntry, FormatError, LoadConfigError, LoadReport, SpdkConfig, SubsystemConfig, load_config,
 };
-pub use dispatch::{Handler, dispatch, error_reply, handle_message, result_reply};
+pub use conn::serve_connection;
+pub use dispatch::{
+    Caller, Handler, MAX_BATCH, dispatch, dispatch_for, error_reply, handle_message,
+    handle_message_for, result_reply,
+};
 pub use error::{
     Errno, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, INVALID_STATE, METHOD_NOT_FOUND,
     PARSE_ERROR, RpcError,
 };
 pub use framer::{FrameError, Framer, MAX_MESSAGE_BYTES};
 pub use methods::{METHODS, Request};
-pub use server::{DEFAULT_SOCKET, MAX_CONNECTIONS, StopHandle, serve, serve_connection};
+pub use nvmemu_sockfile::{Access, BindError};
+pub use server::{
+    DEFAULT_SOCKET, Limits, MAX_CONNECTIONS, MAX_REQUEST_BYTES, RpcSocket, serve, serve_on,
+};
+pub use stop::StopHandle;

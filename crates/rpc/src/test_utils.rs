@@ -19,7 +19,7 @@ use crate::methods::nvmf::{
     DEFAULT_MODEL_NUMBER, DEFAULT_SERIAL_NUMBER, ListenAddress, ListenerInfo, NamespaceInfo,
     NvmfCreateSubsystemParams, NvmfStats, SubsystemInfo, TransportInfo, VfioUserDefaults,
 };
-use crate::server::StopHandle;
+use crate::stop::StopHandle;
 
 #[derive(Debug, Clone)]
 struct FakeBdev {

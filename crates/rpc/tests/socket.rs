@@ -3,80 +3,16 @@
 //! it, several requests per connection, many connections, error codes, stop.
 #![allow(clippy::unwrap_used)] // Test helpers outside #[test] fns.
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+mod common;
 
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{Server, read_reply, req};
 use nvmemu_rpc::test_utils::FakeHandler;
 use nvmemu_rpc::{Client, ClientError, DEFAULT_TIMEOUT, Framer, StopHandle, call, serve};
 use serde_json::{Value, json};
-
-struct Server {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    stop: StopHandle,
-    thread: Option<JoinHandle<std::io::Result<()>>>,
-}
-
-impl Server {
-    fn start() -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("rpc.sock");
-        let stop = StopHandle::new().unwrap();
-        let handler = Arc::new(FakeHandler::new(Some(stop.clone())));
-        let (p, s) = (path.clone(), stop.clone());
-        let thread = std::thread::spawn(move || serve(&p, handler, s));
-        // Wait for the listener: retry connecting until the socket file is bound.
-        for _ in 0..10_000 {
-            if UnixStream::connect(&path).is_ok() {
-                break;
-            }
-            std::thread::yield_now();
-        }
-        Server {
-            _dir: dir,
-            path,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn raw(&self) -> UnixStream {
-        UnixStream::connect(&self.path).unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.stop();
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap().unwrap();
-        }
-    }
-}
-
-/// Reads one reply the way rpc.py does: decode as bytes arrive.
-fn read_reply(s: &mut UnixStream, framer: &mut Framer) -> Value {
-    let mut buf = [0u8; 1];
-    loop {
-        if let Some(v) = framer.next_value().unwrap() {
-            return v;
-        }
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "server closed before replying");
-        framer.push(&buf[..n]);
-    }
-}
-
-fn req(method: &str, params: Value, id: Value) -> Vec<u8> {
-    let mut r = json!({"jsonrpc": "2.0", "method": method, "id": id});
-    if !params.is_null() {
-        r["params"] = params;
-    }
-    serde_json::to_vec(&r).unwrap()
-}
 
 fn call_on(path: &Path, method: &str, params: Value) -> Result<Value, ClientError> {
     call(path, method, params)

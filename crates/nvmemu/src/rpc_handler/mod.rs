@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nvmemu_rpc::{Handler, Request, RpcError, StopHandle};
+use nvmemu_rpc::{Caller, Handler, Request, RpcError, StopHandle};
 use nvmemu_target::Target;
 use serde_json::Value;
 
@@ -75,10 +75,12 @@ impl NvmemuHandler {
         u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// `bdev_get_bdevs` with a `timeout`: wait (without holding the lock) for the bdev.
+    /// `bdev_get_bdevs` with a `timeout`: wait (without holding the lock) for the bdev, until
+    /// the timeout passes or the caller leaves (so a client that gives up frees its slot).
     fn get_bdevs(
         &self,
         p: nvmemu_rpc::methods::bdev::BdevGetBdevsParams,
+        caller: &Caller<'_>,
     ) -> Result<Value, RpcError> {
         let deadline = Instant::now() + Duration::from_millis(p.timeout.min(3_600_000));
         loop {
@@ -86,7 +88,9 @@ impl NvmemuHandler {
                 let st = self.lock();
                 let claims = nvmf::claims(&st.subsystems);
                 match st.bdevs.get_bdevs(p.name.as_deref(), &claims) {
-                    Err(e) if p.timeout > 0 && Instant::now() < deadline => drop(e),
+                    Err(e) if p.timeout > 0 && Instant::now() < deadline && !caller.is_gone() => {
+                        drop(e)
+                    }
                     other => return other,
                 }
             }
@@ -97,9 +101,13 @@ impl NvmemuHandler {
 
 impl Handler for NvmemuHandler {
     fn handle(&self, req: Request) -> Result<Value, RpcError> {
+        self.handle_for(req, &Caller::detached())
+    }
+
+    fn handle_for(&self, req: Request, caller: &Caller<'_>) -> Result<Value, RpcError> {
         use Request as R;
         if let R::BdevGetBdevs(p) = req {
-            return self.get_bdevs(p);
+            return self.get_bdevs(p, caller);
         }
         let mut guard = self.lock();
         let st = &mut *guard;

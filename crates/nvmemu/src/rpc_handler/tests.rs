@@ -347,6 +347,27 @@ fn get_bdevs_waits_up_to_timeout_for_the_name() {
     assert_eq!(creator.join().unwrap(), Ok(json!("Late")));
 }
 
+#[test]
+fn get_bdevs_stops_waiting_when_its_caller_leaves() {
+    let (h, stop) = handler();
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let leaver = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(theirs);
+    });
+    let caller = nvmemu_rpc::Caller::connection(std::os::fd::AsFd::as_fd(&ours), &stop);
+    let t0 = std::time::Instant::now();
+    let req = Request::decode(
+        "bdev_get_bdevs",
+        Some(json!({"name": "Never", "timeout": 60_000})),
+    )
+    .unwrap();
+    let r = nvmemu_rpc::dispatch_for(&h, req, &caller);
+    assert_eq!(r.unwrap_err().code, -19);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+    leaver.join().unwrap();
+}
+
 /// The answers' shapes that tests/peers/rpc_shape.py found different from SPDK's nvmf_tgt.
 mod spdk_shape {
     use super::*;
