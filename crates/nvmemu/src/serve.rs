@@ -6,8 +6,7 @@
 //! file (`--json`) and from RPCs on the `-r` socket; all three go through the same
 //! [`NvmemuHandler`], so `save_config` and `nvmf_get_subsystems` see everything.
 
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
@@ -20,7 +19,7 @@ use nvmemu_rpc::methods::nvmf::{
     ListenAddress, NamespaceParams, NvmfCreateSubsystemParams, NvmfCreateTransportParams,
     NvmfSubsystemAddListenerParams, NvmfSubsystemAddNsParams,
 };
-use nvmemu_rpc::{DEFAULT_SOCKET, Handler, Request, StopHandle};
+use nvmemu_rpc::{Access, DEFAULT_SOCKET, Handler, Limits, Request, RpcSocket, StopHandle};
 use nvmemu_target::{Backoff, Target, TargetConfig, parse_core_mask};
 
 use crate::ns_spec::{NsKind, NsSpec};
@@ -66,9 +65,16 @@ pub struct ServeArgs {
     /// Socket file mode (octal).
     #[arg(long, default_value = "600", value_parser = parse_mode)]
     pub socket_mode: u32,
-    /// JSON-RPC socket (SPDK's `-r`). Default: /var/tmp/nvmemu.sock.
+    /// JSON-RPC socket (SPDK's `-r`). Default: /var/tmp/nvmemu.sock. Whoever can connect
+    /// to it controls the server (see README, "The JSON-RPC socket"); it is 0600 (owner
+    /// only) whatever the umask. A path taken by a live server, another user's socket or
+    /// any other file stops start-up.
     #[arg(short = 'r', long = "rpc-socket", value_name = "PATH")]
     pub rpc_socket: Option<PathBuf>,
+    /// Also let this group (name or number) use the JSON-RPC socket: it becomes 0660 with
+    /// that group.
+    #[arg(long = "rpc-group", value_name = "GROUP")]
+    pub rpc_group: Option<String>,
     /// Start from a configuration in SPDK's `save_config` format.
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -258,38 +264,44 @@ fn backing_line(b: &BdevInfo) -> String {
     format!("bdev {name}: malloc {size}, {resident} resident {how}")
 }
 
-/// Refuse to take over the RPC socket of another running server.
-fn check_rpc_socket_free(path: &Path) -> Result<()> {
-    if UnixStream::connect(path).is_ok() {
-        bail!(
-            "another server is listening on {}: use -r to pick another RPC socket",
-            path.display()
-        );
+const RPC_SOCKET_ERROR: &str = "cannot serve JSON-RPC (-r picks another socket)";
+
+/// Who may use the JSON-RPC socket: the owner, and `group` if given.
+fn rpc_access(group: Option<&str>) -> Result<Access> {
+    Ok(match group {
+        None => Access::OWNER,
+        Some(name) => Access {
+            mode: 0o660,
+            gid: Some(group_id(name)?),
+        },
+    })
+}
+
+/// A group's id: a number as is, a name from /etc/group.
+fn group_id(name: &str) -> Result<u32> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
     }
-    Ok(())
+    let text = std::fs::read_to_string("/etc/group").context("cannot read /etc/group")?;
+    text.lines()
+        .find_map(|line| {
+            let mut fields = line.split(':');
+            (fields.next()? == name).then(|| fields.nth(1)?.parse().ok())?
+        })
+        .with_context(|| format!("--rpc-group: no group {name:?} in /etc/group"))
 }
 
 /// Run until SIGINT/SIGTERM or `spdk_kill_instance`, then shut down cleanly (RPC socket
 /// and controller sockets removed, threads joined).
 pub fn run(args: &ServeArgs) -> Result<()> {
-    // An explicit -r must be usable; the default path may belong to another instance, in
-    // which case this one serves its controllers without RPC (and says so).
-    let rpc_path = match &args.rpc_socket {
-        Some(path) => {
-            check_rpc_socket_free(path)?;
-            Some(path.clone())
-        }
-        None => {
-            let path = PathBuf::from(DEFAULT_SOCKET);
-            match check_rpc_socket_free(&path) {
-                Ok(()) => Some(path),
-                Err(e) => {
-                    eprintln!("nvmemu: {e:#}; serving without JSON-RPC");
-                    None
-                }
-            }
-        }
-    };
+    // A taken RPC path stops start-up with one line, before any controller or namespace is
+    // made; the socket itself appears once the target is ready (callers wait for it).
+    let rpc_path = args
+        .rpc_socket
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    let rpc_access = rpc_access(args.rpc_group.as_deref())?;
+    nvmemu_sockfile::check(&rpc_path).context(RPC_SOCKET_ERROR)?;
     let stop = StopHandle::new().context("cannot create the stop event")?;
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
@@ -316,39 +328,24 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         for line in backing_lines(served.handler.as_ref()) {
             eprintln!("nvmemu: {line}");
         }
-        let Some(rpc_path) = rpc_path else {
-            drop(served.handler);
-            wait_for_stop(&stop);
-            shut_down(served.target);
-            return Ok(());
+        let rpc_socket = match RpcSocket::bind(&rpc_path, rpc_access) {
+            Ok(socket) => socket,
+            Err(e) => {
+                drop(served.handler);
+                shut_down(served.target);
+                return Err(anyhow::Error::new(e).context(RPC_SOCKET_ERROR));
+            }
         };
         eprintln!("nvmemu: JSON-RPC on {}", rpc_path.display());
         let handler: Arc<dyn Handler + Send + Sync> = served.handler.clone();
-        let rpc = nvmemu_rpc::serve(&rpc_path, handler, stop.clone());
+        let rpc = nvmemu_rpc::serve_on(rpc_socket, handler, stop.clone(), &Limits::default());
         drop(served.handler);
-        if let Err(e) = &rpc {
-            if args.rpc_socket.is_some() {
-                shut_down(served.target);
-                return rpc.with_context(|| format!("cannot serve RPC on {}", rpc_path.display()));
-            }
-            // The default path is not ours to insist on: keep serving without RPC.
-            tracing::warn!("no JSON-RPC server on {}: {e}", rpc_path.display());
-            eprintln!("nvmemu: no JSON-RPC server on {}: {e}", rpc_path.display());
-            wait_for_stop(&stop);
-        }
         shut_down(served.target);
-        Ok(())
+        rpc.with_context(|| format!("JSON-RPC server on {} failed", rpc_path.display()))
     });
     signal_handle.close();
     let _ = signal_thread.join();
     result
-}
-
-/// Block until `stop` fires (a signal or a kill request).
-fn wait_for_stop(stop: &StopHandle) {
-    while !stop.is_stopped() {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
 }
 
 fn shut_down(target: Arc<Target>) {
