@@ -112,6 +112,7 @@ impl EmbeddedTarget {
             .tempdir()
             .context("cannot create a temporary directory for the socket")?;
         let target = Target::start(TargetConfig {
+            poller_timeout: nvmemu_target::CALL_TIMEOUT,
             deadlines: nvmemu_target::Deadlines::default(),
             cores: placement.target_cpus.clone(),
             pin: true,

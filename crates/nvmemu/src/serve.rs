@@ -105,6 +105,7 @@ pub fn start(args: &ServeArgs, stop: StopHandle) -> Result<Served> {
         Backoff::default()
     };
     let target = Arc::new(Target::start(TargetConfig {
+        poller_timeout: nvmemu_target::CALL_TIMEOUT,
         deadlines: nvmemu_target::Deadlines::default(),
         cores: cores.clone(),
         pin: true,

@@ -6,8 +6,10 @@
 //! the NVMe controller to the poller that owns it, through the mailbox. The doorbells live in
 //! a memfd page the client maps, so the I/O path never comes through here.
 
+use std::cell::Cell;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::time::Duration;
 
 use nvmemu_mem::{DmaBacking, DmaError, DmaRegion, GuestMemory, Iova, MmapRegion, Protection};
 use nvmemu_vfio_user::{
@@ -32,6 +34,11 @@ pub struct NvmeFunction {
     msix_table: Vec<u8>,
     guest: Arc<GuestMemory>,
     irqs: IrqState,
+    /// How long a mailbox call may take before the controller is failed.
+    call_timeout: Duration,
+    /// A mailbox call timed out: this side's view of the controller (its DMA table above
+    /// all) and the poller's may differ from then on, so the controller serves nobody.
+    failed: Cell<bool>,
 }
 
 /// Create the doorbell memfd (BAR0 file layout: doorbells at file offset 0x1000) and the
@@ -48,13 +55,15 @@ pub fn create_doorbells() -> Result<(OwnedFd, Arc<MmapRegion>), nvmemu_mem::MemE
 }
 
 impl NvmeFunction {
-    /// A function for controller `id`, whose NVMe state lives on the poller behind `mailbox`.
+    /// A function for controller `id`, whose NVMe state lives on the poller behind `mailbox`;
+    /// a call the poller does not answer within `call_timeout` fails the controller.
     pub fn new(
         id: ControllerId,
         mailbox: Arc<Mailbox<PollerState>>,
         doorbell_fd: OwnedFd,
         doorbells: Arc<MmapRegion>,
         msix_vectors: u16,
+        call_timeout: Duration,
     ) -> NvmeFunction {
         let bars = BarSizes([BAR0_SIZE_U32, 0, 0, 0, MSIX_BAR_SIZE_U32, MSIX_BAR_SIZE_U32]);
         NvmeFunction {
@@ -66,6 +75,8 @@ impl NvmeFunction {
             msix_table: vec![0; usize::try_from(MSIX_BAR_SIZE).unwrap_or(4096)],
             guest: Arc::new(GuestMemory::new()),
             irqs: IrqState::new(msix_vectors),
+            call_timeout,
+            failed: Cell::new(false),
         }
     }
 
@@ -75,14 +86,26 @@ impl NvmeFunction {
         f: impl FnOnce(&mut crate::poller::PolledController) -> R + Send + 'static,
     ) -> Result<R, Errno> {
         let id = self.id;
-        match self.mailbox.call(move |st| st.get_mut(id).map(f)) {
+        if self.failed.get() {
+            return Err(Errno::NODEV);
+        }
+        match self
+            .mailbox
+            .call_with_timeout(self.call_timeout, move |st| st.get_mut(id).map(f))
+        {
             Ok(Some(r)) => Ok(r),
             Ok(None) => {
                 tracing::error!("controller {id:?} is not on its poller");
                 Err(Errno::NODEV)
             }
             Err(e) => {
-                tracing::error!("controller {id:?}: {e}");
+                // The call stays queued and may still run if the poller comes back, so the
+                // two sides' state may now differ: fatal for this controller only.
+                tracing::error!(
+                    "controller {id:?} failed: {e}; its client is dropped and later clients \
+                     are refused until its listener is removed and added again"
+                );
+                self.failed.set(true);
                 Err(Errno::TIMEDOUT)
             }
         }
@@ -340,6 +363,14 @@ impl Device for NvmeFunction {
         let _ = self.reset_controller();
         let _ = self.publish_guest_memory(GuestMemory::new());
         let _ = self.publish_interrupts();
+        if self.failed.get() {
+            // Nothing reached the poller; at least this side lets the client's memory go.
+            self.guest = Arc::new(GuestMemory::new());
+        }
+    }
+
+    fn failed(&self) -> bool {
+        self.failed.get()
     }
 }
 

@@ -21,6 +21,7 @@ pub mod regions;
 mod target;
 
 pub use affinity::{CoreMaskError, parse_core_mask};
+pub use mailbox::CALL_TIMEOUT;
 pub use nvmemu_vfio_user::Deadlines;
 pub use poller::{Backoff, PollerStatsSnapshot};
 pub use target::{ControllerSpec, Target, TargetConfig, TargetError, socket_path};

@@ -27,6 +27,9 @@ pub struct TargetConfig {
     pub backoff: Backoff,
     /// How long control threads wait for their clients (VERSION, each message, each reply).
     pub deadlines: Deadlines,
+    /// How long a control thread waits for its poller ([`crate::mailbox::CALL_TIMEOUT`]);
+    /// a call not answered in time fails that controller (its client is dropped).
+    pub poller_timeout: std::time::Duration,
 }
 
 /// One controller to serve.
@@ -90,6 +93,7 @@ pub struct Target {
     controllers: Mutex<Vec<ControllerEntry>>,
     next_id: Mutex<u32>,
     deadlines: Deadlines,
+    poller_timeout: std::time::Duration,
 }
 
 impl Target {
@@ -110,6 +114,7 @@ impl Target {
             controllers: Mutex::new(Vec::new()),
             next_id: Mutex::new(0),
             deadlines: config.deadlines,
+            poller_timeout: config.poller_timeout,
         })
     }
 
@@ -151,7 +156,14 @@ impl Target {
         let thread = {
             let stop = stop.clone();
             let deadlines = self.deadlines;
-            let mut function = NvmeFunction::new(id, mailbox, doorbell_fd, doorbells, msix_vectors);
+            let mut function = NvmeFunction::new(
+                id,
+                mailbox,
+                doorbell_fd,
+                doorbells,
+                msix_vectors,
+                self.poller_timeout,
+            );
             std::thread::Builder::new()
                 .name(format!("nvmemu-ctrl{}", id.0))
                 .spawn(move || {
@@ -279,4 +291,90 @@ fn stop_entry(entry: &mut ControllerEntry) {
 /// Convenience for callers that only have a path.
 pub fn socket_path(dir: &Path) -> PathBuf {
     dir.join(nvmemu_vfio_user::SOCKET_NAME)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    use nvmemu_vfio_user::{Client, ClientError, Errno};
+
+    fn spec(dir: &Path) -> ControllerSpec {
+        let bdev = Bdev::null("n", 512, 1 << 10).expect("bdev");
+        ControllerSpec {
+            socket_dir: dir.to_path_buf(),
+            socket_mode: 0o600,
+            config: ControllerConfig::default(),
+            namespaces: vec![Namespace::new(Nsid(1), Arc::new(bdev))],
+        }
+    }
+
+    /// CSTS, read through the controller's poller.
+    fn csts(c: &mut Client) -> Result<u32, ClientError> {
+        let mut b = [0u8; 4];
+        c.region_read(crate::regions::BAR0, 0x1c, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    #[test]
+    fn a_poller_that_stops_answering_fails_only_its_controller() {
+        let target = Target::start(TargetConfig {
+            cores: vec![0, 1],
+            pin: false,
+            backoff: Backoff::default(),
+            deadlines: Deadlines::default(),
+            poller_timeout: Duration::from_millis(100),
+        })
+        .expect("target");
+        let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = target
+            .add_controller(spec(da.path()))
+            .expect("controller A");
+        // The least loaded poller: the other one.
+        target
+            .add_controller(spec(db.path()))
+            .expect("controller B");
+        let mut ca = Client::connect(&socket_path(da.path())).expect("client A");
+        let mut cb = Client::connect(&socket_path(db.path())).expect("client B");
+        csts(&mut ca).expect("A answers");
+        csts(&mut cb).expect("B answers");
+        // Wedge A's poller for a second: a job that sleeps (the zero timeout only posts it).
+        let poller = target
+            .controllers
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|e| e.id == a)
+            .map(|e| e.poller)
+            .unwrap();
+        let _ = target.pollers[poller]
+            .mailbox
+            .call_with_timeout(Duration::ZERO, |_| {
+                std::thread::sleep(Duration::from_secs(1))
+            });
+        // A's register read times out after 100 ms with ETIMEDOUT, and its client is dropped.
+        let t0 = Instant::now();
+        match csts(&mut ca) {
+            Err(ClientError::Remote { errno, .. }) => assert_eq!(errno, Errno::TIMEDOUT),
+            other => panic!("expected ETIMEDOUT, got {other:?}"),
+        }
+        assert!(t0.elapsed() < Duration::from_millis(900));
+        assert!(matches!(
+            csts(&mut ca),
+            Err(ClientError::Closed | ClientError::Frame(_))
+        ));
+        // B, on the other poller, answers at once.
+        let t0 = Instant::now();
+        csts(&mut cb).expect("B still answers");
+        assert!(t0.elapsed() < Duration::from_millis(500));
+        // A new client of A is refused at once with ENODEV: A stays failed.
+        let t0 = Instant::now();
+        match Client::connect(&socket_path(da.path())) {
+            Err(ClientError::Remote { errno, .. }) => assert_eq!(errno, Errno::NODEV),
+            other => panic!("expected ENODEV, got {other:?}"),
+        }
+        assert!(t0.elapsed() < Duration::from_millis(500));
+        csts(&mut cb).expect("B still answers");
+    }
 }

@@ -34,4 +34,10 @@ pub trait Device {
     /// The client went away or the connection was dropped: drop its maps and eventfds.
     /// Called exactly once per [`crate::serve_connection`] call.
     fn disconnected(&mut self);
+    /// Whether the device can serve no client any more (e.g. its backend stopped answering
+    /// and its state can no longer be trusted). Checked after each request: the client is
+    /// then dropped, and each later client's first request gets ENODEV. Default: never.
+    fn failed(&self) -> bool {
+        false
+    }
 }

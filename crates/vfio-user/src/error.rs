@@ -55,6 +55,9 @@ pub enum ConnectionError {
     /// Reading or writing the socket failed, or the client broke the framing.
     #[error("Connection failed")]
     Frame(#[from] FrameError),
+    /// The device has failed ([`crate::Device::failed`]) and serves no client.
+    #[error("Device has failed and serves no client")]
+    DeviceFailed,
 }
 
 /// A failed [`crate::Client`] call.

@@ -14,6 +14,7 @@ const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 
 fn handler() -> (NvmemuHandler, StopHandle) {
     let target = Target::start(TargetConfig {
+        poller_timeout: nvmemu_target::CALL_TIMEOUT,
         deadlines: nvmemu_target::Deadlines::default(),
         cores: vec![0],
         pin: false,

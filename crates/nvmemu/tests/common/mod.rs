@@ -72,6 +72,7 @@ pub fn start_with(
     let dir = tempfile::tempdir().expect("tempdir");
     // Pollers unpinned and backing off: tests run in parallel on 2 cores.
     let target = Target::start(TargetConfig {
+        poller_timeout: nvmemu_target::CALL_TIMEOUT,
         deadlines,
         cores: vec![0],
         pin: false,

@@ -89,8 +89,8 @@ pub fn serve_connection(
     let result = run(stream, device, stop, deadlines);
     device.disconnected();
     match result {
-        Err(FrameError::Stopped) => Ok(()),
-        other => other.map_err(ConnectionError::from),
+        Err(ConnectionError::Frame(FrameError::Stopped)) => Ok(()),
+        other => other,
     }
 }
 
@@ -99,10 +99,10 @@ fn run(
     device: &mut dyn Device,
     stop: &StopSignal,
     deadlines: &Deadlines,
-) -> Result<(), FrameError> {
+) -> Result<(), ConnectionError> {
     // Blocking reads after polling (readiness, stop and deadlines are handled there);
     // sends are non-blocking with a deadline.
-    stream.set_nonblocking(false)?;
+    stream.set_nonblocking(false).map_err(FrameError::from)?;
     let mut channel = Channel::new(stream, MAX_PAYLOAD).with_limits(Limits {
         idle_deadline: Some(Instant::now() + deadlines.version),
         message: Some(deadlines.message),
@@ -122,7 +122,17 @@ fn run(
                 }
             }
             Incoming::Frame(frame) => {
+                if device.failed() {
+                    // A failed device serves nobody: say so, then drop the client.
+                    if wants_reply(&frame.header) {
+                        send_error(&mut channel, &frame.header, Errno::NODEV)?;
+                    }
+                    return Err(ConnectionError::DeviceFailed);
+                }
                 handle_frame(&mut channel, &mut session, device, frame)?;
+                if device.failed() {
+                    return Err(ConnectionError::DeviceFailed);
+                }
             }
         }
     }
