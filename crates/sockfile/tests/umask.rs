@@ -3,19 +3,15 @@
 //! process-wide and would disturb tests running beside it.
 #![allow(clippy::unwrap_used)]
 
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use nvmemu_sockfile::{Access, bind};
 use rustix::fs::Mode;
 
+/// The permission bits of the file at `path` (not following a symlink).
 fn mode_of(path: &Path) -> u32 {
-    std::fs::symlink_metadata(path)
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o7777
+    rustix::fs::lstat(path).unwrap().st_mode & 0o7777
 }
 
 #[test]
