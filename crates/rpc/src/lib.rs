@@ -15,9 +15,12 @@
 //! [`MAX_REQUEST_BYTES`], batches at [`MAX_BATCH`], connections at [`MAX_CONNECTIONS`]; a
 //! client cannot hold the server, see [`serve_on`]); touches target state itself.
 //!
-//! Error codes: `-32700` parse error (then the connection closes), `-32600` invalid request,
-//! `-32601` unknown method, `-32602` bad parameters (message names the parameter), and
-//! handler state errors in SPDK's `-errno` style ([`RpcError::errno`]).
+//! Error codes: `-32700` parse error, or a request still incomplete at its deadline (then the
+//! connection closes), `-32600` invalid request (a request over [`MAX_REQUEST_BYTES`] also
+//! closes the connection; a batch over [`MAX_BATCH`] does not), `-32601` unknown method,
+//! `-32602` bad parameters (message names the parameter), `-16` for a new connection when
+//! every slot is inside a call, and handler state errors in SPDK's `-errno` style
+//! ([`RpcError::errno`]).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
