@@ -69,6 +69,20 @@ pub enum ClientError {
     /// Reading or writing the socket failed.
     #[error("Connection failed")]
     Frame(#[from] FrameError),
+    /// The server did not accept the connection in time (its listen queue stayed full).
+    #[error("Server did not accept the connection within {limit:?}")]
+    ConnectTimedOut {
+        /// How long the client waited.
+        limit: std::time::Duration,
+    },
+    /// The server did not take a request, or did not answer it, in time.
+    #[error("Server did not answer {command:?} within {limit:?}")]
+    TimedOut {
+        /// The unanswered command.
+        command: Command,
+        /// How long the client waited.
+        limit: std::time::Duration,
+    },
     /// The server closed the connection before replying.
     #[error("Server closed the connection")]
     Closed,

@@ -93,7 +93,7 @@ pub(crate) struct Channel {
     limits: Limits,
 }
 
-/// Time limits of a server-side channel (none on the client's).
+/// Time limits of a channel: the server's deadlines, or the client's reply limit.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Limits {
     /// The first byte of the next message must arrive by then (`None`: wait for ever).
@@ -248,9 +248,10 @@ impl Channel {
         deadline: Option<Instant>,
         what: &'static str,
     ) -> Result<Read, FrameError> {
-        let readiness = match stop {
-            Some(stop) => stop.wait(self.stream.as_fd(), PollFlags::IN, deadline)?,
-            None => Readiness::Socket,
+        let readiness = match (stop, deadline) {
+            (Some(stop), _) => stop.wait(self.stream.as_fd(), PollFlags::IN, deadline)?,
+            (None, Some(d)) => crate::stop::wait_socket(self.stream.as_fd(), PollFlags::IN, d)?,
+            (None, None) => Readiness::Socket,
         };
         match readiness {
             Readiness::Socket => {}

@@ -34,6 +34,8 @@
 //!   message within a few seconds of its first byte, and every reply taken off the socket
 //!   within a few seconds; a client that misses one is dropped. Sends never block past
 //!   their deadline, and a stop interrupts them.
+//! * The client side waits for nothing for ever either: connecting, each request and each
+//!   reply have a limit ([`DEFAULT_REPLY_TIMEOUT`], or [`Client::connect_within`]).
 //! * One client per controller ([`serve_clients`]): a second client gets an EBUSY error reply
 //!   to its VERSION and is closed, instead of waiting unanswered in the listen queue.
 #![forbid(unsafe_code)]
@@ -57,7 +59,7 @@ pub mod wire;
 
 pub use rustix::io::Errno;
 
-pub use client::{Client, RawReply, ServerCaps};
+pub use client::{Client, DEFAULT_REPLY_TIMEOUT, RawReply, ServerCaps};
 pub use device::Device;
 pub use error::{ClientError, ConnectionError, FrameError};
 pub use fuzz::fuzz_server_input;

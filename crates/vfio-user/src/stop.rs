@@ -112,6 +112,34 @@ impl StopSignal {
     }
 }
 
+/// Waits until `socket` reports any of `events` (or an error/hang-up), or `deadline`
+/// passes (`Readiness::TimedOut`). For callers without a stop signal (the client).
+pub(crate) fn wait_socket(
+    socket: BorrowedFd<'_>,
+    events: PollFlags,
+    deadline: Instant,
+) -> io::Result<Readiness> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(Readiness::TimedOut);
+        }
+        let timeout = Timespec::try_from(left).unwrap_or(Timespec {
+            tv_sec: i64::MAX,
+            tv_nsec: 0,
+        });
+        let mut fds = [PollFd::from_borrowed_fd(socket, events)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        if fds.iter().any(|f| !f.revents().is_empty()) {
+            return Ok(Readiness::Socket);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,18 +3,25 @@
 //!
 //! Used by the userspace NVMe driver and by tests. `raw_*` methods send arbitrary bytes for
 //! hostile-input tests.
+//!
+//! Nothing waits for ever on a server: connecting, sending a request and receiving its
+//! reply each have a limit ([`DEFAULT_REPLY_TIMEOUT`] unless [`Client::connect_within`]
+//! says otherwise), after which the call fails with [`ClientError::ConnectTimedOut`] or
+//! [`ClientError::TimedOut`]. Only the `raw_*` receive calls, used by tests that expect
+//! silence, wait without a limit.
 
 mod caps;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::Errno;
-use crate::error::ClientError;
-use crate::frame::{Channel, Incoming};
+use crate::error::{ClientError, FrameError};
+use crate::frame::{Channel, Incoming, Limits};
 use crate::types::{DeviceInfo, DmaMap, DmaUnmap, IrqInfo, OwnedRegionInfo, SetIrqs};
 use crate::wire::{
     Command, DeviceInfoWire, DmaMapWire, DmaUnmapWire, Header, IrqInfoWire, MAX_FDS, MAX_PAYLOAD,
@@ -26,6 +33,10 @@ pub use caps::ServerCaps;
 /// The capabilities JSON this client sends with VERSION (without the NUL).
 const CLIENT_CAPABILITIES: &str =
     r#"{"capabilities":{"max_msg_fds":16,"max_data_xfer_size":1048576}}"#;
+
+/// How long a client waits for the server to accept its connection, to take a request
+/// and to answer it, unless told otherwise.
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Any message received by [`Client::raw_recv`] / [`Client::raw_request`], unvalidated.
 #[derive(Debug)]
@@ -44,26 +55,49 @@ pub struct Client {
     channel: Channel,
     next_id: u16,
     server: ServerCaps,
+    /// Limit for each request to be sent and for its reply to arrive.
+    limit: Duration,
 }
 
 impl Client {
-    /// Connects to `socket_path` and negotiates VERSION (0.0, `max_msg_fds` 16).
+    /// Connects to `socket_path` and negotiates VERSION (0.0, `max_msg_fds` 16), waiting at
+    /// most [`DEFAULT_REPLY_TIMEOUT`] for each step.
     pub fn connect(socket_path: &Path) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(socket_path).map_err(ClientError::Connect)?;
-        Self::from_stream(stream)
+        Self::connect_within(socket_path, DEFAULT_REPLY_TIMEOUT)
+    }
+
+    /// [`Client::connect`], waiting at most `limit` for the server to accept the
+    /// connection and, from then on, for each request to be taken and answered.
+    pub fn connect_within(socket_path: &Path, limit: Duration) -> Result<Client, ClientError> {
+        let stream = connect_stream(socket_path, limit)?;
+        Self::from_stream_within(stream, limit)
     }
 
     /// Negotiates VERSION over an already connected stream (e.g. one end of a socketpair).
     /// A server that already serves another client refuses VERSION with EBUSY:
     /// [`ClientError::Busy`].
     pub fn from_stream(stream: UnixStream) -> Result<Client, ClientError> {
+        Self::from_stream_within(stream, DEFAULT_REPLY_TIMEOUT)
+    }
+
+    /// [`Client::from_stream`] with `limit` for each request and its reply.
+    pub fn from_stream_within(stream: UnixStream, limit: Duration) -> Result<Client, ClientError> {
         stream
             .set_nonblocking(false)
             .map_err(ClientError::Connect)?;
+        // A server that stops reading makes a blocking send fail (EAGAIN) after `limit`.
+        stream
+            .set_write_timeout(Some(limit.max(Duration::from_millis(1))))
+            .map_err(ClientError::Connect)?;
         let mut client = Client {
-            channel: Channel::new(stream, MAX_PAYLOAD),
+            channel: Channel::new(stream, MAX_PAYLOAD).with_limits(Limits {
+                idle_deadline: None,
+                message: Some(limit),
+                send: None,
+            }),
             next_id: 0,
             server: ServerCaps::default(),
+            limit,
         };
         let mut payload = VersionWire { major: 0, minor: 0 }.as_bytes().to_vec();
         payload.extend_from_slice(CLIENT_CAPABILITIES.as_bytes());
@@ -271,18 +305,7 @@ impl Client {
 
     /// Receives the next message, unchecked.
     pub fn raw_recv(&mut self) -> Result<RawReply, ClientError> {
-        match self.channel.recv(None)? {
-            Incoming::Frame(f) => Ok(RawReply {
-                header: f.header,
-                payload: f.payload,
-                fds: f.fds,
-            }),
-            Incoming::Rejected { header, .. } => Err(bad(
-                header.command(),
-                "reply too large or with too many fds",
-            )),
-            Incoming::Eof | Incoming::Stopped => Err(ClientError::Closed),
-        }
+        raw_reply(self.channel.recv(None)?)
     }
 
     /// The socket, e.g. to poll it or to shut it down in tests.
@@ -330,8 +353,19 @@ impl Client {
             });
         }
         let header = self.header(command, flags);
-        self.channel.send(header, parts, fds)?;
-        let reply = self.raw_recv()?;
+        let limit = self.limit;
+        let timed_out = |e: FrameError| match e {
+            FrameError::ReadTimedOut { .. } => ClientError::TimedOut { command, limit },
+            FrameError::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
+                ClientError::TimedOut { command, limit }
+            }
+            other => ClientError::Frame(other),
+        };
+        self.channel.send(header, parts, fds).map_err(timed_out)?;
+        self.channel.set_idle_deadline(Some(Instant::now() + limit));
+        let received = self.channel.recv(None);
+        self.channel.set_idle_deadline(None);
+        let reply = raw_reply(received.map_err(timed_out)?)?;
         let h = reply.header;
         if h.msg_type() != msg_flags::TYPE_REPLY {
             return Err(bad(command, "expected a reply"));
@@ -353,6 +387,107 @@ impl Client {
     }
 }
 
+/// What the server sent, as a [`RawReply`]; a message that could not be accepted, or the
+/// end of the stream, as an error.
+fn raw_reply(incoming: Incoming) -> Result<RawReply, ClientError> {
+    match incoming {
+        Incoming::Frame(f) => Ok(RawReply {
+            header: f.header,
+            payload: f.payload,
+            fds: f.fds,
+        }),
+        Incoming::Rejected { header, .. } => Err(bad(
+            header.command(),
+            "reply too large or with too many fds",
+        )),
+        Incoming::Eof | Incoming::Stopped => Err(ClientError::Closed),
+    }
+}
+
+/// Connects to the UNIX socket at `path`, giving up after `limit` if the server's listen
+/// queue stays full (a server that never accepts).
+fn connect_stream(path: &Path, limit: Duration) -> Result<UnixStream, ClientError> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let io = |e: Errno| ClientError::Connect(e.into());
+    let addr = SocketAddrUnix::new(path).map_err(io)?;
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )
+    .map_err(io)?;
+    let deadline = Instant::now() + limit;
+    loop {
+        match rustix::net::connect(&fd, &addr) {
+            Ok(()) => break,
+            Err(Errno::INTR) => {}
+            // A full listen queue: the server is not accepting (yet).
+            Err(Errno::AGAIN) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(Errno::AGAIN) => return Err(ClientError::ConnectTimedOut { limit }),
+            Err(e) => return Err(io(e)),
+        }
+    }
+    Ok(UnixStream::from(fd))
+}
+
 fn bad(command: Command, reason: &'static str) -> ClientError {
     ClientError::BadReply { command, reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_silent_server_is_a_timeout_not_a_hang() {
+        let (a, _silent) = UnixStream::pair().unwrap();
+        let started = Instant::now();
+        let limit = Duration::from_millis(200);
+        match Client::from_stream_within(a, limit) {
+            Err(ClientError::TimedOut {
+                command: Command::Version,
+                limit: l,
+            }) => assert_eq!(l, limit),
+            other => panic!("expected a VERSION timeout, got {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let msg = ClientError::TimedOut {
+            command: Command::Version,
+            limit,
+        }
+        .to_string();
+        assert_eq!(msg, "Server did not answer Version within 200ms");
+    }
+
+    #[test]
+    fn a_server_that_never_accepts_is_a_connect_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cntrl");
+        // A listen queue of one, filled by a connection nobody accepts.
+        let listener = rustix::net::socket(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::STREAM,
+            None,
+        )
+        .unwrap();
+        let addr = rustix::net::SocketAddrUnix::new(&path).unwrap();
+        rustix::net::bind(&listener, &addr).unwrap();
+        rustix::net::listen(&listener, 0).unwrap();
+        let mut held = Vec::new();
+        let limit = Duration::from_millis(200);
+        let err = loop {
+            match connect_stream(&path, limit) {
+                Ok(s) => held.push(s),
+                Err(e) => break e,
+            }
+            assert!(held.len() < 64, "the listen queue never filled");
+        };
+        assert!(
+            matches!(err, ClientError::ConnectTimedOut { .. }),
+            "{err:?}"
+        );
+    }
 }
