@@ -4,6 +4,10 @@
 //! statistics and, in verify mode, writes self-describing blocks and checks
 //! every read against the job's generation table.
 //!
+//! Offsets come from [`Offsets`]: sequential, fio's random map (every unit of the
+//! range once per pass, so a random write then verify checks every block written)
+//! or, with `norandommap`, independent draws.
+//!
 //! Batching follows fio's options: a doorbell per `iodepth_batch_submit` commands,
 //! a refill once `iodepth_batch_complete_min` slots are free, at most
 //! `iodepth_batch_complete_max` completions taken per poll. Taking only part of
@@ -23,6 +27,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::engine::{EngineError, IoQueue, Op};
+use crate::offsets::Offsets;
+pub use crate::offsets::Rng;
 use crate::options::RwMode;
 use crate::stats::{IoLatency, JobStats, PendingLatencies};
 use crate::sysinfo::{ThreadUsage, thread_usage};
@@ -112,6 +118,9 @@ pub struct JobPlan {
     pub time_based: bool,
     /// `verify=crc32c`.
     pub verify: bool,
+    /// Random workloads touch every unit once per pass (fio's random map); false with
+    /// `norandommap` (independent draws).
+    pub random_map: bool,
     /// PRNG seed.
     pub seed: u64,
 }
@@ -154,34 +163,6 @@ struct Slot {
     generation: u32,
     start_ns: u64,
     issue_ns: u64,
-}
-
-/// splitmix64: tiny, fast, good enough for offsets and the read/write mix.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    /// Next 64 random bits.
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`), by multiply-shift.
-    #[inline]
-    pub fn below(&mut self, n: u64) -> u64 {
-        let wide = u128::from(self.next_u64()) * u128::from(n);
-        u64::try_from(wide >> 64).unwrap_or(0)
-    }
 }
 
 fn next_gen(g: u32) -> u32 {
@@ -287,7 +268,16 @@ pub fn run_job(
     let mut batch: Vec<usize> = Vec::with_capacity(depth);
     let mut to_check: Vec<(usize, Slot)> = Vec::with_capacity(depth);
     let mut rng = Rng::new(plan.seed ^ u64::from(plan.job).wrapping_mul(0x2545_f491_4f6c_dd1d));
-    let mut seq_next: u64 = 0;
+    let mut offsets = Offsets::new(
+        plan.rw.is_random(),
+        plan.random_map,
+        plan.units.max(1),
+        &mut rng,
+    );
+    // A unit the generator handed out that could not be issued yet (still in flight
+    // under verify, or a full queue): issued next, so no unit of a pass is skipped.
+    let mut held: Option<u64> = None;
+    let uniform = matches!(offsets, Offsets::Uniform { .. });
     let mut inflight: usize = 0;
     let mut issued_bytes: u64 = 0;
     let mut done_bytes = [0u64; 2];
@@ -300,7 +290,9 @@ pub fn run_job(
     let mut stats_start: u64 = 0;
     let mut usage_start = ThreadUsage::default();
     let mut phase = Phase::Main;
-    let verify_phase = plan.verify && matches!(plan.rw, RwMode::Write | RwMode::Randwrite);
+    // Every block written is read back once the main phase ends (reads during a mixed
+    // workload check only what an earlier pass wrote).
+    let verify_phase = plan.verify && plan.read_pct < 100;
     progress.set(if ramp_ns > 0 {
         JobState::Ramping
     } else {
@@ -345,29 +337,22 @@ pub fn run_job(
                             let write = plan.read_pct < 100
                                 && (plan.read_pct == 0
                                     || rng.below(100) >= u64::from(plan.read_pct));
-                            let mut unit = if plan.rw.is_random() {
-                                rng.below(plan.units)
-                            } else {
-                                seq_next
-                            };
-                            if plan.verify && busy.get(unit) && plan.rw.is_random() {
+                            let mut unit = held.take().unwrap_or_else(|| offsets.next(&mut rng));
+                            if plan.verify && busy.get(unit) && uniform {
+                                // Independent draws: any other unit will do.
                                 for _ in 0..8 {
-                                    unit = rng.below(plan.units);
+                                    unit = offsets.next(&mut rng);
                                     if !busy.get(unit) {
                                         break;
                                     }
                                 }
                             }
                             if plan.verify && busy.get(unit) {
+                                if !uniform {
+                                    held = Some(unit);
+                                }
                                 None
                             } else {
-                                if !plan.rw.is_random() {
-                                    seq_next = if seq_next + 1 >= plan.units {
-                                        0
-                                    } else {
-                                        seq_next + 1
-                                    };
-                                }
                                 let g = gen_at(&gens, unit);
                                 Some((write, unit, if write { next_gen(g) } else { g }))
                             }
@@ -421,6 +406,11 @@ pub fn run_job(
                         }
                     }
                     Err(EngineError::QueueFull) => {
+                        // Issued after the next reap, so the pass (or verify) still covers it.
+                        match &mut phase {
+                            Phase::Main => held = Some(unit),
+                            Phase::Verify { cursor } => *cursor = unit,
+                        }
                         if inflight == 0 {
                             // Nothing in flight yet the queue is full: the engine
                             // would never accept a command; end the job.

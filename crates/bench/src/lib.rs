@@ -32,6 +32,7 @@ pub mod compare;
 mod engine;
 mod job;
 mod mem_queue;
+mod offsets;
 mod options;
 pub mod plot;
 pub mod report;
@@ -48,10 +49,11 @@ pub use compare::{Comparison, RunSummary, median};
 pub use engine::{EngineError, Geometry, IoQueue, Op};
 pub use job::{JobOutput, JobPlan, JobState, Progress, Rng, VerifySummary, run_job};
 pub use mem_queue::{MemDevice, MemQueue};
+pub use offsets::{Offsets, Permutation, RandomMap};
 pub use options::{
-    Batching, BenchOptions, CpuList, EtaMode, OptionError, OutputFormat, RwMode, SizeSpec,
-    VerifyMode, parse_cpu_list, parse_cpu_list_arg, parse_output_format, parse_size,
-    parse_size_spec, parse_time,
+    Batching, BenchOptions, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat, RwMode,
+    SizeSpec, VerifyMode, parse_bool, parse_cpu_list, parse_cpu_list_arg, parse_output_format,
+    parse_size, parse_size_spec, parse_time,
 };
 pub use report::{render, render_json, render_text};
 pub use result::{

@@ -19,6 +19,9 @@ pub enum OptionError {
     /// A CPU list such as `0,2-3` did not parse.
     #[error("Invalid CPU list {0:?}")]
     CpuList(String),
+    /// A boolean other than 1/0, true/false, on/off, yes/no.
+    #[error("Invalid boolean {0:?} (use 1 or 0)")]
+    Bool(String),
     /// An output format other than normal, json, json+.
     #[error("Invalid output format {0:?}")]
     OutputFormat(String),
@@ -214,6 +217,18 @@ pub fn parse_time(s: &str) -> Result<Duration, OptionError> {
         .ok_or_else(err)
 }
 
+/// The seed used when neither `randseed` nor `randrepeat=0` says otherwise.
+pub const DEFAULT_RANDSEED: u64 = 0x89;
+
+/// Parses fio's boolean values: `1`/`0`, `true`/`false`, `on`/`off`, `yes`/`no`.
+pub fn parse_bool(s: &str) -> Result<bool, OptionError> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(OptionError::Bool(s.to_string())),
+    }
+}
+
 /// A parsed `cpus_allowed` list, in the order given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuList(pub Vec<usize>);
@@ -289,7 +304,7 @@ pub struct BenchOptions {
     /// Number of jobs: one pinned thread and one queue pair each.
     #[arg(long = "numjobs", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub numjobs: u32,
-    /// Stop after this long (seconds, or with a us/ms/s/m/h suffix).
+    /// Stop after this long (seconds, or with a us/ms/s/m/h suffix); 0 means no limit.
     #[arg(long = "runtime", value_parser = parse_time)]
     pub runtime: Option<Duration>,
     /// Run this long before statistics are collected.
@@ -310,9 +325,18 @@ pub struct BenchOptions {
     /// Data verification method.
     #[arg(long = "verify", value_enum, default_value = "0")]
     pub verify: VerifyMode,
-    /// Seed of the offset and read/write-mix generators.
-    #[arg(long = "randseed", default_value_t = 0x89)]
-    pub randseed: u64,
+    /// Seed of the offset and read/write-mix generators (default: a fixed seed, or a new one
+    /// each run with --randrepeat=0).
+    #[arg(long = "randseed")]
+    pub randseed: Option<u64>,
+    /// 1 (the default): without --randseed every run uses the same seed, so it repeats the
+    /// same offsets; 0: a new seed each run.
+    #[arg(long = "randrepeat", default_value = "1", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "1")]
+    pub randrepeat: bool,
+    /// Random offsets drawn independently (units may repeat or be missed) instead of
+    /// touching every block of the range once per pass.
+    #[arg(long = "norandommap", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "1")]
+    pub norandommap: bool,
     /// Report formats: comma list of normal, json, json+.
     #[arg(long = "output-format", default_value = "normal", value_parser = parse_output_format)]
     pub output_format: OutputFormat,
@@ -340,7 +364,9 @@ impl Default for BenchOptions {
             offset: SizeSpec::Bytes(0),
             cpus_allowed: None,
             verify: VerifyMode::Off,
-            randseed: 0x89,
+            randseed: None,
+            randrepeat: true,
+            norandommap: false,
             output_format: OutputFormat::NORMAL,
             eta: EtaMode::Auto,
         }
@@ -369,6 +395,27 @@ pub struct Batching {
 }
 
 impl BenchOptions {
+    /// The run's time limit: `None` without `--runtime` or with `--runtime=0` (fio: no limit).
+    pub fn time_limit(&self) -> Option<Duration> {
+        self.runtime.filter(|r| !r.is_zero())
+    }
+
+    /// The generators' seed: `--randseed`, else the fixed default, else (with
+    /// `--randrepeat=0`) one drawn from the clock and the process id.
+    pub fn seed(&self) -> u64 {
+        match (self.randseed, self.randrepeat) {
+            (Some(s), _) => s,
+            (None, true) => DEFAULT_RANDSEED,
+            (None, false) => {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                let low = u64::try_from(nanos & u128::from(u64::MAX)).unwrap_or(0);
+                crate::offsets::Rng::new(low ^ (u64::from(std::process::id()) << 32)).next_u64()
+            }
+        }
+    }
+
     /// The batching options with their defaults and fio's clamping applied.
     pub fn batching(&self) -> Batching {
         let depth = usize::try_from(self.iodepth.max(1)).unwrap_or(1);
@@ -459,8 +506,14 @@ impl BenchOptions {
         if self.verify == VerifyMode::Crc32c {
             v.push(("verify", "crc32c".into()));
         }
-        if self.randseed != d.randseed {
-            v.push(("randseed", self.randseed.to_string()));
+        if let Some(seed) = self.randseed {
+            v.push(("randseed", seed.to_string()));
+        }
+        if self.randrepeat != d.randrepeat {
+            v.push(("randrepeat", "0".into()));
+        }
+        if self.norandommap {
+            v.push(("norandommap", String::new()));
         }
         v
     }
@@ -598,6 +651,40 @@ mod tests {
         assert!(parse(&["--output-format=terse"]).is_err());
         assert!(parse(&["--cpus_allowed=3-1"]).is_err());
         assert!(parse(&["--rw=trim"]).is_err());
+    }
+
+    #[test]
+    fn random_map_options_parse_like_fio() {
+        let o = parse(&[]).unwrap();
+        assert!(!o.norandommap && o.randrepeat && o.randseed.is_none());
+        assert_eq!(o.seed(), DEFAULT_RANDSEED);
+        let o = parse(&["--norandommap", "--randrepeat=0"]).unwrap();
+        assert!(o.norandommap && !o.randrepeat);
+        let j = o.job_options();
+        assert!(j.contains(&("norandommap", String::new())));
+        assert!(j.contains(&("randrepeat", "0".to_string())));
+        let o = parse(&["--norandommap=1", "--randrepeat=1", "--randseed=42"]).unwrap();
+        assert!(o.norandommap && o.randrepeat);
+        assert_eq!(o.seed(), 42);
+        assert!(o.job_options().contains(&("randseed", "42".to_string())));
+        assert!(!parse(&["--norandommap=0"]).unwrap().norandommap);
+        assert!(parse(&["--randrepeat=maybe"]).is_err());
+        // An explicit seed wins over randrepeat=0.
+        assert_eq!(
+            parse(&["--randrepeat=0", "--randseed=7"]).unwrap().seed(),
+            7
+        );
+    }
+
+    #[test]
+    fn runtime_zero_means_no_limit() {
+        let o = parse(&["--runtime=0"]).unwrap();
+        assert_eq!(o.runtime, Some(Duration::ZERO));
+        assert_eq!(o.time_limit(), None);
+        assert_eq!(
+            parse(&["--runtime=3"]).unwrap().time_limit(),
+            Some(Duration::from_secs(3))
+        );
     }
 
     #[test]

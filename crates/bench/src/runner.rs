@@ -141,6 +141,7 @@ pub fn plan_jobs(
         });
     }
     let batching = opts.batching();
+    let seed = opts.seed();
     Ok((0..opts.numjobs)
         .map(|job| {
             let start = if verify {
@@ -161,11 +162,12 @@ pub fn plan_jobs(
                 refill_min: batching.refill_min,
                 reap_max: batching.reap_max,
                 size_bytes: per_job,
-                runtime: opts.runtime,
+                runtime: opts.time_limit(),
                 ramp: opts.ramp_time.unwrap_or(Duration::ZERO),
                 time_based: opts.time_based,
                 verify,
-                seed: opts.randseed,
+                random_map: !opts.norandommap,
+                seed,
             }
         })
         .collect())
@@ -358,7 +360,7 @@ fn status_loop<T>(
         let elapsed = started.elapsed().as_secs();
         let ramp = opts.ramp_time.unwrap_or_default().as_secs();
         let by_time = opts
-            .runtime
+            .time_limit()
             .map(|r| (ramp + r.as_secs()).saturating_sub(elapsed));
         let done: u64 = bytes.iter().sum();
         let by_size =
