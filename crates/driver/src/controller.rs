@@ -49,6 +49,9 @@ pub struct AttachOptions {
     /// Bytes of DMA memory to allocate: queues, PRP lists, and every I/O buffer the caller
     /// will take with `Controller::dma_pool().alloc(..)`.
     pub dma_pool_bytes: u64,
+    /// How long [`Controller::attach`] waits for the server to accept the connection and
+    /// for each vfio-user reply, then and for the controller's life.
+    pub reply_timeout: Duration,
 }
 
 impl Default for AttachOptions {
@@ -57,6 +60,7 @@ impl Default for AttachOptions {
             io_queues: 1,
             queue_depth: 128,
             dma_pool_bytes: 64 << 20,
+            reply_timeout: nvmemu_vfio_user::DEFAULT_REPLY_TIMEOUT,
         }
     }
 }
@@ -102,7 +106,7 @@ impl Controller {
     /// Attach to the vfio-user NVMe server listening at `<socket_dir>/cntrl` (the SPDK
     /// traddr convention) and bring it up.
     pub fn attach(socket_dir: &Path, opts: AttachOptions) -> Result<Controller, DriverError> {
-        let t = VfioUserTransport::connect(&socket_dir.join("cntrl"))?;
+        let t = VfioUserTransport::connect_within(&socket_dir.join("cntrl"), opts.reply_timeout)?;
         Controller::attach_with(Box::new(t), opts)
     }
 

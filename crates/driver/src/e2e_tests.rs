@@ -20,6 +20,7 @@ fn attach() -> (Controller, FakeHandle) {
             io_queues: 2,
             queue_depth: 16,
             dma_pool_bytes: 4 << 20,
+            ..AttachOptions::default()
         },
     )
 }
@@ -328,6 +329,7 @@ fn fewer_queues_granted_are_clamped_and_depth_follows_mqes() {
             io_queues: 3,
             queue_depth: 64,
             dma_pool_bytes: 2 << 20,
+            ..AttachOptions::default()
         },
     );
     assert_eq!(ctrl.io_queue_count(), 1);
@@ -381,6 +383,7 @@ fn invalid_options_and_pool_exhaustion_are_errors() {
         io_queues: 0,
         queue_depth: 16,
         dma_pool_bytes: 1 << 20,
+        ..AttachOptions::default()
     };
     assert!(matches!(
         Controller::attach_with(Box::new(t), opts),
@@ -397,6 +400,7 @@ fn invalid_options_and_pool_exhaustion_are_errors() {
         io_queues: 4,
         queue_depth: 4096,
         dma_pool_bytes: 64 * 1024,
+        ..AttachOptions::default()
     };
     assert!(matches!(
         Controller::attach_with(Box::new(t), opts),

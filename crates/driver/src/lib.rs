@@ -20,7 +20,7 @@
 //! # fn main() -> Result<(), DriverError> {
 //! let mut ctrl = Controller::attach(
 //!     std::path::Path::new("/var/run/nvmemu/0"),
-//!     AttachOptions { io_queues: 1, queue_depth: 128, dma_pool_bytes: 16 << 20 },
+//!     AttachOptions { io_queues: 1, queue_depth: 128, dma_pool_bytes: 16 << 20, ..Default::default() },
 //! )?;
 //! let buf = ctrl.alloc_dma(4096)?;
 //! let mut qp = ctrl.take_qpair().expect("one queue pair");

@@ -18,6 +18,7 @@ fn attach_io_and_shutdown_over_vfio_user() {
         io_queues: 2,
         queue_depth: 32,
         dma_pool_bytes: 4 << 20,
+        ..AttachOptions::default()
     };
     let mut ctrl = Controller::attach(dir.path(), opts).unwrap();
     assert_ne!(h.pci_command() & PCI_COMMAND_MASTER, 0);

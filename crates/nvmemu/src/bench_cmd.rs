@@ -17,6 +17,9 @@ use nvmemu_ctrl::{LatencyHook, LatencyTable};
 use nvmemu_driver::{AttachOptions, Controller, IO_CQ_DEPTH_FACTOR};
 use nvmemu_spec::Nsid;
 
+use crate::bench_checks::{
+    check_cpus, check_depth, check_embedded, check_writable, shared_cpus_warning,
+};
 use crate::bench_target::{EmbeddedTarget, TargetPlacement, allowed_cpus};
 use crate::engine::{DriverQueue, SpreadQueue, Trace};
 use crate::ns_spec::NsSpec;
@@ -81,6 +84,10 @@ pub struct BenchArgs {
     /// reports both IOPS as the tracing overhead. Without the flag nothing is timed.
     #[arg(long = "lat-breakdown")]
     pub lat_breakdown: bool,
+    /// How long to wait for the server to accept the connection and for each of its
+    /// vfio-user replies (with --socket; the in-process target answers at once).
+    #[arg(long = "reply-timeout", value_name = "TIME", default_value = "5s", value_parser = nvmemu_bench::parse_time)]
+    pub reply_timeout: Duration,
     /// In-process target only: serve N controllers (one namespace, one bdev) from the one
     /// poller; each job spreads its --iodepth evenly over a queue pair on every controller.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -121,8 +128,15 @@ pub fn dma_pool_bytes(numjobs: u32, depth: u16, bs: u64) -> u64 {
     total.div_ceil(2 << 20).saturating_mul(2 << 20)
 }
 
-/// Attaches to `dir`, one I/O queue pair per job.
-pub fn attach(dir: &Path, opts: &BenchOptions, hint: bool) -> Result<Controller> {
+/// Attaches to `dir`, one I/O queue pair per job, waiting at most `reply_timeout` for
+/// each reply; fails before any queue is used if the controller's queues cannot hold
+/// `--iodepth` commands.
+pub fn attach(
+    dir: &Path,
+    opts: &BenchOptions,
+    hint: bool,
+    reply_timeout: Duration,
+) -> Result<Controller> {
     let io_queues = u16::try_from(opts.numjobs)
         .map_err(|_| anyhow!("numjobs {} is too large", opts.numjobs))?;
     let queue_depth = u16::try_from(opts.iodepth.saturating_add(1)).unwrap_or(u16::MAX);
@@ -130,19 +144,22 @@ pub fn attach(dir: &Path, opts: &BenchOptions, hint: bool) -> Result<Controller>
         io_queues,
         queue_depth,
         dma_pool_bytes: dma_pool_bytes(opts.numjobs, queue_depth, opts.bs),
+        reply_timeout,
     };
-    Controller::attach(dir, attach).map_err(|e| {
+    let ctrl = Controller::attach(dir, attach).map_err(|e| {
         anyhow!(
             "cannot attach to {}: {}{}",
             dir.join("cntrl").display(),
             error_chain(&e),
             if hint {
-                " (is nvmemu serve running?)"
+                crate::identify::attach_hint(&e)
             } else {
                 ""
             }
         )
-    })
+    })?;
+    check_depth(opts.iodepth, ctrl.cap().max_queue_entries())?;
+    Ok(ctrl)
 }
 
 /// `e` and its sources on one line, `outer: inner: ...`.
@@ -194,14 +211,38 @@ pub fn make_driver_queues(
         .collect()
 }
 
-/// Sets `stop` on the first SIGINT/SIGTERM; a second one ends the process.
-fn install_stop(stop: &Arc<AtomicBool>) -> Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    for sig in [SIGINT, SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(stop))
-            .context("cannot install signal handlers")?;
-        signal_hook::flag::register(sig, Arc::clone(stop))
-            .context("cannot install signal handlers")?;
+/// The checks that need no target: CPUs, output paths, options that contradict each
+/// other, and (for the in-process target, before it starts) block size and depth.
+fn check_inputs(args: &BenchArgs, opts: &BenchOptions) -> Result<()> {
+    let allowed = allowed_cpus();
+    let cpus_allowed = opts.cpus_allowed.as_ref().map(|c| c.0.as_slice());
+    check_cpus("--cpus_allowed", cpus_allowed, &allowed)?;
+    if args.socket.is_some() {
+        if args.lat_breakdown {
+            bail!("--lat-breakdown needs the in-process target (drop --socket)");
+        }
+    } else {
+        let target_cpus = args.target_cpus.as_ref().map(|c| c.0.as_slice());
+        check_cpus("--target-cpus", target_cpus, &allowed)?;
+    }
+    if let Some(path) = &args.plot {
+        check_writable("--plot", path)?;
+    }
+    let probe_only = args.ceiling.is_some() && args.ceiling_compare.is_none();
+    if args.socket.is_none() && !probe_only {
+        check_embedded(opts, &args.ns)?;
+    }
+    // Jobs are pinned round-robin to these (unpinned: they share the allowed CPUs).
+    let job_cpus = match (cpus_allowed, &args.socket) {
+        (Some(c), _) => c.to_vec(),
+        (None, Some(_)) => allowed,
+        (None, None) => {
+            let target_cpus = args.target_cpus.as_ref().map(|c| c.0.as_slice());
+            TargetPlacement::choose(&allowed, target_cpus, None).job_cpus
+        }
+    };
+    if let Some(w) = shared_cpus_warning(opts.numjobs, &job_cpus) {
+        eprintln!("nvmemu: {w}");
     }
     Ok(())
 }
@@ -211,20 +252,17 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let mut opts = args.opts.clone();
     apply_defaults(&mut opts);
     let stop = Arc::new(AtomicBool::new(false));
-    install_stop(&stop)?;
+    crate::signals::install(&stop)?;
+    check_inputs(args, &opts)?;
     if args.ceiling.is_some() || args.ceiling_compare.is_some() {
         return run_ceiling_cmd(args, &mut opts, stop);
     }
-    let result = match &args.socket {
+    let (result, ctrl) = match &args.socket {
         Some(dir) => {
-            let mut ctrl = attach(dir, &opts, true)?;
+            let mut ctrl = attach(dir, &opts, true, args.reply_timeout)?;
             let queues = make_queues(&mut ctrl, args.nsid, opts.numjobs, &stop)
                 .with_context(|| format!("on {}", dir.join("cntrl").display()))?;
-            let result = run_bench(&opts, queues, &NoTarget, &[], stop)?;
-            if let Err(e) = ctrl.shutdown() {
-                tracing::warn!("controller shutdown: {}", error_chain(&e));
-            }
-            result
+            (run_bench(&opts, queues, &NoTarget, &[], stop)?, Some(ctrl))
         }
         None if args.lat_breakdown => {
             let mut o = opts.clone();
@@ -253,26 +291,21 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             }
             return finish(&result);
         }
-        None => run_embedded(args, &mut opts, stop, false)?.0,
+        None => (run_embedded(args, &mut opts, stop, false)?.0, None),
     };
-    if args.lat_breakdown {
-        bail!("--lat-breakdown needs the in-process target (drop --socket)");
-    }
     print!("{}", render(&result, opts.output_format));
     if let Some(path) = &args.plot {
         let json = nvmemu_bench::render_json(&result, true);
         nvmemu_bench::plot::write_svg(&json, path).context("--plot")?;
     }
-    // As fio: the report is printed either way, the exit status says a job failed.
-    match result.jobs.iter().find(|j| j.errno() != 0) {
-        Some(j) => bail!(
-            "job {} failed: {}",
-            j.job,
-            j.error_text()
-                .unwrap_or_else(|| format!("err={}", j.errno()))
-        ),
-        None => Ok(()),
+    // After the report: a controller that does not shut down cleanly must not cost it.
+    if let Some(mut ctrl) = ctrl
+        && let Err(e) = ctrl.shutdown()
+    {
+        tracing::warn!("controller shutdown: {}", error_chain(&e));
     }
+    // As fio: the report is printed either way, the exit status says a job failed.
+    finish(&result)
 }
 
 /// The probe's options for this run: its block size, depth, footprint and CPUs.
@@ -297,7 +330,7 @@ fn ceiling_options(args: &BenchArgs, opts: &BenchOptions) -> CeilingOptions {
         footprint: args.ns.size.max(opts.bs),
         copy,
         write: matches!(opts.rw, RwMode::Write | RwMode::Randwrite),
-        runtime: opts.runtime.unwrap_or(DEFAULT_RUNTIME),
+        runtime: opts.time_limit().unwrap_or(DEFAULT_RUNTIME),
         client_cpu,
         device_cpu: placement.target_cpus.first().copied(),
     }
@@ -400,7 +433,7 @@ fn run_embedded(
     let mut ctrls = Vec::new();
     let mut per_ctrl: Vec<std::vec::IntoIter<DriverQueue>> = Vec::new();
     for dir in target.dirs() {
-        let mut ctrl = attach(dir, opts, false)?;
+        let mut ctrl = attach(dir, opts, false, args.reply_timeout)?;
         let mut qs = make_driver_queues(&mut ctrl, args.nsid, opts.numjobs, &stop)?;
         if let (Some(t), Some(b), true) = (&table, &sums, per_ctrl.is_empty()) {
             qs = qs

@@ -111,6 +111,7 @@ impl EmbeddedTarget {
             .prefix("nvmemu-bench-")
             .tempdir()
             .context("cannot create a temporary directory for the socket")?;
+        crate::signals::remove_on_forced_exit(dir.path());
         let target = Target::start(TargetConfig {
             poller_timeout: nvmemu_target::CALL_TIMEOUT,
             deadlines: nvmemu_target::Deadlines::default(),
@@ -176,6 +177,7 @@ impl EmbeddedTarget {
     /// Stops the controller and the pollers, then removes the directory.
     pub fn shutdown(self) {
         self.target.shutdown();
+        crate::signals::forget(self.dir.path());
         drop(self.dir);
     }
 }

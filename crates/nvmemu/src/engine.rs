@@ -450,6 +450,7 @@ mod tests {
             io_queues: 1,
             queue_depth: 16,
             dma_pool_bytes: 8 << 20,
+            ..AttachOptions::default()
         };
         Controller::attach(t.dir(), opts).unwrap()
     }

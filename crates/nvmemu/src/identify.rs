@@ -30,6 +30,9 @@ pub struct IdentifyArgs {
     /// Only this namespace (default: every active namespace).
     #[arg(long)]
     pub nsid: Option<u32>,
+    /// How long to wait for the server to accept the connection and for each of its replies.
+    #[arg(long = "reply-timeout", value_name = "TIME", default_value = "5s", value_parser = nvmemu_bench::parse_time)]
+    pub reply_timeout: std::time::Duration,
     /// Output format.
     #[arg(
         short = 'o',
@@ -114,19 +117,35 @@ pub fn render(pages: &IdentifyPages, format: IdFormat) -> String {
     }
 }
 
-/// Whether attaching failed because the server serves another client (EBUSY to VERSION).
-pub fn is_busy(e: &(dyn std::error::Error + 'static)) -> bool {
+/// The vfio-user client error somewhere in `e`'s chain, if any.
+fn client_error<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a nvmemu_vfio_user::ClientError> {
     let mut cur = Some(e);
     while let Some(c) = cur {
-        if matches!(
-            c.downcast_ref::<nvmemu_vfio_user::ClientError>(),
-            Some(nvmemu_vfio_user::ClientError::Busy)
-        ) {
-            return true;
+        if let Some(ce) = c.downcast_ref::<nvmemu_vfio_user::ClientError>() {
+            return Some(ce);
         }
         cur = c.source();
     }
-    false
+    None
+}
+
+/// Whether attaching failed because the server serves another client (EBUSY to VERSION).
+pub fn is_busy(e: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(client_error(e), Some(nvmemu_vfio_user::ClientError::Busy))
+}
+
+/// What to suggest after a failed attach: a server that did not answer in time is there
+/// but hung (or slow); anything else suggests none is running.
+pub fn attach_hint(e: &(dyn std::error::Error + 'static)) -> &'static str {
+    use nvmemu_vfio_user::ClientError;
+    match client_error(e) {
+        Some(ClientError::TimedOut { .. } | ClientError::ConnectTimedOut { .. }) => {
+            " (the server is hung or slow; raise --reply-timeout for a slow one)"
+        }
+        _ => " (is nvmemu serve running?)",
+    }
 }
 
 /// `nvmemu identify`.
@@ -140,6 +159,7 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
             io_queues: 1,
             queue_depth: 2,
             dma_pool_bytes: 4 << 20,
+            reply_timeout: args.reply_timeout,
         },
     )
     .map_err(|e| {
@@ -150,9 +170,10 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
             );
         }
         anyhow!(
-            "cannot attach to {}: {} (is nvmemu serve running?)",
+            "cannot attach to {}: {}{}",
             args.socket.join("cntrl").display(),
-            error_chain(&e)
+            error_chain(&e),
+            attach_hint(&e)
         )
     })?;
     let pages = read_pages(&mut ctrl, args.nsid);

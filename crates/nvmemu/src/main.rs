@@ -2,6 +2,7 @@
 //! `nvmemu`: serve | bench | identify | rpc. Parses arguments and calls the libraries.
 #![forbid(unsafe_code)]
 
+mod bench_checks;
 mod bench_cmd;
 mod bench_target;
 mod engine;
@@ -10,6 +11,7 @@ mod identify;
 mod ns_spec;
 mod rpc_handler;
 mod serve;
+mod signals;
 mod size;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +42,8 @@ fn main() {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a terminal: logs piped to a file or CI stay plain text.
+        .with_ansi(rustix::termios::isatty(std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

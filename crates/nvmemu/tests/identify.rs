@@ -145,3 +145,23 @@ fn a_controller_in_use_is_one_clear_line_not_a_hang() {
     let want = format!("controller {dir} is in use by another client");
     assert!(err.lines().any(|l| l.ends_with(&want)), "stderr: {err}");
 }
+
+#[test]
+fn a_silent_server_is_a_timeout_with_one_clear_line() {
+    let server = common::silent_server();
+    let started = std::time::Instant::now();
+    let out = identify(&[
+        "--socket",
+        server.dir.path().to_str().unwrap(),
+        "--reply-timeout=300ms",
+    ]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("Server did not answer Version within 300ms (the server is hung or slow"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}

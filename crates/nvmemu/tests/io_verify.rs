@@ -14,6 +14,7 @@ fn attach(t: &common::TestTarget, io_queues: u16) -> Controller {
             io_queues,
             queue_depth: 64,
             dma_pool_bytes: 32 << 20,
+            ..AttachOptions::default()
         },
     )
     .expect("driver attaches")

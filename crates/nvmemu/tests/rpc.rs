@@ -193,6 +193,7 @@ fn attach(dir: &Path) -> Controller {
             io_queues: 1,
             queue_depth: 32,
             dma_pool_bytes: 8 << 20,
+            ..AttachOptions::default()
         },
     )
     .expect("driver attaches")

@@ -45,6 +45,16 @@ impl VfioUserTransport {
         VfioUserTransport::from_client(client)
     }
 
+    /// [`VfioUserTransport::connect`], waiting at most `limit` for the server to accept
+    /// and for each of its replies (then and later).
+    pub fn connect_within(
+        socket_path: &Path,
+        limit: std::time::Duration,
+    ) -> Result<VfioUserTransport, TransportError> {
+        let client = Client::connect_within(socket_path, limit).map_err(link("connect"))?;
+        VfioUserTransport::from_client(client)
+    }
+
     /// Use an already connected client (VERSION done).
     pub fn from_client(mut client: Client) -> Result<VfioUserTransport, TransportError> {
         let info = client.device_info().map_err(link("DEVICE_GET_INFO"))?;

@@ -114,12 +114,36 @@ pub fn start_default() -> TestTarget {
     start(&[("malloc", 512, 1 << 15)])
 }
 
+/// A UNIX socket at `dir/cntrl` that accepts connections and never answers them (a hung
+/// server); `accepted` gets one message per connection it accepted.
+pub struct SilentServer {
+    pub dir: tempfile::TempDir,
+    pub accepted: std::sync::mpsc::Receiver<()>,
+}
+
+/// Starts a [`SilentServer`]; its thread holds every connection until the test ends.
+pub fn silent_server() -> SilentServer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let listener = std::os::unix::net::UnixListener::bind(dir.path().join("cntrl")).expect("bind");
+    let (tx, accepted) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { break };
+            held.push(conn);
+            let _ = tx.send(());
+        }
+    });
+    SilentServer { dir, accepted }
+}
+
 /// Attach options used throughout.
 pub fn opts(io_queues: u16) -> AttachOptions {
     AttachOptions {
         io_queues,
         queue_depth: 64,
         dma_pool_bytes: 16 << 20,
+        ..AttachOptions::default()
     }
 }
 
