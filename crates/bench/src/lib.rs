@@ -48,7 +48,7 @@ pub use ceiling::{CeilingError, CeilingOptions, CeilingResult, run_ceiling};
 pub use compare::{Comparison, RunSummary, median};
 pub use engine::{EngineError, Geometry, IoQueue, Op};
 pub use job::{JobOutput, JobPlan, JobState, Progress, Rng, VerifySummary, run_job};
-pub use mem_queue::{MemDevice, MemQueue};
+pub use mem_queue::{CommandLog, MemDevice, MemQueue};
 pub use offsets::{Offsets, Permutation, RandomMap};
 pub use options::{
     Batching, BenchOptions, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat, RwMode,

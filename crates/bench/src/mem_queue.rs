@@ -37,6 +37,7 @@ impl MemDevice {
             bufs: Vec::new(),
             pending: Vec::new(),
             done: VecDeque::new(),
+            log: None,
         }
     }
 
@@ -91,6 +92,9 @@ struct Cmd {
     blocks: u32,
 }
 
+/// Every command a queue accepted, in submission order: direction and first LBA.
+pub type CommandLog = Arc<Mutex<Vec<(Op, u64)>>>;
+
 /// One queue pair on a [`MemDevice`]; completes every command at [`IoQueue::ring`].
 #[derive(Debug)]
 pub struct MemQueue {
@@ -99,9 +103,16 @@ pub struct MemQueue {
     bufs: Vec<Vec<u8>>,
     pending: Vec<Cmd>,
     done: VecDeque<(usize, Result<(), EngineError>)>,
+    log: Option<CommandLog>,
 }
 
 impl MemQueue {
+    /// The same queue, recording each accepted command in `log` (tests of offsets).
+    pub fn with_log(mut self, log: CommandLog) -> MemQueue {
+        self.log = Some(log);
+        self
+    }
+
     fn buf(&mut self, slot: usize) -> Result<&mut Vec<u8>, EngineError> {
         self.bufs
             .get_mut(slot)
@@ -178,6 +189,13 @@ impl IoQueue for MemQueue {
             lba,
             blocks,
         });
+        if let Some(log) = &self.log {
+            log.lock()
+                .map_err(|_| EngineError::Transport {
+                    reason: "command log lock poisoned".into(),
+                })?
+                .push((op, lba));
+        }
         Ok(())
     }
 

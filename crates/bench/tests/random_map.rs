@@ -1,66 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //! fio's random map as the job loop applies it: a random workload touches every block of
 //! its range once per pass (and verify reads back each block written, once), the same seed
-//! gives the same offsets, and `norandommap` draws independently. Observed through an
-//! [`IoQueue`] that records each command's direction and LBA.
+//! gives the same offsets, and `norandommap` draws independently. Observed through each
+//! queue's log of the commands it accepted (`MemQueue::with_log`).
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 
 use nvmemu_bench::{
-    BenchOptions, BenchResult, EngineError, EtaMode, Geometry, IoQueue, MemDevice, MemQueue,
-    NoTarget, Op, RwMode, SizeSpec, VerifyMode, run_bench,
+    BenchOptions, BenchResult, CommandLog, EtaMode, IoQueue, MemDevice, NoTarget, Op, RwMode,
+    SizeSpec, VerifyMode, run_bench,
 };
-
-type Commands = Arc<Mutex<Vec<(Op, u64)>>>;
-
-/// A [`MemQueue`] that records every command submitted.
-struct Recorder {
-    inner: MemQueue,
-    log: Commands,
-}
-
-impl IoQueue for Recorder {
-    fn geometry(&self) -> Geometry {
-        self.inner.geometry()
-    }
-    fn setup(&mut self, slots: usize, slot_bytes: usize) -> Result<(), EngineError> {
-        self.inner.setup(slots, slot_bytes)
-    }
-    fn write_payload(&mut self, slot: usize, src: &[u8]) -> Result<(), EngineError> {
-        self.inner.write_payload(slot, src)
-    }
-    fn read_payload(&mut self, slot: usize, dst: &mut [u8]) -> Result<(), EngineError> {
-        self.inner.read_payload(slot, dst)
-    }
-    fn submit(&mut self, slot: usize, op: Op, lba: u64, blocks: u32) -> Result<(), EngineError> {
-        self.inner.submit(slot, op, lba, blocks)?;
-        self.log.lock().unwrap().push((op, lba));
-        Ok(())
-    }
-    fn ring(&mut self) -> Result<(), EngineError> {
-        self.inner.ring()
-    }
-    fn reap(&mut self, max: usize, done: &mut dyn FnMut(usize, Result<(), EngineError>)) -> usize {
-        self.inner.reap(max, done)
-    }
-}
 
 /// Runs `opts` with one recorded queue per job on a 2 MiB device of 512-byte blocks;
 /// returns the result and each job's commands in submission order.
 fn run(opts: &BenchOptions) -> (BenchResult, Vec<Vec<(Op, u64)>>) {
     let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
-    let logs: Vec<Commands> = (0..opts.numjobs).map(|_| Commands::default()).collect();
+    let logs: Vec<CommandLog> = (0..opts.numjobs).map(|_| CommandLog::default()).collect();
     let queues = logs
         .iter()
-        .map(|log| {
-            Box::new(Recorder {
-                inner: dev.queue(),
-                log: Arc::clone(log),
-            }) as Box<dyn IoQueue>
-        })
+        .map(|log| Box::new(dev.queue().with_log(Arc::clone(log))) as Box<dyn IoQueue>)
         .collect();
     let r = run_bench(
         opts,

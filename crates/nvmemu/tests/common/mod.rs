@@ -137,6 +137,15 @@ pub fn silent_server() -> SilentServer {
     SilentServer { dir, accepted }
 }
 
+/// The one stderr line of a command that failed (status 1) before printing anything.
+pub fn one_line_failure(out: &std::process::Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(out.stdout.is_empty(), "printed {:?}", out.stdout);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
 /// Attach options used throughout.
 pub fn opts(io_queues: u16) -> AttachOptions {
     AttachOptions {
