@@ -3,12 +3,12 @@
 //! decode (I/O and admin), building a completion and writing it into a CQ ring in an
 //! anonymous mapping (body copy + Release store of the status/phase word, as the
 //! controller posts it), and the benchmark's own per-I/O bookkeeping (offset generator and
-//! latency histogram). Run with `cargo bench -p nvmemu-bench`.
+//! random map, latency histogram). Run with `cargo bench -p nvmemu-bench`.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use nvmemu_bench::{LatStat, Rng};
+use nvmemu_bench::{LatStat, Offsets, Rng};
 use nvmemu_mem::MmapRegion;
 use nvmemu_spec::{
     AdminCommand, Cid, Cqe, IoCommand, Psdt, Qid, SglDescriptor, SglKind, Sqe, Status,
@@ -132,6 +132,14 @@ fn bench_side(c: &mut Criterion) {
     g.bench_function("random_offset", |b| {
         b.iter(|| rng.below(black_box(1 << 21)))
     });
+    // fio's random map over a power-of-two range and over one that needs cycle walking.
+    for units in [1u64 << 21, 1_500_000] {
+        let mut rng = Rng::new(42);
+        let mut map = Offsets::new(true, true, units, &mut rng);
+        g.bench_function(format!("random_map_offset_{units}"), |b| {
+            b.iter(|| map.next(&mut rng))
+        });
+    }
     let mut lat = LatStat::new();
     let mut v = 1000u64;
     g.bench_function("latency_record", |b| {
