@@ -92,8 +92,6 @@ pub struct RandomMap {
     bits: u32,
     perm: Permutation,
     counter: u64,
-    /// The pass ends when the counter has covered the whole domain.
-    wrapped: bool,
 }
 
 impl RandomMap {
@@ -105,7 +103,6 @@ impl RandomMap {
             bits,
             perm: Permutation::new(bits, [rng.next_u64(), rng.next_u64()]),
             counter: 0,
-            wrapped: false,
         }
     }
 
@@ -113,16 +110,14 @@ impl RandomMap {
     #[inline]
     pub fn next(&mut self, rng: &mut Rng) -> u64 {
         loop {
-            if self.wrapped {
-                self.perm = Permutation::new(self.bits, [rng.next_u64(), rng.next_u64()]);
-                self.wrapped = false;
-            }
-            let x = self.perm.apply(self.counter);
-            if self.counter >= self.perm.max() {
-                self.counter = 0;
-                self.wrapped = true;
+            let c = self.counter;
+            let x = self.perm.apply(c);
+            if c < self.perm.max() {
+                self.counter = c + 1;
             } else {
-                self.counter += 1;
+                // The pass is complete once this image is used or skipped.
+                self.counter = 0;
+                self.perm = Permutation::new(self.bits, [rng.next_u64(), rng.next_u64()]);
             }
             if x < self.units {
                 return x;
