@@ -13,7 +13,7 @@
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use nvmemu_bdev::Bdev;
+use nvmemu_bdev::{Bdev, MallocBacking};
 use nvmemu_mem::{DmaBacking, DmaRegion, GuestMemory, Iova, MmapRegion, Protection, create_memfd};
 use nvmemu_spec::regs;
 use nvmemu_spec::{Cid, Cqe, DataPtr, Nsid, Psdt, Qid, SglDescriptor, Sqe, Status};
@@ -165,11 +165,22 @@ impl TestHost {
     }
 
     pub fn with_config(config: ControllerConfig) -> TestHost {
+        TestHost::with_backing(config, MallocBacking::Populated)
+    }
+
+    /// Like [`TestHost::new`], but namespace 1 is sparse (`lazy=on`): nothing is populated
+    /// up front, so a fuzzer can build one host per input cheaply.
+    pub fn lazy() -> TestHost {
+        TestHost::with_backing(ControllerConfig::default(), MallocBacking::Lazy)
+    }
+
+    fn with_backing(config: ControllerConfig, backing: MallocBacking) -> TestHost {
         let doorbells = Arc::new(MmapRegion::anonymous(4096).expect("doorbells"));
         let mut ctrl = Controller::new(config, Arc::clone(&doorbells));
         let mem = HostMemory::new(layout::SIZE);
         ctrl.set_guest_memory(mem.guest());
-        let bdev = Arc::new(Bdev::malloc("malloc0", BLOCK as u32, BLOCKS).expect("bdev"));
+        let bdev = Bdev::malloc_with("malloc0", BLOCK as u32, BLOCKS, backing, &|_| {});
+        let bdev = Arc::new(bdev.expect("bdev"));
         ctrl.attach_namespace(Namespace::new(Nsid(1), bdev))
             .expect("attach");
         TestHost {
