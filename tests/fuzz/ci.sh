@@ -18,8 +18,10 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install --locked --quiet cargo-fuzz
 fi
 
+targets=$(cargo fuzz list)
+[ -n "$targets" ] || { echo "fuzz: cargo fuzz list found no target" >&2; exit 1; }
 passed=0 failed=0
-for target in $(cargo fuzz list); do
+for target in $targets; do
   mkdir -p "corpus/$target"
   t0=$SECONDS
   # Inputs found during the run go to a scratch directory: the kept corpus stays as committed.

@@ -236,8 +236,9 @@ check_compliance() {
   serve compliance
   local rc=0
   run_bounded 180 compliance "$P/nvme_compliance" -g -r "$TRID" || rc=$?
-  [ "$rc" -eq 0 ] || echo "nvme_compliance exited with $rc"
-  python3 "$HERE/spdk_results.py" compliance "$WORK/compliance.log"
+  python3 "$HERE/spdk_results.py" compliance "$WORK/compliance.log" || return 1
+  # A crash or a non-zero exit after a complete summary is a failure too.
+  [ "$rc" -eq 0 ] || { echo "nvme_compliance exited with $rc"; return 1; }
 }
 
 # The README's set-up script, through SPDK's rpc.py, plus an unclaimed null bdev.

@@ -101,6 +101,8 @@ const RESERVED_MAPS: usize = 8192;
 static RECOVERED: AtomicU64 = AtomicU64::new(0);
 /// The SIGBUS disposition before ours, for faults that are not ours.
 static PREVIOUS: OnceLock<Result<libc::sigaction, rustix::io::Errno>> = OnceLock::new();
+/// Whether `on_sigbus` is installed (set once, after `PREVIOUS`).
+static INSTALLED: OnceLock<Result<(), rustix::io::Errno>> = OnceLock::new();
 
 thread_local! {
     /// Faults recovered on this thread (written by the handler on this thread only).
@@ -176,6 +178,9 @@ fn claim(start: usize, len: usize, page: usize) -> Result<Registration, MemError
         {
             continue;
         }
+        // Seqlock writer: the BUSY state is ordered before the field stores, so a handler
+        // that re-checks the state after reading the fields sees a change if it raced them.
+        fence(Ordering::Release);
         slot.start.store(start, Ordering::Relaxed);
         slot.len.store(len, Ordering::Relaxed);
         slot.page.store(page, Ordering::Relaxed);
@@ -230,31 +235,40 @@ fn lookup(addr: usize) -> Option<(usize, usize)> {
 }
 
 /// Install the SIGBUS handler once per process; later calls return the first result.
+/// The previous disposition is read and stored in `PREVIOUS` first, and only then is the
+/// handler installed, so the handler never runs while `PREVIOUS` is still empty.
 fn install() -> Result<(), MemError> {
     let prev = PREVIOUS.get_or_init(|| {
         // SAFETY: an all-zero `sigaction` is a valid value (SIG_DFL, empty mask, no flags).
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: a null new action only reads the current one into `old`, a valid, live
+        // sigaction struct; SIGBUS is a valid signal number.
+        let rc = unsafe { libc::sigaction(libc::SIGBUS, ptr::null(), &mut old) };
+        if rc == 0 { Ok(old) } else { Err(last_errno()) }
+    });
+    if let Err(e) = prev {
+        return Err(os("sigaction", *e));
+    }
+    let installed = INSTALLED.get_or_init(|| {
+        // SAFETY: as above, an all-zero `sigaction` is a valid value.
         let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
         new.sa_sigaction = on_sigbus as *const () as usize;
         new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;
-        // SAFETY: as above.
-        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: `new` and `old` are valid, live sigaction structs for the call; the
-        // handler is an `extern "C"` function with the SA_SIGINFO signature that stays
-        // valid for the life of the process; SIGBUS is a catchable signal.
-        let rc = unsafe { libc::sigaction(libc::SIGBUS, &new, &mut old) };
-        if rc == 0 {
-            Ok(old)
-        } else {
-            Err(
-                rustix::io::Errno::from_io_error(&std::io::Error::last_os_error())
-                    .unwrap_or(rustix::io::Errno::INVAL),
-            )
-        }
+        // SAFETY: `new` is a valid, live sigaction struct and a null old-action pointer is
+        // allowed; the handler is an `extern "C"` function with the SA_SIGINFO signature
+        // that stays valid for the life of the process; SIGBUS is a catchable signal.
+        let rc = unsafe { libc::sigaction(libc::SIGBUS, &new, ptr::null_mut()) };
+        if rc == 0 { Ok(()) } else { Err(last_errno()) }
     });
-    match prev {
-        Ok(_) => Ok(()),
+    match installed {
+        Ok(()) => Ok(()),
         Err(e) => Err(os("sigaction", *e)),
     }
+}
+
+fn last_errno() -> rustix::io::Errno {
+    rustix::io::Errno::from_io_error(&std::io::Error::last_os_error())
+        .unwrap_or(rustix::io::Errno::INVAL)
 }
 
 /// The SIGBUS handler (SA_SIGINFO). See the module docs.
@@ -300,8 +314,8 @@ fn recover(addr: usize) -> bool {
 fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     let prev = match PREVIOUS.get() {
         Some(Ok(p)) => *p,
-        // Unreachable (the handler is installed only after PREVIOUS is set); fall back to
-        // the default action.
+        // Unreachable (`install` sets PREVIOUS before it installs the handler); fall back
+        // to the default action.
         // SAFETY: an all-zero sigaction is SIG_DFL.
         _ => unsafe { std::mem::zeroed() },
     };
