@@ -9,6 +9,7 @@ use crate::queue::{
     CQE_SIZE, CompletionQueue, Ring, SQE_SIZE, SubmissionQueue, cq_head_doorbell, sq_tail_doorbell,
 };
 use crate::regs::Cc;
+use crate::state::CtrlEvent;
 
 /// CC.IOSQES / CC.IOCQES this controller supports (64- and 16-byte entries).
 const IOSQES: u32 = 6;
@@ -156,6 +157,8 @@ impl Controller {
             };
             let head = sq.head;
             let Some(sqe) = sq.read_sqe(head) else {
+                // The ring is no longer readable: as in `poll_sq`, controller fatal.
+                self.apply(CtrlEvent::Fault, None);
                 break;
             };
             sq.head = head.next(sq.size).0;
