@@ -144,6 +144,7 @@ pub fn attach_hint(e: &(dyn std::error::Error + 'static)) -> &'static str {
         Some(ClientError::TimedOut { .. } | ClientError::ConnectTimedOut { .. }) => {
             " (the server is hung or slow; raise --reply-timeout for a slow one)"
         }
+        Some(ClientError::Busy) => " (another client is attached to it; stop that one first)",
         _ => " (is nvmemu serve running?)",
     }
 }
@@ -165,7 +166,7 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
     .map_err(|e| {
         if is_busy(&e) {
             return anyhow!(
-                "controller {} is in use by another client",
+                "controller {} is in use by another client: stop that client first",
                 args.socket.display()
             );
         }

@@ -142,7 +142,7 @@ fn a_controller_in_use_is_one_clear_line_not_a_hang() {
     let out = identify(&["--socket", dir]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    let want = format!("controller {dir} is in use by another client");
+    let want = format!("controller {dir} is in use by another client: stop that client first");
     assert!(err.lines().any(|l| l.ends_with(&want)), "stderr: {err}");
 }
 
