@@ -822,7 +822,8 @@ fn half_sent_connections_and_a_huge_batch_do_not_lock_out_a_fresh_client() {
         json!(true)
     );
     assert!(
-        t0.elapsed() < Duration::from_secs(2),
+        // Well under the 5 s request deadline that would free the held slots anyway.
+        t0.elapsed() < Duration::from_secs(4),
         "fresh client waited {:?}",
         t0.elapsed()
     );

@@ -51,17 +51,7 @@ fn error_of(v: &Value) -> (i64, &str) {
 #[test]
 fn half_sent_and_trickled_requests_get_a_parse_error_at_the_deadline() {
     let srv = Server::start_with(fake(), limits());
-    let mut half = srv.raw();
-    half.write_all(br#"{"jsonrpc":"2.0","meth"#).unwrap();
-    // One byte every 50 ms: never complete within 300 ms.
-    let mut slow = srv.raw();
-    let text = req("framework_wait_init", Value::Null, json!(1));
-    let t0 = Instant::now();
-    for b in text.iter().take(10) {
-        let _ = slow.write_all(&[*b]); // fails once the server has closed
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    for s in [&mut half, &mut slow] {
+    let expired = |s: &mut std::os::unix::net::UnixStream| {
         let r = read_reply(s, &mut Framer::new(4096));
         assert_eq!(r["id"], Value::Null);
         assert_eq!(
@@ -69,8 +59,25 @@ fn half_sent_and_trickled_requests_get_a_parse_error_at_the_deadline() {
             (-32700, "Parse error: request incomplete after 300 ms")
         );
         assert!(closed(s));
+    };
+    // Half a request, then silence: answered once the 300 ms deadline passes, not before.
+    let mut half = srv.raw();
+    let t0 = Instant::now();
+    half.write_all(br#"{"jsonrpc":"2.0","meth"#).unwrap();
+    expired(&mut half);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t0.elapsed()
+    );
+    // One byte every 50 ms: never complete within 300 ms.
+    let mut slow = srv.raw();
+    let text = req("framework_wait_init", Value::Null, json!(1));
+    for b in text.iter().take(10) {
+        let _ = slow.write_all(&[*b]); // fails once the server has closed
+        std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(t0.elapsed() >= Duration::from_millis(300));
+    expired(&mut slow);
     // A client that waits between complete requests is not held to the deadline.
     let mut patient = srv.raw();
     let mut framer = Framer::new(4096);

@@ -367,14 +367,15 @@ mod tests {
         // B, on the other poller, answers at once.
         let t0 = Instant::now();
         csts(&mut cb).expect("B still answers");
-        assert!(t0.elapsed() < Duration::from_millis(500));
+        // Under A's 1 s wedge: B did not wait for it (generous for a loaded machine).
+        assert!(t0.elapsed() < Duration::from_millis(900));
         // A new client of A is refused at once with ENODEV: A stays failed.
         let t0 = Instant::now();
         match Client::connect(&socket_path(da.path())) {
             Err(ClientError::Remote { errno, .. }) => assert_eq!(errno, Errno::NODEV),
             other => panic!("expected ENODEV, got {other:?}"),
         }
-        assert!(t0.elapsed() < Duration::from_millis(500));
+        assert!(t0.elapsed() < Duration::from_millis(900));
         csts(&mut cb).expect("B still answers");
     }
 }

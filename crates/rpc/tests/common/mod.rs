@@ -49,8 +49,13 @@ impl Server {
         }
     }
 
+    /// A raw connection whose reads give up after 10 s, so a server that stops answering
+    /// fails the test instead of hanging it.
     pub fn raw(&self) -> UnixStream {
-        UnixStream::connect(&self.path).unwrap()
+        let s = UnixStream::connect(&self.path).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        s
     }
 }
 
