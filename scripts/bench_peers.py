@@ -163,11 +163,11 @@ def main():
                                 results.setdefault(key, {}).setdefault(tname, []).append(r)
                                 log(f"rep {rep + 1}/{args.reps} {tname:14} {client:14} {ns:6} "
                                     f"{label:22} {r[0] / 1e6:6.3f} M IOPS {r[1]:9.0f} ns")
+        log(f"done in {time.monotonic() - started:.0f} s")
+        rows = summarize(results)
+        profiles = profile_misses(rows, work) if args.profile else {}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    log(f"done in {time.monotonic() - started:.0f} s")
-    rows = summarize(results)
-    profiles = profile_misses(rows, work) if args.profile else {}
     write(rows, profiles)
 
 
@@ -274,7 +274,11 @@ def profile_misses(rows, work):
                     measure(target, client, dict(NAMESPACES)[ns], bs, qd, rw)
                 finally:
                     rec.send_signal(signal.SIGINT)
-                    rec.wait(60)
+                    try:
+                        rec.wait(60)
+                    except subprocess.TimeoutExpired:
+                        rec.kill()
+                        rec.wait()
                 rep = subprocess.run(
                     ["perf", "report", "-i", data, "--no-children", "--stdio", "-g", "none",
                      "--sort", "comm,symbol", "--percent-limit", "2"],

@@ -101,7 +101,9 @@ def check_compliance(text):
         if len(results) != total:
             failures.append(f"{len(results)} test results printed for {total} tests")
     asserts = rows.get("asserts")
-    if asserts is not None and asserts[3] != "0":
+    if asserts is None:
+        failures.append("no asserts row in the CUnit summary")
+    elif asserts[3] != "0":
         failures.append(f"{asserts[3]} asserts failed")
     if failures:
         raise CheckFailed("\n".join(failures))
@@ -125,8 +127,10 @@ def check_bdevperf(sock, timeout):
         if not j.get("iops", 0) > 0:
             problems.append(f"{name}: {j.get('iops')} IOPS")
         for k in ("io_failed", "io_timeout"):
-            if j.get(k, 0) != 0:
-                problems.append(f"{name}: {k} = {j.get(k)}")
+            if k not in j:
+                problems.append(f"{name}: no {k} in the result (bdevperf's format changed?)")
+            elif j[k] != 0:
+                problems.append(f"{name}: {k} = {j[k]}")
     if problems:
         raise CheckFailed("\n".join(problems))
     return "; ".join(
