@@ -340,6 +340,20 @@ impl TestHost {
         });
     }
 
+    /// Doorbell Buffer Config with the layout's shadow and event index pages.
+    pub fn enable_shadow_doorbells(&mut self) {
+        let dbbc = Sqe {
+            dptr1: self.mem.iova(layout::SHADOW),
+            dptr2: self.mem.iova(layout::EVENT_IDX),
+            ..bare(0x7C)
+        };
+        assert_eq!(
+            self.admin(dbbc).status(),
+            Status::SUCCESS,
+            "Doorbell Buffer Config"
+        );
+    }
+
     /// Read `blocks` blocks at `slba` into the data area through PRP1 (+PRP2 / list as
     /// needed, written to the list area); returns the status and the data.
     pub fn read_blocks(&mut self, qid: u16, slba: u64, blocks: u32) -> (Status, Vec<u8>) {
@@ -427,6 +441,30 @@ pub fn rw(opcode: u8, nsid: u32, slba: u64, blocks: u32, dptr: DataPtr) -> Sqe {
 /// An SGL data pointer with one descriptor.
 pub fn sgl(d: SglDescriptor) -> DataPtr {
     DataPtr::Sgl(d)
+}
+
+/// `len` bytes of test data that differ with `seed`.
+#[allow(clippy::cast_possible_truncation)] // the byte index wraps on purpose
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Delete I/O Submission Queue `qid`.
+pub fn delete_sq(qid: u16) -> Sqe {
+    Sqe {
+        cdw10: u32::from(qid),
+        ..bare(0x00)
+    }
+}
+
+/// Delete I/O Completion Queue `qid`.
+pub fn delete_cq(qid: u16) -> Sqe {
+    Sqe {
+        cdw10: u32::from(qid),
+        ..bare(0x04)
+    }
 }
 
 /// Create I/O Completion Queue (PC = 1, IEN = 1).

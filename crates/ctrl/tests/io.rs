@@ -5,16 +5,10 @@
 
 #![allow(clippy::cast_possible_truncation)] // test data and SQE fields built from small values
 
-use nvmemu_ctrl::test_utils::{BLOCK, TestHost, get_log, layout, rw, sgl, sqe};
+use nvmemu_ctrl::test_utils::{BLOCK, TestHost, get_log, layout, pattern, rw, sgl, sqe};
 use nvmemu_spec::log_page::SmartLog;
 use nvmemu_spec::{DataPtr, SglDescriptor, SglKind, Sqe, Status};
 use zerocopy::IntoBytes;
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
 
 #[test]
 fn prp1_only_and_prp1_plus_prp2_round_trip() {
@@ -437,12 +431,7 @@ fn smart_counters_move_with_io() {
 fn shadow_doorbells_drive_io_queues() {
     let mut h = TestHost::new();
     h.enable();
-    let dbbc = Sqe {
-        dptr1: h.mem.iova(layout::SHADOW),
-        dptr2: h.mem.iova(layout::EVENT_IDX),
-        ..nvmemu_ctrl::test_utils::bare(0x7C)
-    };
-    assert_eq!(h.admin(dbbc).status(), Status::SUCCESS);
+    h.enable_shadow_doorbells();
     h.create_io_pair(1, 16);
     h.shadow = true;
     let data = pattern(512, 9);

@@ -6,42 +6,14 @@
 
 #![allow(clippy::cast_possible_truncation)] // test data built from small values
 
-use nvmemu_ctrl::test_utils::{TestHost, bare, create_cq, create_sq, layout, rw};
-use nvmemu_spec::{Cqe, Sqe, Status};
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
-        .collect()
-}
-
-fn delete_sq(qid: u16) -> Sqe {
-    Sqe {
-        cdw10: u32::from(qid),
-        ..bare(0x00)
-    }
-}
-
-fn delete_cq(qid: u16) -> Sqe {
-    Sqe {
-        cdw10: u32::from(qid),
-        ..bare(0x04)
-    }
-}
+use nvmemu_ctrl::test_utils::{
+    TestHost, bare, create_cq, create_sq, delete_cq, delete_sq, layout, pattern, rw,
+};
+use nvmemu_spec::{Cqe, Status};
 
 fn delete_pair(h: &mut TestHost, qid: u16) {
     assert_eq!(h.admin(delete_sq(qid)).status(), Status::SUCCESS);
     assert_eq!(h.admin(delete_cq(qid)).status(), Status::SUCCESS);
-}
-
-/// Doorbell Buffer Config with the test layout's shadow and event index pages.
-fn enable_shadow_doorbells(h: &mut TestHost) {
-    let dbbc = Sqe {
-        dptr1: h.mem.iova(layout::SHADOW),
-        dptr2: h.mem.iova(layout::EVENT_IDX),
-        ..bare(0x7C)
-    };
-    assert_eq!(h.admin(dbbc).status(), Status::SUCCESS);
 }
 
 /// The entries of I/O CQ 1 the host would take as new (phase 1 from slot 0 on).
@@ -58,7 +30,7 @@ fn recreated_pair_runs_nothing_stale(shadow: bool) {
     let mut h = TestHost::new();
     h.enable();
     if shadow {
-        enable_shadow_doorbells(&mut h);
+        h.enable_shadow_doorbells();
     }
     h.create_io_pair(1, 16);
     h.shadow = shadow;
