@@ -10,8 +10,8 @@ use anyhow::{Context, Result};
 use nvmemu_bdev::Bdev;
 use nvmemu_bench::{CoreCounters, TargetProbe, TargetSnapshot};
 use nvmemu_ctrl::{ControllerConfig, LatencyHook, Namespace};
+use nvmemu_device::{Backoff, ControllerSpec, Target, TargetConfig};
 use nvmemu_spec::Nsid;
-use nvmemu_target::{Backoff, ControllerSpec, Target, TargetConfig};
 
 use crate::ns_spec::{NsKind, NsSpec};
 
@@ -113,8 +113,8 @@ impl EmbeddedTarget {
             .context("cannot create a temporary directory for the socket")?;
         crate::signals::remove_on_forced_exit(dir.path());
         let target = Target::start(TargetConfig {
-            poller_timeout: nvmemu_target::CALL_TIMEOUT,
-            deadlines: nvmemu_target::Deadlines::default(),
+            poller_timeout: nvmemu_device::CALL_TIMEOUT,
+            deadlines: nvmemu_device::Deadlines::default(),
             cores: placement.target_cpus.clone(),
             pin: true,
             backoff: if placement.busy_poll {

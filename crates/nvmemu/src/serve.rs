@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use nvmemu_bdev::MallocBacking;
+use nvmemu_device::{Backoff, Target, TargetConfig, parse_core_mask};
 use nvmemu_mem::ByteSize;
 use nvmemu_rpc::methods::bdev::{
     BdevGetBdevsParams, BdevInfo, BdevMallocCreateParams, BdevNullCreateParams,
@@ -20,7 +21,6 @@ use nvmemu_rpc::methods::nvmf::{
     NvmfSubsystemAddListenerParams, NvmfSubsystemAddNsParams,
 };
 use nvmemu_rpc::{Access, DEFAULT_SOCKET, Handler, Limits, Request, RpcSocket, StopHandle};
-use nvmemu_target::{Backoff, Target, TargetConfig, parse_core_mask};
 
 use crate::ns_spec::{NsKind, NsSpec};
 use crate::rpc_handler::{HandlerOptions, NvmemuHandler};
@@ -105,8 +105,8 @@ pub fn start(args: &ServeArgs, stop: StopHandle) -> Result<Served> {
         Backoff::default()
     };
     let target = Arc::new(Target::start(TargetConfig {
-        poller_timeout: nvmemu_target::CALL_TIMEOUT,
-        deadlines: nvmemu_target::Deadlines::default(),
+        poller_timeout: nvmemu_device::CALL_TIMEOUT,
+        deadlines: nvmemu_device::Deadlines::default(),
         cores: cores.clone(),
         pin: true,
         backoff,

@@ -1014,8 +1014,8 @@ fn a_full_blocking_eventfd_does_not_stall_the_poller_or_the_control_thread() {
 // Clients that do not keep up their side (issue 15 items 2 and 5): deadlines, one client
 // per controller.
 
-fn short_deadlines() -> nvmemu_target::Deadlines {
-    nvmemu_target::Deadlines {
+fn short_deadlines() -> nvmemu_device::Deadlines {
+    nvmemu_device::Deadlines {
         version: Duration::from_millis(2500),
         message: Duration::from_millis(300),
         reply: Duration::from_millis(300),
@@ -1132,7 +1132,7 @@ fn a_half_closed_client_is_noticed() {
 #[test]
 fn an_idle_first_client_gets_the_second_one_a_busy_error_then_is_dropped() {
     // VERSION deadline 4 s: well after both refusals below (1 s hand-over grace each).
-    let t = common::start_with_deadlines(nvmemu_target::Deadlines {
+    let t = common::start_with_deadlines(nvmemu_device::Deadlines {
         version: Duration::from_secs(4),
         ..short_deadlines()
     });

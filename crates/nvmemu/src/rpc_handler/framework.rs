@@ -3,12 +3,12 @@
 //! `spdk_get_version`, `framework_get_reactors`, `nvmf_get_stats` (both from the pollers'
 //! counters) and `save_config`.
 
+use nvmemu_device::Target;
 use nvmemu_rpc::RpcError;
 use nvmemu_rpc::methods::framework::{
     LwThreadInfo, ReactorInfo, ReactorsInfo, VersionFields, VersionInfo,
 };
 use nvmemu_rpc::methods::nvmf::{NvmfStats, PollGroupStats, PollGroupTransportStats};
-use nvmemu_target::Target;
 use serde_json::{Value, json};
 
 use super::bdev::TICK_RATE;

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use nvmemu_device::Target;
 use nvmemu_rpc::{Caller, Handler, Request, RpcError, StopHandle};
-use nvmemu_target::Target;
 use serde_json::Value;
 
 /// How the handler creates controllers and describes the target.

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nvmemu_ctrl::{ControllerConfig, Namespace};
+use nvmemu_device::{ControllerId, ControllerSpec, Target};
 use nvmemu_rpc::methods::nvmf::{
     DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL_NUMBER, DEFAULT_SERIAL_NUMBER, HostInfo, ListenAddress,
     ListenerInfo, NamespaceInfo, NamespaceParams, NvmfCreateSubsystemParams,
@@ -20,7 +21,6 @@ use nvmemu_rpc::methods::nvmf::{
 };
 use nvmemu_rpc::{Errno, RpcError};
 use nvmemu_spec::Nsid;
-use nvmemu_target::{ControllerId, ControllerSpec, Target};
 use serde_json::{Value, json};
 
 use super::{State, ids, to_value};
@@ -92,7 +92,7 @@ fn subsystem_mut<'a>(st: &'a mut State, nqn: &str) -> Result<&'a mut Subsystem, 
     st.subsystems.get_mut(nqn).ok_or_else(|| no_subsystem(nqn))
 }
 
-fn target_error(what: &str, e: nvmemu_target::TargetError) -> RpcError {
+fn target_error(what: &str, e: nvmemu_device::TargetError) -> RpcError {
     RpcError::internal(format!("{what}: {e}"))
 }
 

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use nvmemu_device::{Backoff, Target, TargetConfig};
 use nvmemu_rpc::{Request, StopHandle, dispatch, load_config};
-use nvmemu_target::{Backoff, Target, TargetConfig};
 use serde_json::{Value, json};
 
 use super::{HandlerOptions, NvmemuHandler};
@@ -14,8 +14,8 @@ const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 
 fn handler() -> (NvmemuHandler, StopHandle) {
     let target = Target::start(TargetConfig {
-        poller_timeout: nvmemu_target::CALL_TIMEOUT,
-        deadlines: nvmemu_target::Deadlines::default(),
+        poller_timeout: nvmemu_device::CALL_TIMEOUT,
+        deadlines: nvmemu_device::Deadlines::default(),
         cores: vec![0],
         pin: false,
         backoff: Backoff::default(),

@@ -20,12 +20,12 @@ use std::time::{Duration, Instant};
 
 use nvmemu_bdev::Bdev;
 use nvmemu_ctrl::{ControllerConfig, Namespace};
+use nvmemu_device::{Backoff, ControllerId, ControllerSpec, Target, TargetConfig};
 use nvmemu_driver::{AttachOptions, Controller, Transport, TransportError, VfioUserTransport};
 use nvmemu_mem::{Iova, MmapRegion, Protection};
 use nvmemu_spec::opcode::{AdminOpcode, IoOpcode};
 use nvmemu_spec::regs::{self, cc, csts};
 use nvmemu_spec::{Cqe, Lba, Nsid, Qid, Sqe, Status};
-use nvmemu_target::{Backoff, ControllerId, ControllerSpec, Target, TargetConfig};
 use nvmemu_vfio_user::wire::Header;
 use nvmemu_vfio_user::{Client, ClientError, DmaMap, Errno};
 use rustix::net::{
@@ -56,23 +56,23 @@ impl TestTarget {
 
 /// Namespaces: (kind "malloc"/"null", LBA size, blocks).
 pub fn start(namespaces: &[(&str, u32, u64)]) -> TestTarget {
-    start_with(namespaces, nvmemu_target::Deadlines::default())
+    start_with(namespaces, nvmemu_device::Deadlines::default())
 }
 
 /// [`start_default`]'s namespace, with these client deadlines (short ones for hostile tests).
-pub fn start_with_deadlines(deadlines: nvmemu_target::Deadlines) -> TestTarget {
+pub fn start_with_deadlines(deadlines: nvmemu_device::Deadlines) -> TestTarget {
     start_with(&[("malloc", 512, 1 << 15)], deadlines)
 }
 
 /// [`start`] with these client deadlines.
 pub fn start_with(
     namespaces: &[(&str, u32, u64)],
-    deadlines: nvmemu_target::Deadlines,
+    deadlines: nvmemu_device::Deadlines,
 ) -> TestTarget {
     let dir = tempfile::tempdir().expect("tempdir");
     // Pollers unpinned and backing off: tests run in parallel on 2 cores.
     let target = Target::start(TargetConfig {
-        poller_timeout: nvmemu_target::CALL_TIMEOUT,
+        poller_timeout: nvmemu_device::CALL_TIMEOUT,
         deadlines,
         cores: vec![0],
         pin: false,
