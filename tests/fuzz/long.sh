@@ -14,6 +14,7 @@ cargo fuzz list | grep -qx "$target" || { echo "fuzz: no target '$target' (cargo
 cargo +nightly fuzz build --release "$target" >/dev/null
 binary=target/x86_64-unknown-linux-gnu/release/$target
 scratch=${FUZZ_SCRATCH:-$(mktemp -d)}
+mkdir -p "$scratch"
 log=$scratch.log
 t0=$SECONDS
 "$binary" "$scratch" "corpus/$target" -max_len=4096 -print_final_stats=1 \
