@@ -36,9 +36,11 @@ status=0
 wait "$pid" || status=$?
 runs=$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$log" | grep -oE '[0-9]+$' || echo '?')
 cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 || true)
-if grep -qE 'ERROR: libFuzzer|panicked|deadly signal|SUMMARY: .*Sanitizer' "$log"; then
+# libFuzzer exits 72 when interrupted (the budget is spent); anything else but 0 is a failure.
+if [ "$status" -ne 0 ] && [ "$status" -ne 72 ] ||
+    grep -qE 'ERROR: libFuzzer|panicked|deadly signal|SUMMARY: .*Sanitizer' "$log"; then
   echo "fuzz: $target FAILED after $cpu CPU s ($((SECONDS - t0)) s wall); log $log"
   grep -vE '^\s+[0-9]+: |^\s+at ' "$log" | tail -30
   exit 1
 fi
-echo "fuzz: $target: $runs runs, $cpu CPU s, $((SECONDS - t0)) s wall, $cov, no crash (exit $status); new inputs in $scratch"
+echo "fuzz: $target: $runs runs, $cpu CPU s, $((SECONDS - t0)) s wall, $cov, no crash; new inputs in $scratch"
