@@ -33,6 +33,7 @@ mod engine;
 mod job;
 mod mem_queue;
 mod offsets;
+mod option_values;
 mod options;
 pub mod plot;
 pub mod report;

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Option values as fio spells them: sizes (`4k`, `50%`), times (`500ms`), booleans,
+//! CPU lists and output formats, each parsed by one function clap (and the job-file
+//! reader) calls.
+
+use std::time::Duration;
+
+use thiserror::Error;
+/// An option value that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum OptionError {
+    /// A size such as `4k`, `1m`, `512` or `50%` did not parse.
+    #[error("Invalid size {0:?}")]
+    Size(String),
+    /// A time such as `10`, `500ms` or `2m` did not parse.
+    #[error("Invalid time {0:?}")]
+    Time(String),
+    /// A CPU list such as `0,2-3` did not parse.
+    #[error("Invalid CPU list {0:?}")]
+    CpuList(String),
+    /// A boolean other than 1/0, true/false, on/off, yes/no.
+    #[error("Invalid boolean {0:?} (use 1 or 0)")]
+    Bool(String),
+    /// An output format other than normal, json, json+.
+    #[error("Invalid output format {0:?}")]
+    OutputFormat(String),
+}
+
+/// A size that may be a percentage of the namespace (fio's `size=50%`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeSpec {
+    /// Bytes.
+    Bytes(u64),
+    /// Percent of the namespace, 1..=100.
+    Percent(u8),
+}
+
+impl SizeSpec {
+    /// Bytes given a namespace of `total` bytes.
+    pub fn resolve(self, total: u64) -> u64 {
+        match self {
+            SizeSpec::Bytes(b) => b,
+            SizeSpec::Percent(p) => total / 100 * u64::from(p) + total % 100 * u64::from(p) / 100,
+        }
+    }
+}
+
+/// `--output-format`: any combination of normal, json and json+.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutputFormat {
+    /// fio's human-readable report.
+    pub normal: bool,
+    /// fio's JSON report.
+    pub json: bool,
+    /// JSON with latency histogram bins (implies json).
+    pub json_plus: bool,
+}
+
+impl OutputFormat {
+    /// The normal text report only.
+    pub const NORMAL: OutputFormat = OutputFormat {
+        normal: true,
+        json: false,
+        json_plus: false,
+    };
+    /// JSON only.
+    pub const JSON: OutputFormat = OutputFormat {
+        normal: false,
+        json: true,
+        json_plus: false,
+    };
+    /// JSON+ only.
+    pub const JSON_PLUS: OutputFormat = OutputFormat {
+        normal: false,
+        json: true,
+        json_plus: true,
+    };
+}
+
+/// Parses fio's comma list `normal,json,json+`.
+pub fn parse_output_format(s: &str) -> Result<OutputFormat, OptionError> {
+    let mut f = OutputFormat::default();
+    for part in s.split(',') {
+        match part.trim() {
+            "normal" => f.normal = true,
+            "json" => f.json = true,
+            "json+" => {
+                f.json = true;
+                f.json_plus = true
+            }
+            _ => return Err(OptionError::OutputFormat(s.to_string())),
+        }
+    }
+    Ok(f)
+}
+
+/// Parses a fio size: a number with an optional `k`, `m`, `g`, `t`, `p` suffix
+/// (any case, optionally followed by `i`/`b`, e.g. `4KiB`), all powers of 1024
+/// as fio's default `kb_base=1024`; a bare number is bytes; hex `0x` allowed.
+pub fn parse_size(s: &str) -> Result<u64, OptionError> {
+    let err = || OptionError::Size(s.to_string());
+    let t = s.trim();
+    if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        return u64::from_str_radix(hex, 16).map_err(|_| err());
+    }
+    let (num, suffix) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let value: u64 = num.parse().map_err(|_| err())?;
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        "p" | "pb" | "pib" => 50,
+        _ => return Err(err()),
+    };
+    value.checked_mul(1u64 << shift).ok_or_else(err)
+}
+
+/// Parses a size or a percentage of the namespace (`50%`).
+pub fn parse_size_spec(s: &str) -> Result<SizeSpec, OptionError> {
+    match s.trim().strip_suffix('%') {
+        Some(p) => match p.parse::<u8>() {
+            Ok(p @ 1..=100) => Ok(SizeSpec::Percent(p)),
+            _ => Err(OptionError::Size(s.to_string())),
+        },
+        None => parse_size(s).map(SizeSpec::Bytes),
+    }
+}
+
+/// Parses a fio time: seconds by default, or with a `us`/`usec`, `ms`/`msec`,
+/// `s`/`sec`, `m`/`min`, `h` or `d` suffix.
+pub fn parse_time(s: &str) -> Result<Duration, OptionError> {
+    let err = || OptionError::Time(s.to_string());
+    let t = s.trim();
+    let (num, suffix) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = num.parse().map_err(|_| err())?;
+    let mul_us: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "us" | "usec" => 1,
+        "ms" | "msec" => 1_000,
+        "" | "s" | "sec" => 1_000_000,
+        "m" | "min" => 60_000_000,
+        "h" => 3_600_000_000,
+        "d" => 86_400_000_000,
+        _ => return Err(err()),
+    };
+    n.checked_mul(mul_us)
+        .map(Duration::from_micros)
+        .ok_or_else(err)
+}
+
+/// Parses fio's boolean values: `1`/`0`, `true`/`false`, `on`/`off`, `yes`/`no`.
+pub fn parse_bool(s: &str) -> Result<bool, OptionError> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(OptionError::Bool(s.to_string())),
+    }
+}
+
+/// A parsed `cpus_allowed` list, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+/// Parses fio's `cpus_allowed` list: `0,2,4-7`.
+pub fn parse_cpu_list_arg(s: &str) -> Result<CpuList, OptionError> {
+    parse_cpu_list(s).map(CpuList)
+}
+
+/// Parses fio's `cpus_allowed` list: `0,2,4-7`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, OptionError> {
+    let err = || OptionError::CpuList(s.to_string());
+    let max = rustix::thread::CpuSet::MAX_CPU;
+    let mut cpus = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (
+                a.parse::<usize>().map_err(|_| err())?,
+                b.parse::<usize>().map_err(|_| err())?,
+            ),
+            None => {
+                let c = part.parse::<usize>().map_err(|_| err())?;
+                (c, c)
+            }
+        };
+        if lo > hi || hi >= max {
+            return Err(err());
+        }
+        cpus.extend(lo..=hi);
+    }
+    Ok(cpus)
+}
+
+/// Formats a byte count as fio users write it (`4k`, `1m`, `512`).
+pub fn size_to_string(v: u64) -> String {
+    for (shift, suffix) in [(40, "t"), (30, "g"), (20, "m"), (10, "k")] {
+        if v != 0 && (v >> shift) << shift == v {
+            return format!("{}{suffix}", v >> shift);
+        }
+    }
+    v.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_like_fio() {
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("0x1000"), Ok(4096));
+        assert!(parse_size("k").is_err());
+        assert!(parse_size("4kx").is_err());
+        assert!(parse_size("99999999999p").is_err());
+        assert_eq!(parse_size_spec("50%"), Ok(SizeSpec::Percent(50)));
+        assert!(parse_size_spec("0%").is_err());
+        assert_eq!(SizeSpec::Percent(50).resolve(1000), 500);
+    }
+
+    #[test]
+    fn times_parse_like_fio() {
+        assert_eq!(parse_time("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_time("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_time("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_time("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_time("250us"), Ok(Duration::from_micros(250)));
+        assert!(parse_time("5x").is_err());
+    }
+}
