@@ -37,10 +37,24 @@ pub(crate) struct BdevEntry {
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     map: BTreeMap<String, BdevEntry>,
+    /// Names and UUIDs of bdevs being built outside the handler's lock (a large malloc bdev
+    /// takes seconds to back): taken, so no other create can claim them meanwhile.
+    building: BTreeMap<String, String>,
 }
 
-/// Geometry and identity common to both create methods.
-struct NewBdev<'a> {
+/// Geometry and identity common to both create methods, checked, with the name and UUID
+/// reserved in the registry until [`Registry::finish`].
+#[must_use = "a reserved name stays taken until Registry::finish"]
+pub(crate) struct NewBdev {
+    kind: NewKind,
+    name: String,
+    uuid: String,
+    num_blocks: u64,
+    block_size: u32,
+}
+
+/// What the create methods are asked for, before any check.
+struct CreateRequest<'a> {
     kind: NewKind,
     name: String,
     uuid: Option<&'a str>,
@@ -70,7 +84,9 @@ impl Registry {
             .map(|(n, e)| (n.as_str(), e))
     }
 
-    pub(crate) fn malloc_create(&mut self, p: BdevMallocCreateParams) -> Result<Value, RpcError> {
+    /// Checks a `bdev_malloc_create` and reserves its name: build the bdev with
+    /// [`NewBdev::build`] (without the handler's lock), then [`Registry::finish`].
+    pub(crate) fn malloc_create(&mut self, p: BdevMallocCreateParams) -> Result<NewBdev, RpcError> {
         if p.block_size == 0 || !p.block_size.is_multiple_of(512) {
             return Err(RpcError::errno_msg(
                 Errno::EINVAL,
@@ -92,10 +108,10 @@ impl Registry {
             Some(n) => n,
             None => (0u32..)
                 .map(|i| format!("Malloc{i}"))
-                .find(|n| !self.map.contains_key(n))
+                .find(|n| !self.taken(n))
                 .ok_or_else(|| RpcError::errno(Errno::ENOSPC))?,
         };
-        self.create(NewBdev {
+        self.reserve(CreateRequest {
             kind: NewKind::Malloc(backing),
             name,
             uuid: p.uuid.as_deref(),
@@ -106,8 +122,9 @@ impl Registry {
         })
     }
 
+    /// `bdev_null_create`: a null bdev takes no memory, so it is built under the lock.
     pub(crate) fn null_create(&mut self, p: BdevNullCreateParams) -> Result<Value, RpcError> {
-        self.create(NewBdev {
+        let new = self.reserve(CreateRequest {
             kind: NewKind::Null,
             name: p.name,
             uuid: p.uuid.as_deref(),
@@ -115,10 +132,16 @@ impl Registry {
             block_size: p.block_size,
             md_size: p.md_size,
             dif_type: p.dif_type,
-        })
+        })?;
+        let built = new.build();
+        self.finish(new, built)
     }
 
-    fn create(&mut self, n: NewBdev<'_>) -> Result<Value, RpcError> {
+    fn taken(&self, name: &str) -> bool {
+        self.map.contains_key(name) || self.building.contains_key(name)
+    }
+
+    fn reserve(&mut self, n: CreateRequest<'_>) -> Result<NewBdev, RpcError> {
         if n.name.is_empty() || n.name.len() > MAX_NAME {
             return Err(RpcError::invalid_params(format!(
                 "Invalid parameter `name`: must be 1 to {MAX_NAME} bytes"
@@ -139,32 +162,49 @@ impl Registry {
             }
             None => ids::new_uuid(),
         };
-        if self.map.contains_key(&n.name) {
+        if self.taken(&n.name) {
             return Err(RpcError::errno_msg(
                 Errno::EEXIST,
                 format!("Bdev name {} already exists", n.name),
             ));
         }
-        if self.map.values().any(|e| e.uuid == uuid) {
+        let uuid_taken = |u: &String| *u == uuid;
+        if self.map.values().map(|e| &e.uuid).any(uuid_taken)
+            || self.building.values().any(uuid_taken)
+        {
             return Err(RpcError::errno_msg(
                 Errno::EEXIST,
                 format!("Bdev UUID {uuid} already exists"),
             ));
         }
-        let made = match n.kind {
-            NewKind::Malloc(backing) => create_malloc(&n, backing),
-            NewKind::Null => Bdev::null(&n.name, n.block_size, n.num_blocks),
-        };
-        let bdev = made.map_err(|e| create_error(&n, &e))?;
-        tracing::info!(name = %n.name, kind = ?n.kind, "bdev created");
+        self.building.insert(n.name.clone(), uuid.clone());
+        Ok(NewBdev {
+            kind: n.kind,
+            name: n.name,
+            uuid,
+            num_blocks: n.num_blocks,
+            block_size: n.block_size,
+        })
+    }
+
+    /// Ends a create begun by [`Registry::malloc_create`]: frees the reserved name and, when
+    /// the bdev was built, registers it under that name.
+    pub(crate) fn finish(
+        &mut self,
+        new: NewBdev,
+        built: Result<Bdev, RpcError>,
+    ) -> Result<Value, RpcError> {
+        self.building.remove(&new.name);
+        let bdev = built?;
+        tracing::info!(name = %new.name, kind = ?new.kind, "bdev created");
         self.map.insert(
-            n.name.clone(),
+            new.name.clone(),
             BdevEntry {
                 bdev: Arc::new(bdev),
-                uuid,
+                uuid: new.uuid,
             },
         );
-        Ok(Value::String(n.name))
+        Ok(Value::String(new.name))
     }
 
     /// `bdev_malloc_delete` / `bdev_null_delete`: only a bdev of that kind, only unclaimed.
@@ -320,7 +360,18 @@ fn driver_specific(b: &Bdev) -> serde_json::Map<String, Value> {
 }
 
 /// A malloc bdev; a long population prints its progress on stderr.
-fn create_malloc(n: &NewBdev<'_>, backing: MallocBacking) -> Result<Bdev, BdevError> {
+impl NewBdev {
+    /// Makes the bdev; for malloc this backs all its memory, which may take seconds.
+    pub(crate) fn build(&self) -> Result<Bdev, RpcError> {
+        let made = match self.kind {
+            NewKind::Malloc(backing) => create_malloc(self, backing),
+            NewKind::Null => Bdev::null(&self.name, self.block_size, self.num_blocks),
+        };
+        made.map_err(|e| create_error(self, &e))
+    }
+}
+
+fn create_malloc(n: &NewBdev, backing: MallocBacking) -> Result<Bdev, BdevError> {
     let started = std::time::Instant::now();
     let progress = |p: Progress| {
         eprintln!(
@@ -345,7 +396,7 @@ fn create_malloc(n: &NewBdev<'_>, backing: MallocBacking) -> Result<Bdev, BdevEr
 }
 
 /// The one-line RPC error for a failed creation: what was wrong and what to do.
-fn create_error(n: &NewBdev<'_>, e: &BdevError) -> RpcError {
+fn create_error(n: &NewBdev, e: &BdevError) -> RpcError {
     let what = crate::bench_cmd::error_chain(e);
     let name = &n.name;
     match (e.kind(), n.kind) {

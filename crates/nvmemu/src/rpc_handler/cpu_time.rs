@@ -76,10 +76,15 @@ mod tests {
     #[test]
     fn this_threads_times_are_read_from_procfs() {
         let tid = u32::try_from(rustix::thread::gettid().as_raw_nonzero().get()).unwrap();
-        // Burn a little CPU so that the thread has run for at least one tick.
-        let start = std::time::Instant::now();
+        // Burn CPU until the thread has run for a few ticks of its own time (wall time
+        // would not do: on a loaded machine the thread may hardly run meanwhile).
+        let ran = || {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+            let secs = u64::try_from(t.tv_sec).unwrap();
+            std::time::Duration::new(secs, u32::try_from(t.tv_nsec).unwrap())
+        };
         let mut x = 0u64;
-        while start.elapsed() < std::time::Duration::from_millis(50) {
+        while ran() < std::time::Duration::from_millis(50) {
             x = std::hint::black_box(x.wrapping_add(1));
         }
         let t = of_thread(Some(tid), 0);

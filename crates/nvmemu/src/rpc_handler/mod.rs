@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nvmemu_device::Target;
+use nvmemu_rpc::methods::bdev::BdevMallocCreateParams;
 use nvmemu_rpc::{Caller, Handler, Request, RpcError, StopHandle};
 use serde_json::Value;
 
@@ -99,6 +100,16 @@ impl NvmemuHandler {
     }
 }
 
+impl NvmemuHandler {
+    /// `bdev_malloc_create` backs all the bdev's memory, which takes seconds for a large one:
+    /// done without the lock, so every other method (and `spdk_kill_instance`) goes on.
+    fn malloc_create(&self, p: BdevMallocCreateParams) -> Result<Value, RpcError> {
+        let new = self.lock().bdevs.malloc_create(p)?;
+        let built = new.build();
+        self.lock().bdevs.finish(new, built)
+    }
+}
+
 impl Handler for NvmemuHandler {
     fn handle(&self, req: Request) -> Result<Value, RpcError> {
         self.handle_for(req, &Caller::detached())
@@ -106,8 +117,10 @@ impl Handler for NvmemuHandler {
 
     fn handle_for(&self, req: Request, caller: &Caller<'_>) -> Result<Value, RpcError> {
         use Request as R;
-        if let R::BdevGetBdevs(p) = req {
-            return self.get_bdevs(p, caller);
+        match req {
+            R::BdevGetBdevs(p) => return self.get_bdevs(p, caller),
+            R::BdevMallocCreate(p) => return self.malloc_create(p),
+            _ => {}
         }
         let mut guard = self.lock();
         let st = &mut *guard;
@@ -121,7 +134,6 @@ impl Handler for NvmemuHandler {
                 Ok(Value::Bool(true))
             }
             R::SaveConfig => Ok(framework::save_config(st)),
-            R::BdevMallocCreate(p) => st.bdevs.malloc_create(p),
             R::BdevNullCreate(p) => st.bdevs.null_create(p),
             R::BdevMallocDelete(p) => {
                 let claims = nvmf::claims(&st.subsystems);
@@ -149,7 +161,8 @@ impl Handler for NvmemuHandler {
             other @ (R::RpcGetMethods(_)
             | R::FrameworkGetSubsystems
             | R::FrameworkGetConfig(_)
-            | R::BdevGetBdevs(_)) => Err(RpcError::method_not_found(other.method())),
+            | R::BdevGetBdevs(_)
+            | R::BdevMallocCreate(_)) => Err(RpcError::method_not_found(other.method())),
         }
     }
 }

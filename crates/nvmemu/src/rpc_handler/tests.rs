@@ -558,3 +558,57 @@ fn malloc_backing_is_reported_and_round_trips_through_save_config() {
     assert!(lazy["resident_bytes"].as_u64().unwrap() < 4 << 20, "{lazy}");
     assert_eq!(dispatch(&b, Request::SaveConfig).unwrap(), saved);
 }
+
+#[test]
+fn a_malloc_bdev_being_backed_blocks_no_other_method_and_keeps_its_name() {
+    let (h, _) = handler();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // 256 MiB, backed page by page at creation: long enough to be seen in progress.
+            let made = call(
+                &h,
+                "bdev_malloc_create",
+                json!({"name": "Big", "num_blocks": 1u64 << 19, "block_size": 512}),
+            );
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            assert_eq!(made, Ok(json!("Big")));
+        });
+        // A probe that creates nothing either way: the name check comes before the
+        // geometry check, which refuses zero blocks after the name was free.
+        let probe = json!({"name": "Big", "num_blocks": 0, "block_size": 512});
+        let mut seen_in_progress = false;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            match call(&h, "bdev_null_create", probe.clone()) {
+                Err((code, msg)) if msg.contains("already exists") => {
+                    assert_eq!(code, -17, "{msg}");
+                    // Taken but, just after, still not registered: the name was reserved by a
+                    // create in progress, and the probe was answered meanwhile (no lock held).
+                    seen_in_progress |= get_code(&h, "Big") == Some(-19);
+                }
+                Err((code, msg)) => assert_eq!(code, -22, "{msg}"),
+                Ok(v) => panic!("the probe created a bdev: {v}"),
+            }
+        }
+        assert!(
+            seen_in_progress,
+            "no method was answered while the bdev was being backed"
+        );
+    });
+    let got = call(&h, "bdev_get_bdevs", json!({"name": "Big"})).unwrap();
+    assert_eq!(got[0]["num_blocks"], json!(1u64 << 19));
+    // The reservation is gone with the create: the name is now the bdev's, not a placeholder.
+    assert_eq!(code(call(&h, "bdev_null_create", probe_named("Big"))), -17);
+    call(&h, "bdev_malloc_delete", json!({"name": "Big"})).unwrap();
+    assert_eq!(code(call(&h, "bdev_null_create", probe_named("Big"))), -22);
+}
+
+fn get_code(h: &NvmemuHandler, name: &str) -> Option<i32> {
+    call(h, "bdev_get_bdevs", json!({"name": name}))
+        .err()
+        .map(|e| e.0)
+}
+
+fn probe_named(name: &str) -> Value {
+    json!({"name": name, "num_blocks": 0, "block_size": 512})
+}
