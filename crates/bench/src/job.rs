@@ -24,12 +24,11 @@
 //! report device-side timestamps would add them to [`Slot`] at reap.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::time::Duration;
 
 use crate::engine::{EngineError, IoQueue, Op};
 use crate::offsets::Offsets;
 pub use crate::offsets::Rng;
-use crate::options::RwMode;
+use crate::plan::JobPlan;
 use crate::stats::{IoLatency, JobStats, PendingLatencies};
 use crate::sysinfo::{ThreadUsage, thread_usage};
 use crate::verify::{self, VerifyFailure};
@@ -81,48 +80,6 @@ impl Progress {
     fn set(&self, s: JobState) {
         self.state.store(s as u8, Ordering::Relaxed);
     }
-}
-
-/// Everything a job needs to know, resolved against the namespace.
-#[derive(Debug, Clone)]
-pub struct JobPlan {
-    /// Job number (0-based).
-    pub job: u32,
-    /// Workload.
-    pub rw: RwMode,
-    /// Percentage of reads.
-    pub read_pct: u8,
-    /// LBA size.
-    pub block_size: u32,
-    /// Logical blocks per I/O (`bs / block_size`).
-    pub blocks_per_io: u32,
-    /// First LBA of the job's range.
-    pub first_lba: u64,
-    /// Number of `bs`-sized units in the range.
-    pub units: u64,
-    /// I/Os in flight.
-    pub iodepth: usize,
-    /// Commands per doorbell (fio `iodepth_batch_submit`), 1..=iodepth.
-    pub submit_batch: usize,
-    /// Free slots needed before refilling (fio `iodepth_batch_complete_min`), 1..=iodepth.
-    pub refill_min: usize,
-    /// Most completions taken per poll (fio `iodepth_batch_complete_max`), 1..=iodepth.
-    pub reap_max: usize,
-    /// Without `time_based`: stop after this many bytes (after ramp).
-    pub size_bytes: u64,
-    /// Stop after ramp + runtime.
-    pub runtime: Option<Duration>,
-    /// Statistics are reset after this long.
-    pub ramp: Duration,
-    /// Ignore `size_bytes`, run for `runtime`.
-    pub time_based: bool,
-    /// `verify=crc32c`.
-    pub verify: bool,
-    /// Random workloads touch every unit once per pass (fio's random map); false with
-    /// `norandommap` (independent draws).
-    pub random_map: bool,
-    /// PRNG seed.
-    pub seed: u64,
 }
 
 /// Verify results of one job.

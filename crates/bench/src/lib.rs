@@ -30,17 +30,20 @@ pub mod breakdown;
 pub mod ceiling;
 pub mod compare;
 mod engine;
+mod error;
 mod job;
 mod mem_queue;
 mod offsets;
 mod option_values;
 mod options;
+mod plan;
 pub mod plot;
 pub mod report;
 mod result;
 mod runner;
 mod stats;
 mod status;
+mod status_loop;
 mod sysinfo;
 pub mod verify;
 
@@ -48,7 +51,8 @@ pub use breakdown::LatBreakdown;
 pub use ceiling::{CeilingError, CeilingOptions, CeilingResult, run_ceiling};
 pub use compare::{Comparison, RunSummary, median};
 pub use engine::{EngineError, Geometry, IoQueue, Op};
-pub use job::{JobOutput, JobPlan, JobState, Progress, Rng, VerifySummary, run_job};
+pub use error::BenchError;
+pub use job::{JobOutput, JobState, Progress, Rng, VerifySummary, run_job};
 pub use mem_queue::{CommandLog, MemDevice, MemQueue};
 pub use offsets::{Offsets, Permutation, RandomMap};
 pub use options::{
@@ -56,12 +60,13 @@ pub use options::{
     SizeSpec, VerifyMode, parse_bool, parse_cpu_list, parse_cpu_list_arg, parse_output_format,
     parse_size, parse_size_spec, parse_time,
 };
+pub use plan::{JobPlan, plan_jobs};
 pub use report::{render, render_json, render_text};
 pub use result::{
     BenchResult, CoreCounters, JobResult, MachineInfo, NoTarget, TargetCore, TargetProbe,
     TargetReport, TargetSnapshot,
 };
-pub use runner::{BenchError, plan_jobs, run_bench};
+pub use runner::run_bench;
 pub use stats::{
     DirStats, IoLatency, JobStats, LatBuckets, LatStat, PendingLatencies, RunningStat,
 };

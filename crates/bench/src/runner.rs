@@ -1,190 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `run_bench`: validates options against the namespace, plans each job's
-//! range, runs one pinned thread per job, shows the status line and gathers a
-//! [`BenchResult`].
+//! `run_bench`: plans the jobs ([`plan_jobs`]), runs one pinned thread per job,
+//! shows the status line and gathers a [`BenchResult`].
 
-use std::io::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use thiserror::Error;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::engine::IoQueue;
-use crate::job::{JobPlan, JobState, Progress, run_job};
-use crate::options::{BenchOptions, EtaMode, VerifyMode};
+use crate::error::BenchError;
+use crate::job::{Progress, run_job};
+use crate::options::BenchOptions;
+use crate::plan::plan_jobs;
 use crate::result::{BenchResult, JobResult, MachineInfo, TargetProbe, TargetReport};
-use crate::status::{StatusInput, format_status};
+use crate::status_loop::status_loop;
 use crate::sysinfo;
-use crate::verify;
-
-/// Why a run could not start or finish.
-#[derive(Debug, Error)]
-pub enum BenchError {
-    /// `numjobs` and the number of queues given differ.
-    #[error("Got {queues} queues for {numjobs} jobs")]
-    QueueCount {
-        /// Queues passed.
-        queues: usize,
-        /// `--numjobs`.
-        numjobs: u32,
-    },
-    /// `bs` is not a non-zero multiple of the LBA size, or exceeds the transfer limit.
-    #[error("Block size {bs} does not fit LBA size {block_size} and max transfer {max_transfer}")]
-    BlockSize {
-        /// `--bs`.
-        bs: u64,
-        /// LBA size.
-        block_size: u32,
-        /// Transfer limit.
-        max_transfer: u32,
-    },
-    /// `offset`/`size` fall outside the namespace or hold less than one block.
-    #[error("Range offset {offset} size {size} does not fit a namespace of {capacity} bytes")]
-    Range {
-        /// Start, bytes.
-        offset: u64,
-        /// Length, bytes.
-        size: u64,
-        /// Namespace bytes.
-        capacity: u64,
-    },
-    /// `time_based` without `runtime` would never end.
-    #[error("time_based needs a runtime")]
-    TimeBasedWithoutRuntime,
-    /// Verify needs LBAs of at least 64 bytes and a bounded generation table.
-    #[error("Verify unsupported here: {reason}")]
-    Verify {
-        /// Why.
-        reason: &'static str,
-    },
-    /// A job thread could not be started.
-    #[error("Could not start job thread")]
-    Spawn(#[source] std::io::Error),
-    /// A job thread could not be pinned.
-    #[error("Could not pin job {job} to cpu {cpu}")]
-    Pin {
-        /// Job number.
-        job: u32,
-        /// CPU.
-        cpu: usize,
-        /// Cause.
-        #[source]
-        source: rustix::io::Errno,
-    },
-    /// A job thread panicked (a bug).
-    #[error("Job {job} panicked")]
-    JobPanicked {
-        /// Job number.
-        job: u32,
-    },
-}
-
-/// Largest verify generation table per job (units), 256 Mi entries (1 GiB).
-const MAX_VERIFY_UNITS: u64 = 1 << 28;
-
-/// Resolves options against the namespace into one plan per job.
-pub fn plan_jobs(
-    opts: &BenchOptions,
-    geometry: crate::engine::Geometry,
-) -> Result<Vec<JobPlan>, BenchError> {
-    let block_size = geometry.block_size;
-    let bs = opts.bs;
-    let bad_bs = BenchError::BlockSize {
-        bs,
-        block_size,
-        max_transfer: geometry.max_transfer,
-    };
-    if block_size == 0 || bs == 0 || bs / u64::from(block_size) * u64::from(block_size) != bs {
-        return Err(bad_bs);
-    }
-    if geometry.max_transfer != 0 && bs > u64::from(geometry.max_transfer) {
-        return Err(bad_bs);
-    }
-    let blocks_per_io = u32::try_from(bs / u64::from(block_size)).map_err(|_| bad_bs)?;
-    if opts.time_based && opts.runtime.is_none() {
-        return Err(BenchError::TimeBasedWithoutRuntime);
-    }
-    let verify = opts.verify == VerifyMode::Crc32c;
-    if verify && (block_size as usize) < verify::MIN_BLOCK {
-        return Err(BenchError::Verify {
-            reason: "LBA size below 64 bytes",
-        });
-    }
-    let capacity = geometry.num_blocks.saturating_mul(u64::from(block_size));
-    let offset = opts.offset.resolve(capacity) / bs * bs;
-    let avail = capacity.saturating_sub(offset);
-    let size = opts.size.map_or(avail, |s| s.resolve(avail));
-    let range_err = BenchError::Range {
-        offset,
-        size,
-        capacity,
-    };
-    if offset >= capacity || size > avail || size < bs {
-        return Err(range_err);
-    }
-    // Verify jobs get disjoint slices so they never overwrite each other's
-    // blocks; other jobs all cover the whole range, as fio's do.
-    let per_job = if verify {
-        size / u64::from(opts.numjobs) / bs * bs
-    } else {
-        size / bs * bs
-    };
-    if per_job == 0 {
-        return Err(range_err);
-    }
-    let units = per_job / bs;
-    if verify && units > MAX_VERIFY_UNITS {
-        return Err(BenchError::Verify {
-            reason: "range too large for the generation table; lower --size",
-        });
-    }
-    let batching = opts.batching();
-    let seed = opts.seed();
-    Ok((0..opts.numjobs)
-        .map(|job| {
-            let start = if verify {
-                offset + u64::from(job) * per_job
-            } else {
-                offset
-            };
-            JobPlan {
-                job,
-                rw: opts.rw,
-                read_pct: opts.rw.read_pct(opts.rwmixread),
-                block_size,
-                blocks_per_io,
-                first_lba: start / u64::from(block_size),
-                units,
-                iodepth: usize::try_from(opts.iodepth).unwrap_or(1),
-                submit_batch: batching.submit,
-                refill_min: batching.refill_min,
-                reap_max: batching.reap_max,
-                size_bytes: per_job,
-                runtime: opts.time_limit(),
-                ramp: opts.ramp_time.unwrap_or(Duration::ZERO),
-                time_based: opts.time_based,
-                verify,
-                random_map: !opts.norandommap,
-                seed,
-            }
-        })
-        .collect())
-}
 
 fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
-}
-
-fn show_status(opts: &BenchOptions) -> bool {
-    match opts.eta {
-        EtaMode::Always => true,
-        EtaMode::Never => false,
-        EtaMode::Auto => rustix::termios::isatty(std::io::stderr()),
-    }
 }
 
 /// Runs the benchmark: one job thread per queue (`queues.len()` must equal
@@ -306,103 +141,16 @@ pub fn run_bench(
     })
 }
 
-/// Float to integer for display values; `as` saturates (NaN becomes 0).
-#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-fn f2u(v: f64) -> u64 {
-    v.max(0.0) as u64
-}
-
-/// Waits for the jobs, printing fio's status line to stderr about once a
-/// second when enabled, and erases it at the end.
-fn status_loop<T>(
-    opts: &BenchOptions,
-    plans: &[JobPlan],
-    progress: &[Arc<Progress>],
-    handles: &[thread::JoinHandle<T>],
-    started: Instant,
-    on_measuring: &mut dyn FnMut(),
-) {
-    let show = show_status(opts);
-    let mut measuring = false;
-    let mut last = Instant::now();
-    let mut last_bytes = [0u64; 2];
-    let mut last_ios = [0u64; 2];
-    let mut last_len: usize = 0;
-    let total_bytes: u64 = plans.iter().map(|p| p.size_bytes).sum();
-    while !handles.iter().all(thread::JoinHandle::is_finished) {
-        thread::sleep(Duration::from_millis(50));
-        // Within 50 ms of the last job leaving ramp_time.
-        if !measuring
-            && progress
-                .iter()
-                .all(|p| p.state() as u8 >= JobState::Running as u8)
-        {
-            measuring = true;
-            on_measuring();
-        }
-        if !show || last.elapsed() < Duration::from_millis(1000) {
-            continue;
-        }
-        let dt = last.elapsed().as_secs_f64().max(1e-3);
-        last = Instant::now();
-        let mut bytes = [0u64; 2];
-        let mut ios = [0u64; 2];
-        for p in progress {
-            for d in 0..2 {
-                bytes[d] += p.bytes[d].load(Ordering::Relaxed);
-                ios[d] += p.ios[d].load(Ordering::Relaxed);
-            }
-        }
-        let rate = [0, 1].map(|d| f2u((bytes[d] - last_bytes[d]) as f64 / dt));
-        let iops = [0, 1].map(|d| f2u((ios[d] - last_ios[d]) as f64 / dt));
-        last_bytes = bytes;
-        last_ios = ios;
-        let elapsed = started.elapsed().as_secs();
-        let ramp = opts.ramp_time.unwrap_or_default().as_secs();
-        let by_time = opts
-            .time_limit()
-            .map(|r| (ramp + r.as_secs()).saturating_sub(elapsed));
-        let done: u64 = bytes.iter().sum();
-        let by_size =
-            (!opts.time_based && done > 0 && total_bytes > 0 && opts.verify == VerifyMode::Off)
-                .then(|| {
-                    let frac = (done as f64 / total_bytes as f64).min(1.0);
-                    f2u((elapsed as f64) * (1.0 - frac) / frac.max(1e-9))
-                });
-        let eta = match (by_time, by_size) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let states: Vec<JobState> = progress.iter().map(|p| p.state()).collect();
-        let line = format_status(&StatusInput {
-            states: &states,
-            rw: opts.rw,
-            rate,
-            iops,
-            elapsed_s: elapsed,
-            eta_s: eta,
-        });
-        let pad = last_len.saturating_sub(line.len());
-        last_len = line.len();
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{line}{:pad$}\r", "");
-        let _ = err.flush();
-    }
-    if show && last_len > 0 {
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{:last_len$}\r", "");
-        let _ = err.flush();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::{EngineError, Geometry, Op};
     use crate::mem_queue::{MemDevice, MemQueue};
-    use crate::options::{OutputFormat, RwMode, SizeSpec};
+    use crate::options::{EtaMode, OutputFormat, RwMode, SizeSpec, VerifyMode};
     use crate::report::render;
     use crate::result::NoTarget;
+    use crate::verify;
+    use std::time::Duration;
 
     fn run(opts: &BenchOptions, dev: &Arc<MemDevice>) -> BenchResult {
         let queues: Vec<Box<dyn IoQueue>> = (0..opts.numjobs)
@@ -701,41 +449,22 @@ mod tests {
     }
 
     #[test]
-    fn bad_plans_are_rejected() {
-        let g = Geometry {
-            block_size: 4096,
-            num_blocks: 1024,
-            max_transfer: 128 * 1024,
-        };
-        let o = BenchOptions {
-            bs: 512,
-            ..BenchOptions::default()
-        };
-        assert!(matches!(
-            plan_jobs(&o, g),
-            Err(BenchError::BlockSize { .. })
-        ));
-        let o = BenchOptions {
-            bs: 1 << 20,
-            ..BenchOptions::default()
-        };
-        assert!(matches!(
-            plan_jobs(&o, g),
-            Err(BenchError::BlockSize { .. })
-        ));
+    fn time_based_run_with_ramp_ends_and_reports() {
+        let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
         let o = BenchOptions {
             time_based: true,
-            ..BenchOptions::default()
+            runtime: Some(Duration::from_millis(700)),
+            ramp_time: Some(Duration::from_millis(200)),
+            ..opts(RwMode::Randrw, 1 << 20)
         };
-        assert!(matches!(
-            plan_jobs(&o, g),
-            Err(BenchError::TimeBasedWithoutRuntime)
-        ));
-        let o = BenchOptions {
-            size: Some(SizeSpec::Bytes(8 << 20)),
-            ..BenchOptions::default()
-        };
-        assert!(matches!(plan_jobs(&o, g), Err(BenchError::Range { .. })));
+        let r = run(&o, &dev);
+        let j = &r.jobs[0];
+        assert!(j.output.stats.dirs[0].total_ios > 0 && j.output.stats.dirs[1].total_ios > 0);
+        assert!(j.output.runtime_ms > 0);
+        assert!(render(&r, OutputFormat::NORMAL).contains("  write: IOPS="));
+    }
+    #[test]
+    fn queue_count_must_match_numjobs() {
         let o = BenchOptions {
             numjobs: 2,
             ..BenchOptions::default()
@@ -757,38 +486,6 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn verify_jobs_get_disjoint_slices() {
-        let g = Geometry {
-            block_size: 512,
-            num_blocks: 1 << 12,
-            max_transfer: 128 * 1024,
-        };
-        let o = BenchOptions {
-            numjobs: 4,
-            verify: VerifyMode::Crc32c,
-            ..BenchOptions::default()
-        };
-        let p = plan_jobs(&o, g).unwrap();
-        assert_eq!(p[1].first_lba, p[0].first_lba + p[0].units * 8);
-        assert_eq!(p[3].first_lba + p[3].units * 8, 1 << 12);
-    }
-
-    #[test]
-    fn time_based_run_with_ramp_ends_and_reports() {
-        let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
-        let o = BenchOptions {
-            time_based: true,
-            runtime: Some(Duration::from_millis(700)),
-            ramp_time: Some(Duration::from_millis(200)),
-            ..opts(RwMode::Randrw, 1 << 20)
-        };
-        let r = run(&o, &dev);
-        let j = &r.jobs[0];
-        assert!(j.output.stats.dirs[0].total_ios > 0 && j.output.stats.dirs[1].total_ios > 0);
-        assert!(j.output.runtime_ms > 0);
-        assert!(render(&r, OutputFormat::NORMAL).contains("  write: IOPS="));
-    }
     /// A target whose one poller is busy all the time.
     struct AlwaysBusy(Instant);
 
