@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+//! rpc.py's argument syntax for the supported methods (SPDK `python/spdk/cli/{app,misc,
+//! bdev,nvmf}.py`) and the exact params each sends.
+//!
+//! rpc.py passes every argparse value through `remove_null`: options not given are omitted,
+//! but `store_true` flags are always sent (as `false` when absent). That is mirrored here.
+
+mod app;
+mod bdev;
+mod nvmf;
+
+use clap::Subcommand;
+use serde_json::{Map, Value};
+
+pub use app::{KillArgs, RpcGetMethodsArgs, SaveConfigArgs};
+pub use bdev::{GetBdevsArgs, IostatArgs, MallocCreateArgs, NameArg, NullCreateArgs};
+pub use nvmf::{
+    AddListenerArgs, AddNsArgs, CreateSubsystemArgs, CreateTransportArgs, DeleteSubsystemArgs,
+    GetSubsystemsArgs, GetTransportsArgs, RemoveListenerArgs, RemoveNsArgs, TgtNameArg,
+};
+
+/// How rpc.py prints a method's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrintStyle {
+    /// `print_dict`: JSON with indent 2.
+    Dict,
+    /// `print_json`: JSON with indent 2, surrounding quotes stripped (bare strings).
+    Json,
+    /// Nothing is printed.
+    Nothing,
+}
+
+/// One call the CLI will make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CliCall {
+    /// Method name.
+    pub method: &'static str,
+    /// Params exactly as rpc.py sends them.
+    pub params: Value,
+    /// How to print the result.
+    pub print: PrintStyle,
+}
+
+/// A command line rpc.py would reject after parsing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ArgError(pub String);
+
+/// Builds a params object the way `remove_null(kwargs)` does.
+#[derive(Default)]
+struct P(Map<String, Value>);
+
+impl P {
+    fn set(mut self, k: &str, v: impl Into<Value>) -> Self {
+        self.0.insert(k.to_owned(), v.into());
+        self
+    }
+    fn opt<T: Into<Value>>(self, k: &str, v: Option<T>) -> Self {
+        match v {
+            Some(v) => self.set(k, v),
+            None => self,
+        }
+    }
+    fn done(self) -> Value {
+        Value::Object(self.0)
+    }
+}
+
+/// The methods `nvmemu rpc` knows, with rpc.py's arguments.
+#[derive(Debug, Clone, Subcommand)]
+#[command(rename_all = "snake_case")]
+#[allow(missing_docs)] // Each variant's doc is its method's help text.
+pub enum MethodArgs {
+    /// Get list of supported RPC methods.
+    RpcGetMethods(RpcGetMethodsArgs),
+    /// Get the version.
+    SpdkGetVersion,
+    /// Block until subsystems have been initialized.
+    FrameworkWaitInit,
+    /// Display list of all reactors.
+    FrameworkGetReactors,
+    /// Send signal to instance.
+    SpdkKillInstance(KillArgs),
+    /// Write current (live) configuration to stdout.
+    SaveConfig(SaveConfigArgs),
+    /// Create a bdev with malloc backend.
+    BdevMallocCreate(MallocCreateArgs),
+    /// Delete a malloc disk.
+    BdevMallocDelete(NameArg),
+    /// Add a bdev with null backend.
+    BdevNullCreate(NullCreateArgs),
+    /// Delete a null bdev.
+    BdevNullDelete(NameArg),
+    /// Display current blockdev list or required blockdev.
+    BdevGetBdevs(GetBdevsArgs),
+    /// Display current I/O statistics of all the blockdevs or specified blockdev.
+    BdevGetIostat(IostatArgs),
+    /// Create NVMf transport.
+    NvmfCreateTransport(CreateTransportArgs),
+    /// Display nvmf transports or required transport.
+    NvmfGetTransports(GetTransportsArgs),
+    /// Create an NVMe-oF subsystem.
+    NvmfCreateSubsystem(CreateSubsystemArgs),
+    /// Delete a nvmf subsystem.
+    NvmfDeleteSubsystem(DeleteSubsystemArgs),
+    /// Display nvmf subsystems or required subsystem.
+    NvmfGetSubsystems(GetSubsystemsArgs),
+    /// Add a namespace to an NVMe-oF subsystem.
+    NvmfSubsystemAddNs(AddNsArgs),
+    /// Remove a namespace from an NVMe-oF subsystem.
+    NvmfSubsystemRemoveNs(RemoveNsArgs),
+    /// Add a listener to an NVMe-oF subsystem.
+    NvmfSubsystemAddListener(AddListenerArgs),
+    /// Remove a listener from an NVMe-oF subsystem.
+    NvmfSubsystemRemoveListener(RemoveListenerArgs),
+    /// Display current statistics for NVMf subsystem.
+    NvmfGetStats(TgtNameArg),
+}
+
+impl MethodArgs {
+    /// The call rpc.py makes for these arguments. `save_config` is not a single call (the
+    /// CLI runs `framework_get_subsystems` and `framework_get_config`); for it this returns
+    /// the `framework_get_subsystems` step.
+    pub fn to_call(&self) -> Result<CliCall, ArgError> {
+        use PrintStyle::{Dict, Json, Nothing};
+        let c = |method, params, print| {
+            Ok(CliCall {
+                method,
+                params,
+                print,
+            })
+        };
+        match self {
+            MethodArgs::RpcGetMethods(a) => c(
+                "rpc_get_methods",
+                P::default()
+                    .set("current", a.current)
+                    .set("include_aliases", a.include_aliases)
+                    .done(),
+                Dict,
+            ),
+            MethodArgs::SpdkGetVersion => c("spdk_get_version", P::default().done(), Json),
+            MethodArgs::FrameworkWaitInit => c("framework_wait_init", P::default().done(), Nothing),
+            MethodArgs::FrameworkGetReactors => {
+                c("framework_get_reactors", P::default().done(), Dict)
+            }
+            MethodArgs::SpdkKillInstance(a) => c(
+                "spdk_kill_instance",
+                P::default().set("sig_name", a.sig_name.as_str()).done(),
+                Nothing,
+            ),
+            MethodArgs::SaveConfig(_) => {
+                c("framework_get_subsystems", P::default().done(), Nothing)
+            }
+            MethodArgs::BdevMallocCreate(a) => c("bdev_malloc_create", a.params()?, Json),
+            MethodArgs::BdevMallocDelete(a) => c("bdev_malloc_delete", a.params(), Nothing),
+            MethodArgs::BdevNullCreate(a) => c("bdev_null_create", a.params()?, Json),
+            MethodArgs::BdevNullDelete(a) => c("bdev_null_delete", a.params(), Nothing),
+            MethodArgs::BdevGetBdevs(a) => c("bdev_get_bdevs", a.params(), Dict),
+            MethodArgs::BdevGetIostat(a) => c("bdev_get_iostat", a.params(), Dict),
+            MethodArgs::NvmfCreateTransport(a) => c("nvmf_create_transport", a.params(), Nothing),
+            MethodArgs::NvmfGetTransports(a) => c("nvmf_get_transports", a.params(), Dict),
+            MethodArgs::NvmfCreateSubsystem(a) => c("nvmf_create_subsystem", a.params(), Nothing),
+            MethodArgs::NvmfDeleteSubsystem(a) => c("nvmf_delete_subsystem", a.params(), Nothing),
+            MethodArgs::NvmfGetSubsystems(a) => c("nvmf_get_subsystems", a.params(), Dict),
+            MethodArgs::NvmfSubsystemAddNs(a) => c("nvmf_subsystem_add_ns", a.params(), Nothing),
+            MethodArgs::NvmfSubsystemRemoveNs(a) => {
+                c("nvmf_subsystem_remove_ns", a.params(), Nothing)
+            }
+            MethodArgs::NvmfSubsystemAddListener(a) => {
+                c("nvmf_subsystem_add_listener", a.params(), Nothing)
+            }
+            MethodArgs::NvmfSubsystemRemoveListener(a) => {
+                c("nvmf_subsystem_remove_listener", a.params(), Nothing)
+            }
+            MethodArgs::NvmfGetStats(a) => c("nvmf_get_stats", a.params(), Dict),
+        }
+    }
+}
