@@ -37,6 +37,19 @@ use zerocopy::{FromBytes, IntoBytes};
 /// How long any poll loop in these tests waits before failing.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
+/// IOVA of a separately mapped data region (above the driver's pool at 4 GiB).
+pub const DATA_IOVA: u64 = 0x20_0000_0000;
+
+/// A read-write DMA_MAP request of `size` bytes of the fd at `offset`, at `iova`.
+pub fn map_req(iova: u64, size: u64, offset: u64) -> DmaMap {
+    DmaMap {
+        flags: DmaMap::FLAG_READ | DmaMap::FLAG_WRITE,
+        offset,
+        iova,
+        size,
+    }
+}
+
 /// A running target with one controller, removed on drop.
 pub struct TestTarget {
     pub target: Target,
