@@ -1,73 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-//! SPDK's `save_config` JSON format (`{"subsystems": [{"subsystem", "config": [{"method",
-//! "params"}]}]}`) and replaying it through a [`Handler`] (`nvmemu serve --json FILE`).
+//! Replaying a `save_config` document ([`SpdkConfig`]) through a [`Handler`]
+//! (`nvmemu serve --json FILE`).
 //!
 //! A real SPDK configuration also carries methods nvmemu does not implement (e.g.
 //! `iobuf_set_options`, `bdev_wait_for_examine`, `nvmf_set_config`); those are skipped and
 //! reported, like SPDK skips subsystems it has no module for.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config_format::SpdkConfig;
 use crate::dispatch::{Handler, dispatch};
 use crate::error::RpcError;
-use crate::methods::framework::SubsystemDeps;
 use crate::methods::{METHODS, Request};
-
-/// A whole `save_config` document.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SpdkConfig {
-    /// Subsystems in initialisation order.
-    pub subsystems: Vec<SubsystemConfig>,
-}
-
-/// One subsystem's part of a [`SpdkConfig`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubsystemConfig {
-    /// Subsystem name, e.g. `bdev` or `nvmf`.
-    pub subsystem: String,
-    /// Calls that recreate the subsystem's state; SPDK writes `null` for an empty one.
-    #[serde(default, deserialize_with = "null_as_empty")]
-    pub config: Vec<ConfigEntry>,
-}
-
-/// One recorded call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConfigEntry {
-    /// Method name.
-    pub method: String,
-    /// Its parameters, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub params: Option<Value>,
-}
-
-fn null_as_empty<'de, D>(d: D) -> Result<Vec<ConfigEntry>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    Ok(Option::<Vec<ConfigEntry>>::deserialize(d)?.unwrap_or_default())
-}
-
-impl SpdkConfig {
-    /// The named subsystem, if present.
-    pub fn subsystem(&self, name: &str) -> Option<&SubsystemConfig> {
-        self.subsystems.iter().find(|s| s.subsystem == name)
-    }
-
-    /// The `framework_get_subsystems` view: each subsystem depends on those before it.
-    pub fn subsystem_deps(&self) -> Vec<SubsystemDeps> {
-        let mut seen: Vec<String> = Vec::new();
-        let mut out = Vec::with_capacity(self.subsystems.len());
-        for s in &self.subsystems {
-            out.push(SubsystemDeps {
-                subsystem: s.subsystem.clone(),
-                depends_on: seen.clone(),
-            });
-            seen.push(s.subsystem.clone());
-        }
-        out
-    }
-}
 
 /// What [`load_config`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use std::os::fd::BorrowedFd;
 
 use serde_json::{Map, Value, json};
 
-use crate::config::SpdkConfig;
+use crate::config_format::SpdkConfig;
 use crate::error::RpcError;
 use crate::methods::{METHODS, Request};
 use crate::stop::{StopHandle, peer_gone};

@@ -27,6 +27,7 @@
 pub mod cli;
 mod client;
 mod config;
+mod config_format;
 mod conn;
 mod dispatch;
 mod error;
@@ -39,9 +40,8 @@ pub mod test_utils;
 
 pub use cli::{RpcArgs, run_cli};
 pub use client::{Client, ClientError, DEFAULT_TIMEOUT, call};
-pub use config::{
-    ConfigEntry, FormatError, LoadConfigError, LoadReport, SpdkConfig, SubsystemConfig, load_config,
-};
+pub use config::{FormatError, LoadConfigError, LoadReport, load_config};
+pub use config_format::{ConfigEntry, SpdkConfig, SubsystemConfig};
 pub use conn::serve_connection;
 pub use dispatch::{
     Caller, Handler, MAX_BATCH, dispatch, dispatch_for, error_reply, handle_message,

@@ -8,7 +8,7 @@ use nvmemu_spec::features::{
 use nvmemu_spec::log_page::AsyncEvent;
 use nvmemu_spec::{DataPtr, Nsid, Status};
 
-use crate::admin::log_page::DEFAULT_TEMP_OVER;
+use crate::admin::limits::WCTEMP;
 use crate::{Controller, ControllerConfig};
 
 /// Asynchronous Event Configuration bits this controller can raise.
@@ -43,7 +43,7 @@ impl Features {
         Features {
             arbitration: 0,
             power_management: 0,
-            temp_over: DEFAULT_TEMP_OVER,
+            temp_over: WCTEMP,
             temp_under: 0,
             error_recovery: 0,
             volatile_write_cache: true,

@@ -12,13 +12,9 @@ use zerocopy::{FromZeros, IntoBytes};
 
 use crate::Controller;
 use crate::admin::aer::AERL;
-use crate::admin::log_page::ERROR_LOG_ENTRIES;
+use crate::admin::limits::{CCTEMP, ERROR_LOG_ENTRIES, WCTEMP};
 use crate::namespace::Namespace;
 
-/// Warning Composite Temperature Threshold: 343 K (70 C).
-pub(crate) const WCTEMP: u16 = 343;
-/// Critical Composite Temperature Threshold: 373 K (100 C).
-pub(crate) const CCTEMP: u16 = 373;
 /// IEEE OUI reported in Identify Controller (locally administered, "nvmemu").
 const IEEE_OUI: [u8; 3] = [0x4e, 0x58, 0x02];
 

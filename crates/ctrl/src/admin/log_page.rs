@@ -11,11 +11,9 @@ use nvmemu_spec::{AdminOpcode, DataPtr, IoOpcode, Nsid, Qid, Sqe, Status};
 use zerocopy::{FromZeros, IntoBytes};
 
 use crate::Controller;
-use crate::admin::identify::WCTEMP;
+use crate::admin::limits::ERROR_LOG_ENTRIES;
 use crate::metrics::data_units;
 
-/// Entries kept in the Error Information log (ELPE + 1).
-pub(crate) const ERROR_LOG_ENTRIES: usize = 64;
 /// The composite temperature this controller reports: 300 K.
 pub(crate) const TEMPERATURE_KELVIN: u16 = 300;
 /// The largest log page built here.
@@ -285,9 +283,6 @@ fn put(buf: &mut [u8], at: usize, value: u32) {
         d.copy_from_slice(&value.to_le_bytes());
     }
 }
-
-/// The default over-temperature threshold (WCTEMP).
-pub(crate) const DEFAULT_TEMP_OVER: u16 = WCTEMP;
 
 #[cfg(test)]
 mod tests {
