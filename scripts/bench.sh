@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# The performance matrix of issue 5, measured against the project's own ceiling probe in
-# the same run, and written to BENCHMARKS.md.
+# The performance matrix (goals stated as ratios to the project's own ceiling probe, measured
+# in the same run), written to BENCHMARKS.md.
 #
 # Usage: scripts/bench.sh [OUTPUT.md]          (default: BENCHMARKS.md at the repo root)
 #
@@ -22,8 +22,8 @@
 #   BENCH_COMMIT=text   what to record as the commit (when BENCH_BIN was built elsewhere)
 #   BENCH_ONLY=list     run only these sections, comma separated: goals, backends, ctrls,
 #                       fresh, peers, plot (default: all; the others are reported "not measured")
-#   BENCH_SPDK_PEERS=dir  SPDK's tools for the side-by-side section (default:
-#                       ../shared/peers/spdk beside the repository; see scripts/bench_peers.py)
+#   BENCH_SPDK_PEERS=dir  SPDK's tools for the side-by-side section (default: $NVMEMU_SPDK_PEERS,
+#                       as for tests/peers/spdk.sh; see scripts/bench_peers.py)
 #   CARGO_TARGET_DIR    as for cargo (default: target)
 #
 # Rows whose flag the binary lacks (--ceiling, --controllers, ...) are reported as
@@ -57,7 +57,7 @@ exec python3 - \
     --bin "$BIN" --out "$OUT" --results "$RESULTS" --reps "$REPS" --runtime "$RUNTIME" \
     --target-cpu "${BENCH_TARGET_CPU:-1}" --job-cpu "${BENCH_JOB_CPU:-0}" \
     --repo "$ROOT" --quick "${BENCH_QUICK:-0}" <<'PY'
-"""Runs the issue-5 matrix (bench and ceiling probe interleaved) and writes BENCHMARKS.md."""
+"""Runs the goal matrix (bench and ceiling probe interleaved) and writes BENCHMARKS.md."""
 import argparse
 import datetime
 import json
@@ -146,7 +146,7 @@ CTRLS = [
 ]
 
 
-# Fresh vs written (issue 14): an external client against `nvmemu serve`, reading a namespace
+# Fresh vs written: an external client against `nvmemu serve`, reading a namespace
 # as created and again after one write pass over it; the default (backed) namespace and
 # lazy=on, whose unwritten blocks read from the kernel's zero page.
 FRESH = (("backed", MALLOC), ("lazy", MALLOC + ",lazy=on"))
@@ -282,6 +282,8 @@ def probe_summary(stdout):
 # ---------------------------------------------------------------- running
 RUNS = []  # (case id, kind, cmd, summary or None, error)
 COMMANDS = {}
+# Temporary socket directories of `nvmemu serve` runs, shown as $D in the Commands section.
+SOCKET_DIRS = []
 
 
 def run(cid, kind, cmd, rep, busy=None):
@@ -344,6 +346,7 @@ def start_serve(spec, tag):
     """`nvmemu serve` with one namespace on a socket in a new temporary directory; returns
     (process, directory) once the socket exists, or (None, directory)."""
     d = tempfile.mkdtemp(prefix="nvmemu-fresh-")
+    SOCKET_DIRS.append(d)
     cmd = [BIN, "serve", "--socket-dir", d, "--ns", spec, "--busy-poll",
            "-m", hex(1 << int(args.target_cpu)), "-r", os.path.join(d, "rpc.sock")]
     COMMANDS.setdefault((tag, "serve"), cmd)
@@ -416,7 +419,8 @@ LOAD_END = loadavg()
 # The side-by-side section: nvmemu's and SPDK's targets with both clients, interleaved
 # inside scripts/bench_peers.py (each repetition restarts both targets).
 PEERS_MD, PEERS_WHY = None, "not asked for (BENCH_ONLY)"
-PEERS_DIR = os.environ.get("BENCH_SPDK_PEERS") or os.path.join(args.repo, "..", "shared", "peers", "spdk")
+PEERS_DIR = (os.environ.get("BENCH_SPDK_PEERS") or os.environ.get("NVMEMU_SPDK_PEERS")
+             or os.path.join(args.repo, "..", "shared", "peers", "spdk"))
 if wanted("peers"):
     if not os.path.isdir(PEERS_DIR):
         PEERS_WHY = f"no SPDK peers at {PEERS_DIR} (set BENCH_SPDK_PEERS)"
@@ -636,7 +640,7 @@ w("run (`nvmemu bench --ceiling`: the two-thread ring round trip with nothing be
 w("the ratio compares two measurements taken under the same conditions. What the numbers mean")
 w("and what bounds them: [docs/performance.md](docs/performance.md).")
 w("")
-w("Malloc namespaces are backed by memory at creation (issue 14): every page is faulted in")
+w("Malloc namespaces are backed by memory at creation: every page is faulted in")
 w("before a run, in transparent huge pages where the kernel gives them (4 KiB base pages")
 w("otherwise), so no read comes from the kernel's zero page." + (
     " The fresh-vs-written section quotes what `nvmemu serve` reported for its namespace."
@@ -653,7 +657,7 @@ w("This is a shared 2-CPU virtual machine: other work running at the same time s
 w("higher load average above and a wider spread below. Treat ratios as the result; absolute")
 w("IOPS belong to this machine only.")
 w("")
-w("## Goals (issue 5), as ratios to the ceiling probe")
+w("## Goals, as ratios to the ceiling probe")
 w("")
 w("Ratio = median of the bench runs / median of the probe runs; paired = median of the")
 w("per-repetition ratios (each bench run against the probe run right after it).")
@@ -714,7 +718,7 @@ if PROFILES:
         w("```")
         w("")
 
-w("## `cargo run --release -- bench` figures (issue 3)")
+w("## `cargo run --release -- bench` figures")
 w("")
 w("| Case | IOPS | avg latency | p50 clat | p99 clat | p99.9 clat | poller busy | target ns/IO |")
 w("|---|---|---|---|---|---|---|---|")
@@ -749,7 +753,7 @@ for b in ("malloc", "null"):
       f"{fmt_opt(med(r, 'bench', 'busy'), '.0f')}% / {fmt_opt(med(wr, 'bench', 'busy'), '.0f')}% | "
       f"{fmt_opt(med(r, 'bench', 'ns_per_io'), '.0f')} / {fmt_opt(med(wr, 'bench', 'ns_per_io'), '.0f')} |")
 w("")
-w("## Fresh vs written namespace, external client (issue 14)")
+w("## Fresh vs written namespace, external client")
 w("")
 w(f"`nvmemu serve` with one 1 GiB malloc namespace (poller busy-polling on CPU {args.target_cpu})")
 w(f"and `nvmemu bench --socket` (job on CPU {args.job_cpu}): 4 KiB random reads at iodepth 32")
@@ -767,7 +771,7 @@ for mode, spec in FRESH:
     w(f"| `{spec}` | {fmt_iops(f)} | {fmt_iops(wr)} | {ratio} | {sp} | "
       f"{'`' + back + '`' if back else 'not measured'} |")
 w("")
-w("## Side by side with SPDK's vfio-user target (issue 13)")
+w("## Side by side with SPDK's vfio-user target")
 w("")
 w(f"SPDK v25.05's `nvmf_tgt` and `nvmemu serve --busy-poll`, each on one core (CPU {args.target_cpu}),")
 w("configured by the same SPDK `rpc.py` commands: a 1 GiB malloc bdev of 512 B blocks written in")
@@ -798,22 +802,31 @@ for cid, kind in seen:
 w("")
 w("## Commands")
 w("")
-w("`nvmemu` below is the release binary (`cargo build --release -p nvmemu`).")
+w("`nvmemu` below is the release binary (`cargo build --release -p nvmemu`); `$D` is the")
+w("temporary socket directory of the `nvmemu serve` the case runs against.")
 w("")
 w("```sh")
 for (cid, kind), cmd in COMMANDS.items():
     if cid == "plot":
         continue
-    shown = ["nvmemu"] + cmd[1:]
+    shown = " ".join(shlex.quote(x) for x in ["nvmemu"] + cmd[1:])
+    for d in SOCKET_DIRS:
+        shown = shown.replace(d, "$D")
     w(f"# {cid} ({kind})")
-    w(" ".join(shlex.quote(x) for x in shown))
+    w(shown)
 w("```")
 w("")
+# Paths inside the repository are shown relative to it; anything else is named by the variable
+# that chose it, so the file never points outside the repository.
+def shown_results(path):
+    rel = os.path.relpath(path, args.repo)
+    return "$BENCH_RESULTS" + path[len(args.results):] if rel.startswith("..") else rel
 if PLOT:
-    w(f"The latency plot of one extra 512 B randread QD16 run was written to `{PLOT}` "
-      "(`nvmemu bench --plot FILE`).")
+    w(f"The latency plot of one extra 512 B randread QD16 run was written to "
+      f"`{shown_results(PLOT)}` (`nvmemu bench --plot FILE`).")
     w("")
-w(f"Raw JSON and stderr of every run: `{args.results}` (not committed).")
+w(f"Raw JSON and stderr of every run: `{shown_results(args.results)}` (not committed; "
+  "`BENCH_RESULTS` chooses the directory).")
 w("")
 with open(args.out, "w") as f:
     f.write("\n".join(L))
