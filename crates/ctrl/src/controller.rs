@@ -148,6 +148,8 @@ pub struct Controller {
     pub(crate) changed_ns: ChangedNsList,
     pub(crate) counters: CtrlCounters,
     pub(crate) created: Instant,
+    /// Per-command timing; None (the default) costs nothing (see `timing`).
+    pub(crate) timing: Option<Box<crate::timing::Timing>>,
 }
 
 impl Controller {
@@ -180,6 +182,7 @@ impl Controller {
             changed_ns: ChangedNsList::default(),
             counters: CtrlCounters::default(),
             created: Instant::now(),
+            timing: None,
             config,
         }
     }
@@ -209,6 +212,7 @@ impl Controller {
             return Err(CtrlError::NsidInUse { nsid });
         }
         *slot = Some(ns);
+        self.refresh_timed_namespaces();
         self.namespace_changed(nsid);
         Ok(())
     }
@@ -219,6 +223,7 @@ impl Controller {
             .ns_slot(nsid.0)?
             .take()
             .ok_or(CtrlError::NoSuchNamespace { nsid: nsid.0 })?;
+        self.refresh_timed_namespaces();
         self.namespace_changed(nsid.0);
         Ok(Arc::clone(ns.bdev()))
     }

@@ -33,6 +33,7 @@ mod regs;
 mod state;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
+pub mod timing;
 
 pub use controller::{Controller, ControllerConfig, CtrlError, InterruptSink, MmioError};
 pub use latency::{LatencyHook, LatencyTable, Stage};

@@ -14,7 +14,7 @@ use crate::{Controller, InterruptSink};
 /// Most admin commands taken per poll.
 const ADMIN_BATCH: usize = 16;
 /// Most I/O commands taken from one SQ per poll.
-const IO_BATCH: usize = 32;
+pub(crate) const IO_BATCH: usize = 32;
 
 impl Controller {
     /// Process the admin SQ and every I/O SQ once (bounded batches), post completions and
@@ -30,6 +30,9 @@ impl Controller {
         if !self.state.is_ready() {
             self.end_busy_stretch();
             return 0;
+        }
+        if let Some(t) = self.timing.as_deref_mut() {
+            t.pass_begins(TscClock::ticks());
         }
         let mark = thread_faults();
         let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH, mark);
@@ -50,6 +53,9 @@ impl Controller {
             self.raise_interrupts(irq);
         } else {
             self.end_busy_stretch();
+        }
+        if let Some(t) = self.timing.as_deref_mut() {
+            t.pass_ends(TscClock::ticks());
         }
         done
     }
@@ -105,11 +111,20 @@ impl Controller {
         if self.counters.busy_since == 0 && self.queues.sq(qid).is_some_and(|sq| sq.head != tail) {
             self.counters.busy_since = TscClock::ticks();
         }
+        // Target-side timing (I/O queues only): one branch per batch and per command when off.
+        let timed = match (self.timing.as_deref_mut(), self.queues.sq(qid)) {
+            (Some(t), Some(sq)) if qid != Qid::ADMIN && sq.head != tail => {
+                t.sq_seen(qid, sq.distance(sq.head, tail), TscClock::ticks());
+                true
+            }
+            _ => false,
+        };
         if qid != Qid::ADMIN {
             self.prefetch_batch(qid, tail, batch);
         }
         // Checked once per batch; None (the normal case) costs one branch per command.
         let lat = self.config.latency.clone();
+        let stamp = timed || lat.is_some();
         for _ in 0..batch {
             let Some(sq) = self.queues.sq(qid) else { break };
             if sq.head == tail {
@@ -127,8 +142,9 @@ impl Controller {
                 self.apply(CtrlEvent::Fault, None);
                 break;
             };
+            let fetched = if stamp { TscClock::ticks() } else { 0 };
             if let Some(l) = &lat {
-                l.0.record(qid.0, sqe.cid().0, Stage::Fetch, TscClock::ticks());
+                l.0.record(qid.0, sqe.cid().0, Stage::Fetch, fetched);
             }
             sq.release_sqe(head);
             // SQHD in this command's CQE must already count it as consumed.
@@ -142,8 +158,9 @@ impl Controller {
             } else {
                 self.exec_io(qid, &sqe)
             };
+            let done_at = if stamp { TscClock::ticks() } else { 0 };
             if let Some(l) = &lat {
-                l.0.record(qid.0, sqe.cid().0, Stage::Done, TscClock::ticks());
+                l.0.record(qid.0, sqe.cid().0, Stage::Done, done_at);
             }
             // The SQE read or the command's data transfer touched a vanished page.
             let faulted = thread_faults() != mark;
@@ -154,6 +171,9 @@ impl Controller {
             };
             if self.complete(qid, &sqe, result, lat.as_ref()) {
                 completed += 1;
+                if timed && let Some(t) = self.timing.as_deref_mut() {
+                    t.command(qid, sqe.nsid, fetched, done_at);
+                }
             }
             if faulted {
                 self.memory_fault(Some((qid, sqe.cid())));
@@ -164,6 +184,9 @@ impl Controller {
         }
         if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid) {
             self.flush_cq(cqid);
+        }
+        if timed && let Some(t) = self.timing.as_deref_mut() {
+            t.batch_posted(TscClock::ticks());
         }
         if qid != Qid::ADMIN && taken > 0 {
             self.publish_event_idx(qid);

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Target-side timing (`Controller::set_timing` / `timing`): what is counted, how the layers
+//! relate, and that turning it off removes it.
+
+use nvmemu_ctrl::test_utils::{TestHost, layout, rw};
+use nvmemu_ctrl::timing::{Layer, TimingSnapshot};
+use nvmemu_spec::Status;
+
+/// Submit `n` one-block reads on queue 1 (at most `per_poll` before each poll) and reap
+/// them all; returns how many completed successfully.
+fn run_reads(h: &mut TestHost, n: usize, per_poll: usize) -> usize {
+    let mut ok = 0;
+    let mut left = n;
+    while left > 0 {
+        let now = left.min(per_poll);
+        for i in 0..now {
+            h.submit(1, rw(0x02, 1, i as u64, 1, h.prps(layout::DATA, 512)));
+        }
+        let mut reaped = 0;
+        while reaped < now {
+            h.poll();
+            while let Some(c) = h.reap(1) {
+                ok += usize::from(c.status() == Status::SUCCESS);
+                reaped += 1;
+            }
+        }
+        left -= now;
+    }
+    ok
+}
+
+fn queue1(s: &TimingSnapshot) -> &nvmemu_ctrl::timing::QueueTiming {
+    &s.queues
+        .iter()
+        .find(|(q, _, _)| q.0 == 1)
+        .expect("queue 1 timed")
+        .1
+}
+
+#[test]
+fn off_by_default_and_nothing_is_recorded() {
+    let mut h = TestHost::ready(64);
+    assert!(!h.ctrl.timing_enabled());
+    assert_eq!(run_reads(&mut h, 5, 5), 5);
+    assert_eq!(h.ctrl.timing(), None);
+}
+
+#[test]
+fn every_completed_command_is_counted_once_in_every_layer() {
+    let mut h = TestHost::ready(64);
+    assert!(h.ctrl.set_timing("malloc0", true, 7));
+    // One idle pass first, so every command's pass has a previous pass (the wait bound).
+    h.poll();
+    // 40 at once: two batches of one SQ (32 + 8) in two passes; then 17 one by one.
+    let n = run_reads(&mut h, 40, 40) + run_reads(&mut h, 17, 1);
+    assert_eq!(n, 57);
+    let snap = h.ctrl.timing().expect("timing on");
+    assert_eq!(snap.bdevs, vec!["malloc0".to_string()]);
+    assert_eq!(snap.dropped, 0);
+    let q = queue1(&snap);
+    assert_eq!(q.namespaces.len(), 1);
+    assert_eq!(q.namespaces[0].nsid, 1);
+    let set = &q.namespaces[0].layers;
+    for layer in Layer::ALL {
+        assert_eq!(set.get(layer).count(), 57, "{}", layer.name());
+    }
+    // The four layers add up to the total, command by command, so their sums do too.
+    let parts: u128 = [
+        Layer::Queued,
+        Layer::Backend,
+        Layer::Complete,
+        Layer::Interrupt,
+    ]
+    .iter()
+    .map(|l| set.get(*l).sum())
+    .sum();
+    assert_eq!(parts, set.get(Layer::Total).sum());
+    assert!(set.get(Layer::Total).sum() > 0);
+    assert!(set.get(Layer::Backend).max() <= set.get(Layer::Total).max());
+    // Depth seen: 40 then 8 at the batched looks, 1 at each of the 17 others.
+    assert_eq!(q.looks, 2 + 17);
+    assert_eq!(q.depth_sum, 40 + 8 + 17);
+}
+
+#[test]
+fn only_the_enabled_bdev_is_timed_and_disabling_drops_everything() {
+    let mut h = TestHost::ready(64);
+    assert!(!h.ctrl.set_timing("other", true, 7));
+    assert_eq!(run_reads(&mut h, 3, 3), 3);
+    let snap = h.ctrl.timing().expect("timing on for `other`");
+    assert!(snap.queues.iter().all(|(_, q, _)| q.namespaces.is_empty()));
+    assert!(h.ctrl.set_timing("malloc0", true, 7));
+    assert_eq!(run_reads(&mut h, 4, 4), 4);
+    let snap = h.ctrl.timing().expect("on");
+    let q = queue1(&snap);
+    assert_eq!(q.namespaces[0].layers.get(Layer::Total).count(), 4);
+    assert_eq!(
+        snap.queues.iter().find(|(q, ..)| q.0 == 1).unwrap().2,
+        ["malloc0"]
+    );
+    // Enabling again keeps the counts.
+    assert!(h.ctrl.set_timing("malloc0", true, 7));
+    assert_eq!(
+        queue1(&h.ctrl.timing().unwrap()).namespaces[0]
+            .layers
+            .get(Layer::Total)
+            .count(),
+        4
+    );
+    h.ctrl.set_timing("malloc0", false, 7);
+    assert!(h.ctrl.timing_enabled(), "`other` is still on");
+    h.ctrl.set_timing("other", false, 7);
+    assert!(!h.ctrl.timing_enabled());
+    assert_eq!(h.ctrl.timing(), None);
+    assert_eq!(run_reads(&mut h, 2, 2), 2);
+    assert_eq!(h.ctrl.timing(), None);
+}
