@@ -463,7 +463,12 @@ impl Handler for FakeHandler {
             }),
             other @ (Request::RpcGetMethods(_)
             | Request::FrameworkGetSubsystems
-            | Request::FrameworkGetConfig(_)) => Err(RpcError::method_not_found(other.method())),
+            | Request::FrameworkGetConfig(_)
+            | Request::BdevEnableHistogram(_)
+            | Request::BdevGetHistogram(_)
+            | Request::NvmemuGetLatencyBreakdown) => {
+                Err(RpcError::method_not_found(other.method()))
+            }
         }
     }
 }

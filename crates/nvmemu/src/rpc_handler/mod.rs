@@ -15,6 +15,7 @@ mod bdev;
 mod cpu_time;
 mod framework;
 mod ids;
+mod latency;
 mod nvmf;
 
 use std::collections::BTreeMap;
@@ -41,6 +42,8 @@ struct State {
     bdevs: bdev::Registry,
     transport: Option<nvmf::Transport>,
     subsystems: BTreeMap<String, nvmf::Subsystem>,
+    /// Bdevs with `bdev_enable_histogram` on, and their granularity.
+    histograms: BTreeMap<String, u32>,
 }
 
 /// nvmemu's implementation of [`Handler`].
@@ -151,13 +154,22 @@ impl Handler for NvmemuHandler {
             R::NvmfCreateSubsystem(p) => nvmf::create_subsystem(st, p),
             R::NvmfDeleteSubsystem(p) => nvmf::delete_subsystem(st, &self.target, &p.nqn),
             R::NvmfGetSubsystems(p) => nvmf::get_subsystems(st, p.nqn.as_deref()),
-            R::NvmfSubsystemAddNs(p) => nvmf::add_ns(st, &self.target, p),
+            R::NvmfSubsystemAddNs(p) => {
+                let r = nvmf::add_ns(st, &self.target, p);
+                latency::reapply(st, &self.target);
+                r
+            }
             R::NvmfSubsystemRemoveNs(p) => nvmf::remove_ns(st, &self.target, &p.nqn, p.nsid),
             R::NvmfSubsystemAddListener(p) => {
-                nvmf::add_listener(st, &self.target, self.opts.socket_mode, p)
+                let r = nvmf::add_listener(st, &self.target, self.opts.socket_mode, p);
+                latency::reapply(st, &self.target);
+                r
             }
             R::NvmfSubsystemRemoveListener(p) => nvmf::remove_listener(st, &self.target, p),
             R::NvmfGetStats(_) => framework::nvmf_stats(&self.target),
+            R::BdevEnableHistogram(p) => latency::enable(st, &self.target, p),
+            R::BdevGetHistogram(p) => latency::get_histogram(st, &self.target, &p.name),
+            R::NvmemuGetLatencyBreakdown => latency::breakdown(&self.target),
             other @ (R::RpcGetMethods(_)
             | R::FrameworkGetSubsystems
             | R::FrameworkGetConfig(_)

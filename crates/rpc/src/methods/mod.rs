@@ -4,6 +4,7 @@
 
 pub mod bdev;
 pub mod framework;
+pub mod histogram;
 pub mod nvmf;
 
 use serde::de::DeserializeOwned;
@@ -15,6 +16,7 @@ use bdev::{
     BdevNullCreateParams,
 };
 use framework::{FrameworkGetConfigParams, RpcGetMethodsParams, SpdkKillInstanceParams};
+use histogram::{BdevEnableHistogramParams, BdevGetHistogramParams};
 use nvmf::{
     NvmfCreateSubsystemParams, NvmfCreateTransportParams, NvmfGetStatsParams,
     NvmfGetSubsystemsParams, NvmfGetTransportsParams, NvmfSubsystemAddListenerParams,
@@ -76,6 +78,12 @@ pub enum Request {
     NvmfSubsystemRemoveListener(NvmfSubsystemRemoveListenerParams),
     /// `nvmf_get_stats` → [`nvmf::NvmfStats`].
     NvmfGetStats(NvmfGetStatsParams),
+    /// `bdev_enable_histogram` → `true`.
+    BdevEnableHistogram(BdevEnableHistogramParams),
+    /// `bdev_get_histogram` → [`histogram::BdevHistogram`].
+    BdevGetHistogram(BdevGetHistogramParams),
+    /// `nvmemu_get_latency_breakdown` → [`histogram::LatencyBreakdown`].
+    NvmemuGetLatencyBreakdown,
 }
 
 /// Every method name [`Request::decode`] accepts, in `rpc_get_methods` order.
@@ -104,6 +112,9 @@ pub const METHODS: &[&str] = &[
     "nvmf_subsystem_add_listener",
     "nvmf_subsystem_remove_listener",
     "nvmf_get_stats",
+    "bdev_enable_histogram",
+    "bdev_get_histogram",
+    "nvmemu_get_latency_breakdown",
 ];
 
 impl Request {
@@ -147,6 +158,15 @@ impl Request {
             "nvmf_subsystem_add_listener" => Request::NvmfSubsystemAddListener(parse(p)?),
             "nvmf_subsystem_remove_listener" => Request::NvmfSubsystemRemoveListener(parse(p)?),
             "nvmf_get_stats" => Request::NvmfGetStats(parse(p)?),
+            "bdev_enable_histogram" => {
+                let h: BdevEnableHistogramParams = parse(p)?;
+                h.validate()?;
+                Request::BdevEnableHistogram(h)
+            }
+            "bdev_get_histogram" => Request::BdevGetHistogram(parse(p)?),
+            "nvmemu_get_latency_breakdown" => {
+                no_params(method, p, Request::NvmemuGetLatencyBreakdown)?
+            }
             other => return Err(RpcError::method_not_found(other)),
         })
     }
@@ -178,6 +198,9 @@ impl Request {
             Request::NvmfSubsystemAddListener(_) => "nvmf_subsystem_add_listener",
             Request::NvmfSubsystemRemoveListener(_) => "nvmf_subsystem_remove_listener",
             Request::NvmfGetStats(_) => "nvmf_get_stats",
+            Request::BdevEnableHistogram(_) => "bdev_enable_histogram",
+            Request::BdevGetHistogram(_) => "bdev_get_histogram",
+            Request::NvmemuGetLatencyBreakdown => "nvmemu_get_latency_breakdown",
         }
     }
 }
@@ -224,7 +247,10 @@ mod tests {
                 "spdk_kill_instance" => json!({"sig_name": "SIGTERM"}),
                 "framework_get_config" => json!({"name": "bdev"}),
                 "bdev_malloc_create" => json!({"num_blocks": 8, "block_size": 512}),
-                "bdev_malloc_delete" | "bdev_null_delete" => json!({"name": "x"}),
+                "bdev_malloc_delete" | "bdev_null_delete" | "bdev_get_histogram" => {
+                    json!({"name": "x"})
+                }
+                "bdev_enable_histogram" => json!({"name": "x", "enable": true}),
                 "bdev_null_create" => json!({"name": "n", "num_blocks": 8, "block_size": 512}),
                 "nvmf_create_transport" => json!({"trtype": "VFIOUSER"}),
                 "nvmf_create_subsystem" | "nvmf_delete_subsystem" => json!({"nqn": "q"}),

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `bdev_enable_histogram`, `bdev_get_histogram` and `nvmemu_get_latency_breakdown`: the
+//! target-side timing of `nvmemu_ctrl::timing`, switched per bdev on every controller that
+//! serves it and read back as copies taken on each controller's poller.
+
+use std::collections::BTreeMap;
+
+use nvmemu_ctrl::timing::{Layer, LayerSet, TimingSnapshot};
+use nvmemu_device::Target;
+use nvmemu_mem::{TscClock, global_clock};
+use nvmemu_rpc::methods::histogram::{
+    BdevEnableHistogramParams, BdevHistogram, ControllerLatency, LatencyBreakdown, LayerStats,
+    NsLatency, PollerLoad, QueueLatency,
+};
+use nvmemu_rpc::{Errno, RpcError};
+use serde_json::Value;
+
+use super::{State, to_value};
+
+const DEFAULT_GRANULARITY: u32 = nvmemu_ctrl::timing::DEFAULT_GRANULARITY;
+
+/// Apply every enabled histogram to every controller (after a listener or namespace was
+/// added; enabling an enabled bdev keeps its counts).
+pub(crate) fn reapply(st: &State, target: &Target) {
+    for (bdev, &g) in &st.histograms {
+        set_on_all(target, bdev, true, g);
+    }
+}
+
+fn no_bdev(name: &str) -> RpcError {
+    RpcError::errno_msg(Errno::ENODEV, format!("No such device: bdev {name}"))
+}
+
+fn set_on_all(target: &Target, bdev: &str, enable: bool, g: u32) {
+    for (id, _) in target.controllers() {
+        let name = bdev.to_owned();
+        // A controller that went away meanwhile has nothing to switch.
+        let _ = target.on_controller(id, move |c| c.ctrl.set_timing(&name, enable, g));
+    }
+}
+
+pub(crate) fn enable(
+    st: &mut State,
+    target: &Target,
+    p: BdevEnableHistogramParams,
+) -> Result<Value, RpcError> {
+    let name = st
+        .bdevs
+        .get(&p.name)
+        .map(|(n, _)| n.to_owned())
+        .ok_or_else(|| no_bdev(&p.name))?;
+    let g = p.granularity.unwrap_or(DEFAULT_GRANULARITY);
+    if p.enable {
+        st.histograms.entry(name.clone()).or_insert(g);
+    } else {
+        st.histograms.remove(&name);
+    }
+    set_on_all(target, &name, p.enable, g);
+    Ok(Value::Bool(true))
+}
+
+/// Every controller's timing copy, with its socket directory and counters.
+fn snapshots(
+    target: &Target,
+) -> Vec<(String, nvmemu_ctrl::ControllerStats, Option<TimingSnapshot>)> {
+    target
+        .controllers()
+        .into_iter()
+        .filter_map(|(id, dir)| {
+            let (stats, timing) = target
+                .on_controller(id, |c| (c.ctrl.stats(), c.ctrl.timing()))
+                .ok()?;
+            Some((dir.display().to_string(), stats, timing))
+        })
+        .collect()
+}
+
+fn tsc_rate() -> u64 {
+    let hz = TscClock::ticks_per_us() * 1e6;
+    if hz.is_finite() && hz > 0.0 {
+        // Rounded: a rate, not a count.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        return hz.round() as u64;
+    }
+    1_000_000_000
+}
+
+pub(crate) fn get_histogram(st: &State, target: &Target, name: &str) -> Result<Value, RpcError> {
+    let (bdev, _) = st.bdevs.get(name).ok_or_else(|| no_bdev(name))?;
+    let Some(&g) = st.histograms.get(bdev) else {
+        return Err(RpcError::invalid_params(format!(
+            "Histogram of bdev {bdev} is not enabled (bdev_enable_histogram)"
+        )));
+    };
+    let mut total = LayerSet::new(g);
+    for (_, _, timing) in snapshots(target) {
+        for (_, q, names) in timing.iter().flat_map(|t| &t.queues) {
+            for (ns, n) in q.namespaces.iter().zip(names) {
+                if n == bdev {
+                    total.merge(&ns.layers);
+                }
+            }
+        }
+    }
+    let h = total.get(Layer::Total);
+    let g = h.granularity();
+    let encoded = base64_encode(&h.to_le_bytes());
+    to_value(BdevHistogram {
+        histogram: encoded,
+        granularity: g,
+        min_range: 0,
+        max_range: 64 - g,
+        bucket_shift: g,
+        tsc_rate: tsc_rate(),
+    })
+}
+
+/// Standard base64 with padding (RFC 4648 section 4), as SPDK's `spdk_base64_encode`.
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn ns_of(ticks: u64) -> u64 {
+    global_clock().ticks_to_ns(ticks)
+}
+
+fn layer_stats(set: &LayerSet) -> Vec<LayerStats> {
+    Layer::ALL
+        .iter()
+        .map(|&l| {
+            let h = set.get(l);
+            let sum_ticks = u64::try_from(h.sum()).unwrap_or(u64::MAX);
+            let sum_ns = ns_of(sum_ticks);
+            LayerStats {
+                layer: l.name().to_owned(),
+                count: h.count(),
+                sum_ns,
+                mean_ns: if h.count() == 0 {
+                    0.0
+                } else {
+                    sum_ns as f64 / h.count() as f64
+                },
+                p50_ns: ns_of(h.quantile(0.5)),
+                p99_ns: ns_of(h.quantile(0.99)),
+                p999_ns: ns_of(h.quantile(0.999)),
+                max_ns: ns_of(h.max()),
+            }
+        })
+        .collect()
+}
+
+fn controller_view(
+    traddr: String,
+    stats: &nvmemu_ctrl::ControllerStats,
+    timing: Option<&TimingSnapshot>,
+) -> ControllerLatency {
+    let g = timing.map_or(DEFAULT_GRANULARITY, |t| t.granularity);
+    let mut all = LayerSet::new(g);
+    let mut per_ns: BTreeMap<u32, (String, LayerSet)> = BTreeMap::new();
+    let mut queues = Vec::new();
+    for (qid, c) in stats.queues.iter().filter(|(q, _)| q.0 != 0) {
+        let t = timing.and_then(|t| t.queues.iter().find(|(q, ..)| q == qid));
+        let mut q_all = LayerSet::new(g);
+        let mut namespaces = Vec::new();
+        let (mut looks, mut depth) = (0, 0);
+        if let Some((_, q, names)) = t {
+            (looks, depth) = (q.looks, q.depth_sum);
+            for (ns, name) in q.namespaces.iter().zip(names) {
+                q_all.merge(&ns.layers);
+                per_ns
+                    .entry(ns.nsid)
+                    .or_insert_with(|| (name.clone(), LayerSet::new(g)))
+                    .1
+                    .merge(&ns.layers);
+                namespaces.push(NsLatency {
+                    nsid: ns.nsid,
+                    bdev: name.clone(),
+                    layers: layer_stats(&ns.layers),
+                });
+            }
+        }
+        all.merge(&q_all);
+        queues.push(QueueLatency {
+            qid: qid.0,
+            commands: c.commands,
+            depth_looks: looks,
+            depth_mean: if looks == 0 {
+                0.0
+            } else {
+                depth as f64 / looks as f64
+            },
+            layers: layer_stats(&q_all),
+            namespaces,
+        });
+    }
+    ControllerLatency {
+        traddr,
+        timing: timing.is_some(),
+        io_commands: stats.io_commands,
+        bytes_read: stats.bytes_read,
+        bytes_written: stats.bytes_written,
+        untimed: timing.map_or(0, |t| t.dropped),
+        layers: layer_stats(&all),
+        queues,
+        namespaces: per_ns
+            .into_iter()
+            .map(|(nsid, (bdev, set))| NsLatency {
+                nsid,
+                bdev,
+                layers: layer_stats(&set),
+            })
+            .collect(),
+    }
+}
+
+pub(crate) fn breakdown(target: &Target) -> Result<Value, RpcError> {
+    let controllers = snapshots(target)
+        .into_iter()
+        .map(|(dir, stats, timing)| controller_view(dir, &stats, timing.as_ref()))
+        .collect();
+    let pollers = target
+        .poller_stats()
+        .into_iter()
+        .map(|(cpu, s)| PollerLoad {
+            cpu,
+            commands: s.commands,
+            busy_ns: s.busy_ns(),
+            elapsed_ns: s.elapsed_ns,
+        })
+        .collect();
+    to_value(LatencyBreakdown {
+        tsc_rate: tsc_rate(),
+        pollers,
+        controllers,
+    })
+}

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Target-side timing end to end: `nvmemu serve` with a command-line namespace, our driver
+//! as the client, and `bdev_enable_histogram` / `bdev_get_histogram` /
+//! `nvmemu_get_latency_breakdown` / `nvmemu stat` over the RPC socket. Counts are checked
+//! against the commands the client itself submitted.
+
+#![allow(clippy::cast_possible_truncation)] // test patterns wrap on purpose
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use nvmemu_driver::{AttachOptions, Controller, DmaBuf, IoQpair};
+use nvmemu_rpc::{Client, ClientError};
+use nvmemu_spec::{Lba, Nsid};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nvmemu");
+/// The bdev of the first `--ns` of `nvmemu serve`.
+const BDEV: &str = "ns0n1";
+
+struct Serve {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Serve {
+    fn start() -> Serve {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let traddr = dir.path().join("ctrl0");
+        std::fs::create_dir(&traddr).expect("socket dir");
+        let child = Command::new(BIN)
+            .arg("serve")
+            .arg("-r")
+            .arg(dir.path().join("rpc.sock"))
+            .arg("--socket-dir")
+            .arg(&traddr)
+            .args(["-m", "0x1", "--ns", "malloc:size=8M,lba=512"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("nvmemu serve starts");
+        let s = Serve { child, dir };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Client::connect(&s.sock(), Duration::from_secs(5)).is_err() {
+            assert!(Instant::now() < deadline, "nvmemu serve never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+
+    fn sock(&self) -> PathBuf {
+        self.dir.path().join("rpc.sock")
+    }
+
+    fn traddr(&self) -> PathBuf {
+        self.dir.path().join("ctrl0")
+    }
+
+    fn call(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        call(&self.sock(), method, params)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn call(sock: &Path, method: &str, params: Value) -> Result<Value, ClientError> {
+    let mut c = Client::connect(sock, Duration::from_secs(30)).expect("connect");
+    c.call(method, params)
+}
+
+fn attach(dir: &Path) -> Controller {
+    Controller::attach(
+        dir,
+        AttachOptions {
+            io_queues: 1,
+            queue_depth: 32,
+            dma_pool_bytes: 4 << 20,
+            ..AttachOptions::default()
+        },
+    )
+    .expect("driver attaches")
+}
+
+/// The driver with its one queue pair and two buffers.
+struct Host {
+    c: Controller,
+    q: IoQpair,
+    w: DmaBuf,
+    r: DmaBuf,
+}
+
+fn host(s: &Serve) -> Host {
+    let mut c = attach(&s.traddr());
+    let q = c.take_qpair().expect("queue pair");
+    let w = c.alloc_dma(4096).expect("DMA buffer");
+    let r = c.alloc_dma(4096).expect("DMA buffer");
+    Host { c, q, w, r }
+}
+
+/// `n` writes of 4 KiB, each read back and compared: `2 * n` commands.
+fn verified_io(h: &mut Host, n: u64, seed: u8) -> u64 {
+    let Host { q, w, r, .. } = h;
+    for i in 0..n {
+        let data: Vec<u8> = (0..4096u64).map(|b| (b + i) as u8 ^ seed).collect();
+        w.copy_from(0, &data).expect("fill");
+        let lba = Lba((i % 1024) * 8);
+        q.write_blocking(Nsid(1), lba, 8, w).expect("write");
+        q.read_blocking(Nsid(1), lba, 8, r).expect("read");
+        let mut back = vec![0u8; 4096];
+        r.copy_to(0, &mut back).expect("read back");
+        assert!(back == data, "block {i} read back differs");
+    }
+    2 * n
+}
+
+fn histogram_count(s: &Serve) -> u64 {
+    let h = s
+        .call("bdev_get_histogram", json!({"name": BDEV}))
+        .expect("bdev_get_histogram");
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(h["histogram"].as_str().expect("histogram string"))
+        .expect("base64");
+    let g = h["granularity"].as_u64().expect("granularity");
+    assert_eq!(h["bucket_shift"].as_u64(), Some(g));
+    assert_eq!(h["min_range"].as_u64(), Some(0));
+    assert_eq!(h["max_range"].as_u64(), Some(64 - g));
+    assert!(h["tsc_rate"].as_u64().expect("tsc_rate") > 0);
+    assert_eq!(raw.len() as u64, ((65 - g) << g) * 8);
+    raw.chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .sum()
+}
+
+fn layer<'a>(layers: &'a Value, name: &str) -> &'a Value {
+    layers
+        .as_array()
+        .expect("layers array")
+        .iter()
+        .find(|l| l["layer"] == name)
+        .unwrap_or_else(|| panic!("layer {name} missing in {layers}"))
+}
+
+#[test]
+fn histograms_count_exactly_the_commands_the_client_submitted() {
+    let s = Serve::start();
+    let mut c = host(&s);
+    // Not enabled yet: an error that says so; an unknown bdev is ENODEV.
+    let e = s.call("bdev_get_histogram", json!({"name": BDEV}));
+    assert!(matches!(e, Err(ClientError::Rpc(e)) if e.message.contains("not enabled")));
+    let e = s.call(
+        "bdev_enable_histogram",
+        json!({"name": "nope", "enable": true}),
+    );
+    assert!(matches!(e, Err(ClientError::Rpc(e)) if e.code == -19));
+    // Commands before enabling are not counted.
+    verified_io(&mut c, 5, 1);
+    let on = s.call(
+        "bdev_enable_histogram",
+        json!({"name": BDEV, "enable": true}),
+    );
+    assert_eq!(on.unwrap(), json!(true));
+    assert_eq!(histogram_count(&s), 0);
+    let submitted = verified_io(&mut c, 100, 2);
+    assert_eq!(histogram_count(&s), submitted);
+
+    let b = s
+        .call("nvmemu_get_latency_breakdown", json!({}))
+        .expect("breakdown");
+    let ctrl = &b["controllers"][0];
+    assert_eq!(ctrl["timing"], json!(true));
+    assert_eq!(ctrl["untimed"], json!(0));
+    for name in [
+        "queued",
+        "backend",
+        "complete",
+        "interrupt",
+        "total",
+        "sq_wait_bound",
+    ] {
+        let l = layer(&ctrl["layers"], name);
+        assert_eq!(l["count"].as_u64(), Some(submitted), "{name}");
+        let (p50, p99, max) = (&l["p50_ns"], &l["p99_ns"], &l["max_ns"]);
+        assert!(
+            p50.as_u64() <= p99.as_u64() && p99.as_u64() <= max.as_u64(),
+            "{l}"
+        );
+    }
+    // The layers add up to the target total (each sum is converted from ticks on its own,
+    // so allow a nanosecond of rounding per layer).
+    let sum = |n: &str| layer(&ctrl["layers"], n)["sum_ns"].as_u64().unwrap();
+    let parts = sum("queued") + sum("backend") + sum("complete") + sum("interrupt");
+    assert!(
+        parts.abs_diff(sum("total")) <= 4,
+        "{parts} vs {}",
+        sum("total")
+    );
+    assert!(sum("backend") > 0);
+    // Per queue and namespace: the same commands.
+    let q = &ctrl["queues"][0];
+    assert_eq!(q["qid"], json!(1));
+    assert_eq!(
+        layer(&q["layers"], "total")["count"].as_u64(),
+        Some(submitted)
+    );
+    // QD1 client: every look found exactly one command.
+    assert_eq!(q["depth_mean"].as_f64(), Some(1.0));
+    let ns = &ctrl["namespaces"][0];
+    assert_eq!(
+        (ns["nsid"].clone(), ns["bdev"].clone()),
+        (json!(1), json!(BDEV))
+    );
+    assert_eq!(
+        layer(&ns["layers"], "total")["count"].as_u64(),
+        Some(submitted)
+    );
+    assert!(!b["pollers"].as_array().unwrap().is_empty());
+
+    // Disabling drops the histogram; enabling again starts from zero.
+    s.call(
+        "bdev_enable_histogram",
+        json!({"name": BDEV, "enable": false}),
+    )
+    .unwrap();
+    assert!(s.call("bdev_get_histogram", json!({"name": BDEV})).is_err());
+    let b = s.call("nvmemu_get_latency_breakdown", json!({})).unwrap();
+    assert_eq!(b["controllers"][0]["timing"], json!(false));
+    s.call(
+        "bdev_enable_histogram",
+        json!({"name": BDEV, "enable": true}),
+    )
+    .unwrap();
+    let more = verified_io(&mut c, 7, 3);
+    assert_eq!(histogram_count(&s), more);
+    drop(c.q);
+    c.c.shutdown().unwrap();
+}
+
+#[test]
+fn switching_timing_under_load_loses_no_command() {
+    let s = Serve::start();
+    let mut c = host(&s);
+    let stop = AtomicBool::new(false);
+    let sock = s.sock();
+    let toggles = std::thread::scope(|scope| {
+        let toggler = scope.spawn(|| {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let on = n.is_multiple_of(2);
+                call(
+                    &sock,
+                    "bdev_enable_histogram",
+                    json!({"name": BDEV, "enable": on}),
+                )
+                .expect("toggle");
+                n += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            n
+        });
+        // Every write is read back and compared: a lost or doubled command fails here.
+        let done = verified_io(&mut c, 400, 4);
+        assert_eq!(done, 800);
+        stop.store(true, Ordering::Relaxed);
+        toggler.join().expect("toggler")
+    });
+    assert!(
+        toggles >= 2,
+        "the histogram was switched while I/O ran ({toggles})"
+    );
+    // Left in a known state: on, fresh, exact again.
+    s.call(
+        "bdev_enable_histogram",
+        json!({"name": BDEV, "enable": false}),
+    )
+    .unwrap();
+    s.call(
+        "bdev_enable_histogram",
+        json!({"name": BDEV, "enable": true}),
+    )
+    .unwrap();
+    let n = verified_io(&mut c, 20, 5);
+    assert_eq!(histogram_count(&s), n);
+    drop(c.q);
+    c.c.shutdown().unwrap();
+}
