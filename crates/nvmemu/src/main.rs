@@ -13,6 +13,7 @@ mod rpc_handler;
 mod serve;
 mod signals;
 mod size;
+mod stat;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +35,9 @@ enum Command {
     Identify(identify::IdentifyArgs),
     /// Send a JSON-RPC call to `nvmemu serve`, with rpc.py's arguments and output.
     Rpc(nvmemu_rpc::RpcArgs),
+    /// Live figures of `nvmemu serve`, like `iostat -x 1`: IOPS, bandwidth, queue depth,
+    /// poller load and the target's per-layer times.
+    Stat(stat::StatArgs),
 }
 
 fn main() {
@@ -51,6 +55,7 @@ fn main() {
         Command::Bench(args) => bench_cmd::run(&args),
         Command::Identify(args) => identify::run(&args),
         Command::Rpc(args) => std::process::exit(nvmemu_rpc::cli::run(&args)),
+        Command::Stat(args) => stat::run(&args),
     };
     if let Err(e) = result {
         eprintln!("nvmemu: {e:#}");

@@ -290,3 +290,72 @@ fn switching_timing_under_load_loses_no_command() {
     drop(c.q);
     c.c.shutdown().unwrap();
 }
+
+#[test]
+fn stat_prints_one_json_report_per_interval_with_the_commands_of_each() {
+    let s = Serve::start();
+    let mut c = host(&s);
+    s.call(
+        "bdev_enable_histogram",
+        json!({"name": BDEV, "enable": true}),
+    )
+    .unwrap();
+    let stop = AtomicBool::new(false);
+    let out = std::thread::scope(|scope| {
+        let io = scope.spawn(|| {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += verified_io(&mut c, 10, 6);
+            }
+            n
+        });
+        let out = Command::new(BIN)
+            .arg("stat")
+            .arg("-s")
+            .arg(s.sock())
+            .args(["-i", "0.3", "--count", "2", "--output-format=json"])
+            .output()
+            .expect("nvmemu stat runs");
+        stop.store(true, Ordering::Relaxed);
+        assert!(io.join().expect("io thread") > 0);
+        out
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let reports: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON report"))
+        .collect();
+    assert_eq!(reports.len(), 2, "{text}");
+    for r in &reports {
+        assert!(r["interval_s"].as_f64().unwrap() > 0.2);
+        let ctrl = &r["controllers"][0];
+        assert!(ctrl["iops"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(ctrl["timing"], json!(true));
+        let total = &ctrl["layers"][0];
+        assert_eq!(total["layer"], json!("total"));
+        assert!(total["commands"].as_u64().unwrap() > 0);
+        assert!(total["mean_ns"].as_f64().unwrap() > 0.0);
+        assert!(ctrl["queue_depth"].as_f64().unwrap() >= 1.0);
+        let ns = &r["namespaces"][0];
+        assert_eq!(ns["bdev"], json!(BDEV));
+        assert!(ns["write_iops"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["pollers"].as_array().unwrap().len(), 1);
+    }
+    // Bad arguments: one line, non-zero exit.
+    let bad = Command::new(BIN)
+        .arg("stat")
+        .arg("-s")
+        .arg(s.sock())
+        .args(["-i", "0"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert_eq!(String::from_utf8_lossy(&bad.stderr).lines().count(), 1);
+    drop(c.q);
+    c.c.shutdown().unwrap();
+}

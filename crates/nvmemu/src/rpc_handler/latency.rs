@@ -185,6 +185,7 @@ fn controller_view(
             qid: qid.0,
             commands: c.commands,
             depth_looks: looks,
+            depth_sum: depth,
             depth_mean: if looks == 0 {
                 0.0
             } else {

@@ -127,6 +127,8 @@ pub struct QueueLatency {
     pub commands: u64,
     /// Doorbell looks that found work (timing on).
     pub depth_looks: u64,
+    /// Commands queued, summed over those looks.
+    pub depth_sum: u64,
     /// Mean commands queued at those looks: the queue depth the target saw.
     pub depth_mean: f64,
     /// Per layer, all its timed namespaces together.

@@ -7,6 +7,7 @@
 
 mod app;
 mod bdev;
+mod histogram;
 mod nvmf;
 
 use clap::Subcommand;
@@ -14,6 +15,7 @@ use serde_json::{Map, Value};
 
 pub use app::{KillArgs, RpcGetMethodsArgs, SaveConfigArgs};
 pub use bdev::{GetBdevsArgs, IostatArgs, MallocCreateArgs, NameArg, NullCreateArgs};
+pub use histogram::EnableHistogramArgs;
 pub use nvmf::{
     AddListenerArgs, AddNsArgs, CreateSubsystemArgs, CreateTransportArgs, DeleteSubsystemArgs,
     GetSubsystemsArgs, GetTransportsArgs, RemoveListenerArgs, RemoveNsArgs, TgtNameArg,
@@ -115,6 +117,12 @@ pub enum MethodArgs {
     NvmfSubsystemRemoveListener(RemoveListenerArgs),
     /// Display current statistics for NVMf subsystem.
     NvmfGetStats(TgtNameArg),
+    /// Enable or disable histogram for specified bdev.
+    BdevEnableHistogram(EnableHistogramArgs),
+    /// Get histogram for specified bdev.
+    BdevGetHistogram(NameArg),
+    /// nvmemu: the target's per-layer latency per controller, queue and namespace.
+    NvmemuGetLatencyBreakdown,
 }
 
 impl MethodArgs {
@@ -174,6 +182,11 @@ impl MethodArgs {
                 c("nvmf_subsystem_remove_listener", a.params(), Nothing)
             }
             MethodArgs::NvmfGetStats(a) => c("nvmf_get_stats", a.params(), Dict),
+            MethodArgs::BdevEnableHistogram(a) => c("bdev_enable_histogram", a.params(), Nothing),
+            MethodArgs::BdevGetHistogram(a) => c("bdev_get_histogram", a.params(), Dict),
+            MethodArgs::NvmemuGetLatencyBreakdown => {
+                c("nvmemu_get_latency_breakdown", P::default().done(), Dict)
+            }
         }
     }
 }
