@@ -112,11 +112,14 @@ impl Controller {
             self.counters.busy_since = TscClock::ticks();
         }
         // Target-side timing (I/O queues only): one branch per batch and per command when off.
-        let timed = match (self.timing.as_deref_mut(), self.queues.sq(qid)) {
-            (Some(t), Some(sq)) if qid != Qid::ADMIN && sq.head != tail => {
-                t.sq_seen(qid, sq.distance(sq.head, tail), TscClock::ticks());
-                true
-            }
+        let timed = match self.timing.as_deref_mut() {
+            Some(t) if qid != Qid::ADMIN => match self.queues.sq(qid) {
+                Some(sq) if sq.head != tail => {
+                    t.sq_seen(qid, sq.distance(sq.head, tail), TscClock::ticks());
+                    true
+                }
+                _ => false,
+            },
             _ => false,
         };
         if qid != Qid::ADMIN {
