@@ -256,6 +256,14 @@ fn us(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |ns| format!("{:.2}", ns / 1000.0))
 }
 
+/// The layer columns of one row.
+fn layer_cells(layers: &[LayerMean]) -> String {
+    layers
+        .iter()
+        .map(|l| format!(" {:>10}", us(l.mean_ns)))
+        .collect()
+}
+
 fn print_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let layer_head: String = LAYERS
         .iter()
@@ -267,11 +275,7 @@ fn print_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         "controller", "IOPS", "rMiB/s", "wMiB/s", "qd", "p99us"
     )?;
     for c in &r.controllers {
-        let layers: String = c
-            .layers
-            .iter()
-            .map(|l| format!(" {:>10}", us(l.mean_ns)))
-            .collect();
+        let layers = layer_cells(&c.layers);
         writeln!(
             out,
             "{:<32} {:>10.0} {:>9.2} {:>9.2} {:>6}{layers} {:>9}",
@@ -290,11 +294,7 @@ fn print_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         "bdev", "r/s", "w/s", "rMiB/s", "wMiB/s"
     )?;
     for n in &r.namespaces {
-        let layers: String = n
-            .layers
-            .iter()
-            .map(|l| format!(" {:>10}", us(l.mean_ns)))
-            .collect();
+        let layers = layer_cells(&n.layers);
         writeln!(
             out,
             "{:<32} {:>10.0} {:>9.0} {:>9.2} {:>6.1}{layers}",

@@ -6,13 +6,15 @@
 
 #![allow(clippy::cast_possible_truncation)] // test patterns wrap on purpose
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
-use nvmemu_driver::{AttachOptions, Controller, DmaBuf, IoQpair};
+use nvmemu_driver::{Controller, DmaBuf, IoQpair};
 use nvmemu_rpc::{Client, ClientError};
 use nvmemu_spec::{Lba, Nsid};
 use serde_json::{Value, json};
@@ -42,11 +44,7 @@ impl Serve {
             .spawn()
             .expect("nvmemu serve starts");
         let s = Serve { child, dir };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Client::connect(&s.sock(), Duration::from_secs(5)).is_err() {
-            assert!(Instant::now() < deadline, "nvmemu serve never listened");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::wait_for_rpc_socket(&s.sock());
         s
     }
 
@@ -75,19 +73,6 @@ fn call(sock: &Path, method: &str, params: Value) -> Result<Value, ClientError> 
     c.call(method, params)
 }
 
-fn attach(dir: &Path) -> Controller {
-    Controller::attach(
-        dir,
-        AttachOptions {
-            io_queues: 1,
-            queue_depth: 32,
-            dma_pool_bytes: 4 << 20,
-            ..AttachOptions::default()
-        },
-    )
-    .expect("driver attaches")
-}
-
 /// The driver with its one queue pair and two buffers.
 struct Host {
     c: Controller,
@@ -97,7 +82,7 @@ struct Host {
 }
 
 fn host(s: &Serve) -> Host {
-    let mut c = attach(&s.traddr());
+    let mut c = Controller::attach(&s.traddr(), common::opts(1)).expect("driver attaches");
     let q = c.take_qpair().expect("queue pair");
     let w = c.alloc_dma(4096).expect("DMA buffer");
     let r = c.alloc_dma(4096).expect("DMA buffer");

@@ -4,6 +4,8 @@
 //! driver over the vfio-user socket it created.
 #![allow(clippy::cast_possible_truncation)] // Test patterns: `i as u8` wraps on purpose.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -66,11 +68,7 @@ impl Server {
     }
 
     fn wait_for_socket(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Client::connect(&self.sock(), Duration::from_secs(5)).is_err() {
-            assert!(Instant::now() < deadline, "nvmemu serve never listened");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::wait_for_rpc_socket(&self.sock());
     }
 
     fn sock(&self) -> PathBuf {

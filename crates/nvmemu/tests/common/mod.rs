@@ -813,3 +813,12 @@ pub fn eventfd_take(fd: &OwnedFd) -> u64 {
 pub fn qid1() -> Qid {
     Qid(1)
 }
+
+/// Wait until `nvmemu serve` answers on its RPC socket `sock` (at most 60 s).
+pub fn wait_for_rpc_socket(sock: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while nvmemu_rpc::Client::connect(sock, Duration::from_secs(5)).is_err() {
+        assert!(Instant::now() < deadline, "nvmemu serve never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
