@@ -36,6 +36,7 @@ mod mem_queue;
 mod offsets;
 mod option_values;
 mod options;
+mod pasted;
 mod plan;
 pub mod plot;
 pub mod report;
@@ -56,10 +57,11 @@ pub use job::{JobOutput, JobState, Progress, Rng, VerifySummary, run_job};
 pub use mem_queue::{CommandLog, MemDevice, MemQueue};
 pub use offsets::{Offsets, Permutation, RandomMap};
 pub use options::{
-    Batching, BenchOptions, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat, RwMode,
-    SizeSpec, VerifyMode, parse_bool, parse_cpu_list, parse_cpu_list_arg, parse_output_format,
-    parse_size, parse_size_spec, parse_time,
+    Batching, BenchOptions, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat,
+    PercentileList, RwMode, SizeSpec, VerifyMode, parse_bool, parse_cpu_list, parse_cpu_list_arg,
+    parse_output_format, parse_percentile_list, parse_size, parse_size_spec, parse_time,
 };
+pub use pasted::PastedOptions;
 pub use plan::{JobPlan, plan_jobs};
 pub use report::{render, render_json, render_text};
 pub use result::{

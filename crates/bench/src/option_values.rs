@@ -21,9 +21,12 @@ pub enum OptionError {
     /// A boolean other than 1/0, true/false, on/off, yes/no.
     #[error("Invalid boolean {0:?} (use 1 or 0)")]
     Bool(String),
-    /// An output format other than normal, json, json+.
-    #[error("Invalid output format {0:?}")]
+    /// An output format other than normal, json, json+, terse.
+    #[error("Invalid output format {0:?} (use normal, json, json+ or terse, comma separated)")]
     OutputFormat(String),
+    /// A percentile list such as `99:99.9` did not parse.
+    #[error("Invalid percentile list {0:?} (use numbers in 0..=100 separated by ':')")]
+    PercentileList(String),
 }
 
 /// A size that may be a percentage of the namespace (fio's `size=50%`).
@@ -45,7 +48,7 @@ impl SizeSpec {
     }
 }
 
-/// `--output-format`: any combination of normal, json and json+.
+/// `--output-format`: any combination of normal, json, json+ and terse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OutputFormat {
     /// fio's human-readable report.
@@ -54,6 +57,8 @@ pub struct OutputFormat {
     pub json: bool,
     /// JSON with latency histogram bins (implies json).
     pub json_plus: bool,
+    /// fio's terse (version 3) line per job.
+    pub terse: bool,
 }
 
 impl OutputFormat {
@@ -62,22 +67,25 @@ impl OutputFormat {
         normal: true,
         json: false,
         json_plus: false,
+        terse: false,
     };
     /// JSON only.
     pub const JSON: OutputFormat = OutputFormat {
         normal: false,
         json: true,
         json_plus: false,
+        terse: false,
     };
     /// JSON+ only.
     pub const JSON_PLUS: OutputFormat = OutputFormat {
         normal: false,
         json: true,
         json_plus: true,
+        terse: false,
     };
 }
 
-/// Parses fio's comma list `normal,json,json+`.
+/// Parses fio's comma list `normal,json,json+,terse`.
 pub fn parse_output_format(s: &str) -> Result<OutputFormat, OptionError> {
     let mut f = OutputFormat::default();
     for part in s.split(',') {
@@ -88,10 +96,32 @@ pub fn parse_output_format(s: &str) -> Result<OutputFormat, OptionError> {
                 f.json = true;
                 f.json_plus = true
             }
+            "terse" => f.terse = true,
             _ => return Err(OptionError::OutputFormat(s.to_string())),
         }
     }
     Ok(f)
+}
+
+/// fio's `percentile_list`: at most 20 percentiles (terse output has 20 columns).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PercentileList(pub Vec<f64>);
+
+/// Parses fio's `percentile_list`, `99:99.9:99.99` (fio keeps it sorted).
+pub fn parse_percentile_list(s: &str) -> Result<PercentileList, OptionError> {
+    let err = || OptionError::PercentileList(s.to_string());
+    let mut v = s
+        .split(':')
+        .map(|p| match p.trim().parse::<f64>() {
+            Ok(f) if (0.0..=100.0).contains(&f) => Ok(f),
+            _ => Err(err()),
+        })
+        .collect::<Result<Vec<f64>, _>>()?;
+    if v.is_empty() || v.len() > 20 {
+        return Err(err());
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(PercentileList(v))
 }
 
 /// Parses a fio size: a number with an optional `k`, `m`, `g`, `t`, `p` suffix
@@ -205,6 +235,21 @@ pub fn size_to_string(v: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_formats_and_percentile_lists_parse_like_fio() {
+        let f = parse_output_format("normal,terse").unwrap();
+        assert!(f.normal && f.terse && !f.json);
+        assert!(parse_output_format("csv").is_err());
+        assert_eq!(
+            parse_percentile_list("99.9:50:99"),
+            Ok(PercentileList(vec![50.0, 99.0, 99.9]))
+        );
+        assert!(parse_percentile_list("101").is_err());
+        assert!(parse_percentile_list("a:b").is_err());
+        let many = vec!["1"; 21].join(":");
+        assert!(parse_percentile_list(&many).is_err());
+    }
 
     #[test]
     fn sizes_parse_like_fio() {

@@ -7,9 +7,11 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 pub use crate::option_values::{
-    CpuList, OptionError, OutputFormat, SizeSpec, parse_bool, parse_cpu_list, parse_cpu_list_arg,
-    parse_output_format, parse_size, parse_size_spec, parse_time, size_to_string,
+    CpuList, OptionError, OutputFormat, PercentileList, SizeSpec, parse_bool, parse_cpu_list,
+    parse_cpu_list_arg, parse_output_format, parse_percentile_list, parse_size, parse_size_spec,
+    parse_time, size_to_string,
 };
+use crate::pasted::PastedOptions;
 
 /// The seed used when neither `randseed` nor `randrepeat=0` says otherwise.
 pub const DEFAULT_RANDSEED: u64 = 0x89;
@@ -129,7 +131,7 @@ pub struct BenchOptions {
     #[arg(long = "ramp_time", value_parser = parse_time)]
     pub ramp_time: Option<Duration>,
     /// Keep running for `runtime` even when `size` bytes are done.
-    #[arg(long = "time_based")]
+    #[arg(long = "time_based", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "1")]
     pub time_based: bool,
     /// Bytes per job (or `N%` of the namespace); default the whole namespace.
     #[arg(long = "size", value_parser = parse_size_spec)]
@@ -161,6 +163,30 @@ pub struct BenchOptions {
     /// Live status line: auto (only on a terminal), always or never.
     #[arg(long = "eta", value_enum, default_value = "auto")]
     pub eta: EtaMode,
+
+    // Reports and time-series logs (job files, outputs and logs).
+    /// Report each group's jobs as one (their statistics combined).
+    #[arg(long = "group_reporting", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "1")]
+    pub group_reporting: bool,
+    /// Completion latency percentiles to report, colon separated (`99:99.9:99.99`).
+    #[arg(long = "percentile_list", value_parser = parse_percentile_list)]
+    pub percentile_list: Option<PercentileList>,
+    /// Write per-job latency logs NAME_lat.N.log, NAME_clat.N.log and NAME_slat.N.log
+    /// (NAME defaults to the job name).
+    #[arg(long = "write_lat_log", value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    pub write_lat_log: Option<String>,
+    /// Write per-job IOPS logs NAME_iops.N.log.
+    #[arg(long = "write_iops_log", value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    pub write_iops_log: Option<String>,
+    /// Write per-job bandwidth logs NAME_bw.N.log (KiB/s).
+    #[arg(long = "write_bw_log", value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    pub write_bw_log: Option<String>,
+    /// Average log entries over this many milliseconds (0: one entry per I/O).
+    #[arg(long = "log_avg_msec", default_value_t = 0)]
+    pub log_avg_msec: u64,
+    /// fio options accepted without effect here (ioengine, direct, filename, ...).
+    #[command(flatten)]
+    pub pasted: PastedOptions,
 }
 
 impl Default for BenchOptions {
@@ -187,6 +213,13 @@ impl Default for BenchOptions {
             norandommap: false,
             output_format: OutputFormat::NORMAL,
             eta: EtaMode::Auto,
+            group_reporting: false,
+            percentile_list: None,
+            write_lat_log: None,
+            write_iops_log: None,
+            write_bw_log: None,
+            log_avg_msec: 0,
+            pasted: PastedOptions::default(),
         }
     }
 }
@@ -323,7 +356,41 @@ impl BenchOptions {
         if self.norandommap {
             v.push(("norandommap", String::new()));
         }
+        self.push_report_options(&mut v);
         v
+    }
+}
+
+impl BenchOptions {
+    /// The report, log and pasted options among `job_options`, as set.
+    fn push_report_options(&self, v: &mut Vec<(&'static str, String)>) {
+        if self.group_reporting {
+            v.push(("group_reporting", String::new()));
+        }
+        if let Some(p) = &self.percentile_list {
+            let list: Vec<String> = p.0.iter().map(f64::to_string).collect();
+            v.push(("percentile_list", list.join(":")));
+        }
+        for (name, value) in [
+            ("write_lat_log", &self.write_lat_log),
+            ("write_iops_log", &self.write_iops_log),
+            ("write_bw_log", &self.write_bw_log),
+        ] {
+            if let Some(value) = value {
+                v.push((name, value.clone()));
+            }
+        }
+        if self.log_avg_msec != 0 {
+            v.push(("log_avg_msec", self.log_avg_msec.to_string()));
+        }
+        v.extend(self.pasted.0.iter().cloned());
+    }
+
+    /// The completion latency percentiles to report.
+    pub fn percentiles(&self) -> &[f64] {
+        self.percentile_list
+            .as_ref()
+            .map_or(&crate::report::num::DEFAULT_PERCENTILES[..], |p| &p.0)
     }
 }
 
@@ -391,7 +458,8 @@ mod tests {
             OutputFormat {
                 normal: true,
                 json: true,
-                json_plus: false
+                json_plus: false,
+                terse: false,
             }
         );
         assert_eq!(o.name, "job1");
@@ -456,7 +524,7 @@ mod tests {
         assert!(parse(&["--rwmixread=101"]).is_err());
         assert!(parse(&["--iodepth=0"]).is_err());
         assert!(parse(&["--bs=4q"]).is_err());
-        assert!(parse(&["--output-format=terse"]).is_err());
+        assert!(parse(&["--output-format=csv"]).is_err());
         assert!(parse(&["--cpus_allowed=3-1"]).is_err());
         assert!(parse(&["--rw=trim"]).is_err());
     }

@@ -27,6 +27,8 @@ pub struct JobResult {
     pub job_start_ms: u64,
     /// Configured queue depth.
     pub iodepth: u32,
+    /// The options the job ran with.
+    pub options: BenchOptions,
     /// Statistics and errors.
     pub output: JobOutput,
 }

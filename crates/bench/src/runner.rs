@@ -104,6 +104,7 @@ pub fn run_bench(
                 cpu: *cpu,
                 job_start_ms: start_ms,
                 iodepth: opts.iodepth,
+                options: opts.clone(),
                 output,
             }),
             Ok(Err(e)) => {

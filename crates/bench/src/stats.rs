@@ -394,6 +394,27 @@ impl JobStats {
         }
     }
 
+    /// Adds `other`'s statistics (fio's `group_reporting`): counts and latency samples
+    /// are pooled, as are the bandwidth and IOPS samples of the jobs.
+    pub fn merge(&mut self, other: &JobStats) {
+        for (a, b) in self.dirs.iter_mut().zip(&other.dirs) {
+            a.io_bytes += b.io_bytes;
+            a.total_ios += b.total_ios;
+            a.slat.merge(&b.slat);
+            a.clat.merge(&b.clat);
+            a.lat.merge(&b.lat);
+            a.bw.merge(&b.bw);
+            a.iops.merge(&b.iops);
+        }
+        let add = |a: &mut [u64], b: &[u64]| a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+        add(&mut self.depth_map, &other.depth_map);
+        add(&mut self.submit_map, &other.submit_map);
+        add(&mut self.complete_map, &other.complete_map);
+        self.total_submit += other.total_submit;
+        self.total_complete += other.total_complete;
+        self.lat_buckets.merge(&other.lat_buckets);
+    }
+
     /// Counts a reap call that found `n` completions.
     pub fn count_complete(&mut self, n: usize) {
         self.total_complete += 1;

@@ -4,7 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::num::{DEFAULT_PERCENTILES, percentiles};
+use super::groups::{Shown, shown_jobs};
+use super::num::percentiles;
 use super::{GroupStats, group_stats, pct_dist};
 use crate::result::{BenchResult, JobResult};
 use crate::stats::{DirStats, LatStat, RunningStat};
@@ -21,12 +22,12 @@ fn moments(s: &RunningStat) -> Map<String, Value> {
 }
 
 /// The moments plus fio's percentiles (and, for JSON+, the histogram bins).
-fn lat_json(l: &LatStat, bins: bool) -> Value {
+fn lat_json(l: &LatStat, bins: bool, list: &[f64]) -> Value {
     let s = &l.stat;
     let mut o = moments(s);
     if s.n > 0 {
-        let vals = percentiles(&l.hist, &DEFAULT_PERCENTILES);
-        let p: Map<String, Value> = DEFAULT_PERCENTILES
+        let vals = percentiles(&l.hist, list);
+        let p: Map<String, Value> = list
             .iter()
             .zip(vals)
             .map(|(p, v)| (format!("{p:.6}"), json!(v)))
@@ -49,7 +50,7 @@ fn lat_json(l: &LatStat, bins: bool) -> Value {
     Value::Object(o)
 }
 
-fn dir_json(d: &DirStats, runtime_ms: u64, agg: u64, bins: bool) -> Value {
+fn dir_json(d: &DirStats, runtime_ms: u64, agg: u64, bins: bool, list: &[f64]) -> Value {
     let (bw_bytes, iops) = if runtime_ms > 0 && d.total_ios > 0 {
         (
             d.io_bytes.saturating_mul(1000) / runtime_ms,
@@ -78,7 +79,7 @@ fn dir_json(d: &DirStats, runtime_ms: u64, agg: u64, bins: bool) -> Value {
         "short_ios": 0,
         "drop_ios": 0,
         "slat_ns": Value::Object(moments(&d.slat)),
-        "clat_ns": lat_json(&d.clat, bins),
+        "clat_ns": lat_json(&d.clat, bins, list),
         "lat_ns": Value::Object(moments(&d.lat)),
         "bw_min": d.bw.min,
         "bw_max": d.bw.max,
@@ -104,10 +105,12 @@ fn keyed(labels: &[&str], vals: Vec<f64>) -> Value {
     )
 }
 
-fn job_json(r: &BenchResult, j: &JobResult, g: &GroupStats, bins: bool) -> Value {
+fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
+    let j: &JobResult = &shown.job;
     let o = &j.output;
     let st = &o.stats;
-    let opts: Map<String, Value> = r
+    let list = j.options.percentiles();
+    let opts: Map<String, Value> = j
         .options
         .job_options()
         .into_iter()
@@ -143,9 +146,9 @@ fn job_json(r: &BenchResult, j: &JobResult, g: &GroupStats, bins: bool) -> Value
         "eta": 0,
         "elapsed": o.elapsed_ms.div_ceil(1000),
         "job options": Value::Object(opts),
-        "read": dir_json(&st.dirs[0], runt, g.agg[0], bins),
-        "write": dir_json(&st.dirs[1], runt, g.agg[1], bins),
-        "trim": dir_json(&empty, 0, 0, false),
+        "read": dir_json(&st.dirs[0], runt, g.agg[0], bins, list),
+        "write": dir_json(&st.dirs[1], runt, g.agg[1], bins, list),
+        "trim": dir_json(&empty, 0, 0, false, list),
         "sync": { "total_ios": 0, "lat_ns": Value::Object(moments(&empty.lat)) },
         "job_runtime": runt,
         "usr_cpu": usr,
@@ -176,8 +179,10 @@ fn job_json(r: &BenchResult, j: &JobResult, g: &GroupStats, bins: bool) -> Value
 
 /// The JSON (or, with `plus`, JSON+) report.
 pub fn render_json(r: &BenchResult, plus: bool) -> String {
-    let g = group_stats(r);
-    let jobs: Vec<Value> = r.jobs.iter().map(|j| job_json(r, j, &g, plus)).collect();
+    let jobs: Vec<Value> = shown_jobs(r)
+        .iter()
+        .map(|s| job_json(s, &group_stats(r, s.job.groupid), plus))
+        .collect();
     let target = r.target.as_ref().map(|t| {
         let cores: Vec<Value> = t
             .cores

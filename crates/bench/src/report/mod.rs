@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Reports: pure functions of a [`BenchResult`] in fio's formats.
 
+pub mod groups;
+pub mod header;
 mod json;
 pub mod num;
+mod terse;
 mod text;
 
+pub use header::render_header;
 pub use json::render_json;
+pub use terse::render_terse;
 pub use text::render_text;
 
 use crate::options::OutputFormat;
 use crate::result::BenchResult;
 
-/// Group totals, fio's `group_run_stats` (one group per run).
+/// Group totals, fio's `group_run_stats`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GroupStats {
     /// Bytes per direction over all jobs.
@@ -28,13 +33,13 @@ pub struct GroupStats {
     pub max_run: [u64; 2],
 }
 
-/// Computes the group totals.
-pub fn group_stats(r: &BenchResult) -> GroupStats {
+/// Computes the totals of group `groupid`.
+pub fn group_stats(r: &BenchResult, groupid: u32) -> GroupStats {
     let mut g = GroupStats {
         min_bw: [u64::MAX; 2],
         ..GroupStats::default()
     };
-    for j in &r.jobs {
+    for j in r.jobs.iter().filter(|j| j.groupid == groupid) {
         let runt = j.output.runtime_ms;
         for (i, d) in j.output.stats.dirs.iter().enumerate().take(2) {
             if runt == 0 || d.io_bytes == 0 {
@@ -77,10 +82,13 @@ pub fn pct_dist(counts: &[u64], total: u64, floor: f64) -> Vec<f64> {
         .collect()
 }
 
-/// Renders `result` in every format `format` selects; JSON comes first and the
-/// normal report after, as fio prints them.
+/// Renders `result` in every format `format` selects, in fio's order: terse lines,
+/// JSON, then the normal report.
 pub fn render(result: &BenchResult, format: OutputFormat) -> String {
     let mut out = String::new();
+    if format.terse {
+        out.push_str(&render_terse(result));
+    }
     if format.json || format.json_plus {
         out.push_str(&render_json(result, format.json_plus));
         out.push('\n');

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::num::{DEFAULT_PERCENTILES, Unit, num2str, percentile_block, percentiles, scale_lat};
+use super::groups::{Shown, group_ids, shown_jobs};
+use super::num::{Unit, num2str, percentile_block, percentiles, scale_lat};
 use super::{GroupStats, group_stats, pct_dist};
 use crate::result::{BenchResult, JobResult, ctime_utc};
 use crate::stats::{DirStats, RunningStat};
@@ -55,7 +56,14 @@ fn sample_line_bw(out: &mut String, bw: &RunningStat, agg_bytes: u64) {
     );
 }
 
-fn dir_status(out: &mut String, name: &str, d: &DirStats, runtime_ms: u64, agg_bytes: u64) {
+fn dir_status(
+    out: &mut String,
+    name: &str,
+    d: &DirStats,
+    runtime_ms: u64,
+    agg_bytes: u64,
+    list: &[f64],
+) {
     let runt = runtime_ms.max(1);
     let bw = d.io_bytes.saturating_mul(1000) / runt;
     let iops = d.total_ios.saturating_mul(1000) / runt;
@@ -71,8 +79,8 @@ fn dir_status(out: &mut String, name: &str, d: &DirStats, runtime_ms: u64, agg_b
     lat_line(out, "clat", &d.clat.stat);
     lat_line(out, " lat", &d.lat);
     if d.clat.stat.n > 0 {
-        let vals = percentiles(&d.clat.hist, &DEFAULT_PERCENTILES);
-        out.push_str(&percentile_block("clat", &DEFAULT_PERCENTILES, &vals));
+        let vals = percentiles(&d.clat.hist, list);
+        out.push_str(&percentile_block("clat", list, &vals));
     }
     sample_line_bw(out, &d.bw, agg_bytes);
     if d.iops.n > 0 {
@@ -122,7 +130,8 @@ fn dist7(labels: [&str; 7], counts: &[u64], total: u64) -> String {
         .join(", ")
 }
 
-fn job_status(out: &mut String, r: &BenchResult, j: &JobResult, g: &GroupStats) {
+fn job_status(out: &mut String, shown: &Shown, g: &GroupStats) {
+    let (j, jobs): (&JobResult, u32) = (&shown.job, shown.jobs);
     let o = &j.output;
     let st = &o.stats;
     let time = ctime_utc(j.job_start_ms / 1000 + o.elapsed_ms / 1000);
@@ -130,7 +139,7 @@ fn job_status(out: &mut String, r: &BenchResult, j: &JobResult, g: &GroupStats) 
         None => {
             let _ = writeln!(
                 out,
-                "{}: (groupid={}, jobs=1): err={:2}: pid={}: {time}",
+                "{}: (groupid={}, jobs={jobs}): err={:2}: pid={}: {time}",
                 j.name,
                 j.groupid,
                 j.errno(),
@@ -140,7 +149,7 @@ fn job_status(out: &mut String, r: &BenchResult, j: &JobResult, g: &GroupStats) 
         Some(e) => {
             let _ = writeln!(
                 out,
-                "{}: (groupid={}, jobs=1): err={:2} ({e}): pid={}: {time}",
+                "{}: (groupid={}, jobs={jobs}): err={:2} ({e}): pid={}: {time}",
                 j.name,
                 j.groupid,
                 j.errno(),
@@ -157,6 +166,7 @@ fn job_status(out: &mut String, r: &BenchResult, j: &JobResult, g: &GroupStats) 
                 d,
                 o.runtime_ms,
                 agg,
+                j.options.percentiles(),
             );
         }
     }
@@ -209,7 +219,7 @@ fn job_status(out: &mut String, r: &BenchResult, j: &JobResult, g: &GroupStats) 
         "     latency   : target=0, window=0, percentile=100.00%, depth={}",
         j.iodepth
     );
-    if r.options.verify == crate::options::VerifyMode::Crc32c {
+    if j.options.verify == crate::options::VerifyMode::Crc32c {
         let v = &o.verify;
         let _ = writeln!(
             out,
@@ -222,14 +232,23 @@ fn job_status(out: &mut String, r: &BenchResult, j: &JobResult, g: &GroupStats) 
     }
 }
 
-/// The whole normal report.
+/// The whole normal report: every job (or group, with group_reporting), then each
+/// group's totals.
 pub fn render_text(r: &BenchResult) -> String {
-    let g = group_stats(r);
     let mut out = String::new();
-    for j in &r.jobs {
-        job_status(&mut out, r, j, &g);
+    for s in shown_jobs(r) {
+        job_status(&mut out, &s, &group_stats(r, s.job.groupid));
     }
-    let _ = writeln!(out, "\nRun status group 0 (all jobs):");
+    for gid in group_ids(r) {
+        group_status(&mut out, gid, &group_stats(r, gid));
+    }
+    machine_status(&mut out, r);
+    out
+}
+
+/// fio's "Run status group N (all jobs):" block.
+fn group_status(out: &mut String, gid: u32, g: &GroupStats) {
+    let _ = writeln!(out, "\nRun status group {gid} (all jobs):");
     for (i, group_name) in GROUP_NAMES.iter().enumerate() {
         let (Some(&max_run), Some(&min_run)) = (g.max_run.get(i), g.min_run.get(i)) else {
             continue;
@@ -253,6 +272,10 @@ pub fn render_text(r: &BenchResult) -> String {
             f(io, false, Unit::Byte),
         );
     }
+}
+
+/// Our additions after fio's report: the target's cost and the machine.
+fn machine_status(out: &mut String, r: &BenchResult) {
     if let Some(t) = &r.target {
         let _ = writeln!(
             out,
@@ -278,5 +301,4 @@ pub fn render_text(r: &BenchResult) -> String {
         cpus(&m.jobs_cpus),
         cpus(&tc)
     );
-    out
 }
