@@ -68,7 +68,7 @@ pub use result::{
     BenchResult, CoreCounters, JobResult, MachineInfo, NoTarget, TargetCore, TargetProbe,
     TargetReport, TargetSnapshot,
 };
-pub use runner::run_bench;
+pub use runner::{StageJob, run_bench, run_stage};
 pub use stats::{
     DirStats, IoLatency, JobStats, LatBuckets, LatStat, PendingLatencies, RunningStat,
 };

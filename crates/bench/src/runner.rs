@@ -11,7 +11,7 @@ use crate::engine::IoQueue;
 use crate::error::BenchError;
 use crate::job::{Progress, run_job};
 use crate::options::BenchOptions;
-use crate::plan::plan_jobs;
+use crate::plan::{JobPlan, plan_jobs};
 use crate::result::{BenchResult, JobResult, MachineInfo, TargetProbe, TargetReport};
 use crate::status_loop::status_loop;
 use crate::sysinfo;
@@ -20,6 +20,27 @@ fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
+}
+
+/// One job definition of a stage: its options, its reporting group and one queue per
+/// `numjobs` clone.
+pub struct StageJob {
+    /// The job's options.
+    pub opts: BenchOptions,
+    /// fio's reporting group (`g=N`).
+    pub groupid: u32,
+    /// One queue per clone (`opts.numjobs` of them).
+    pub queues: Vec<Box<dyn IoQueue>>,
+}
+
+impl std::fmt::Debug for StageJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageJob")
+            .field("name", &self.opts.name)
+            .field("groupid", &self.groupid)
+            .field("queues", &self.queues.len())
+            .finish()
+    }
 }
 
 /// Runs the benchmark: one job thread per queue (`queues.len()` must equal
@@ -33,30 +54,61 @@ pub fn run_bench(
     target_cpus: &[usize],
     stop: Arc<AtomicBool>,
 ) -> Result<BenchResult, BenchError> {
-    if queues.len() != usize::try_from(opts.numjobs).unwrap_or(0) {
-        return Err(BenchError::QueueCount {
-            queues: queues.len(),
-            numjobs: opts.numjobs,
-        });
-    }
-    let Some(first) = queues.first() else {
+    let job = StageJob {
+        opts: opts.clone(),
+        groupid: 0,
+        queues,
+    };
+    run_stage(vec![job], target, target_cpus, stop)
+}
+
+/// Runs the jobs of one stage (fio: the jobs between two `stonewall`s) at the same
+/// time, each clone on its own thread, pinned round-robin to its job's `cpus_allowed`
+/// (counting across the stage, so two jobs on `0,1` take one CPU each).
+pub fn run_stage(
+    jobs: Vec<StageJob>,
+    target: &dyn TargetProbe,
+    target_cpus: &[usize],
+    stop: Arc<AtomicBool>,
+) -> Result<BenchResult, BenchError> {
+    let Some(lead) = jobs.first().map(|j| j.opts.clone()) else {
         return Err(BenchError::QueueCount {
             queues: 0,
-            numjobs: opts.numjobs,
+            numjobs: 0,
         });
     };
-    let plans = plan_jobs(opts, first.geometry())?;
-    let cpus: Vec<Option<usize>> = (0..queues.len())
-        .map(|i| {
-            opts.cpus_allowed
+    // (options, groupid, plan, queue, cpu) per thread.
+    let mut threads = Vec::new();
+    for j in jobs {
+        if j.queues.len() != usize::try_from(j.opts.numjobs).unwrap_or(0) {
+            return Err(BenchError::QueueCount {
+                queues: j.queues.len(),
+                numjobs: j.opts.numjobs,
+            });
+        }
+        let Some(first) = j.queues.first() else {
+            return Err(BenchError::QueueCount {
+                queues: 0,
+                numjobs: j.opts.numjobs,
+            });
+        };
+        let plans = plan_jobs(&j.opts, first.geometry())?;
+        let opts = Arc::new(j.opts);
+        for (plan, q) in plans.into_iter().zip(j.queues) {
+            let i = threads.len();
+            let cpu = opts
+                .cpus_allowed
                 .as_ref()
-                .and_then(|c| c.0.get(i % c.0.len().max(1)).copied())
-        })
-        .collect();
+                .and_then(|c| c.0.get(i % c.0.len().max(1)).copied());
+            threads.push((Arc::clone(&opts), j.groupid, plan, q, cpu));
+        }
+    }
+    let plans: Vec<JobPlan> = threads.iter().map(|t| t.2.clone()).collect();
+    let cpus: Vec<Option<usize>> = threads.iter().map(|t| t.4).collect();
     // The target's counters are charged to the I/Os measured after ramp_time, so with a ramp
     // they are read again once every job is past it (see `status_loop`).
     let mut before = target.snapshot();
-    let ramping = opts.ramp_time.is_some_and(|r| !r.is_zero());
+    let ramping = lead.ramp_time.is_some_and(|r| !r.is_zero());
     let progress: Vec<Arc<Progress>> = plans
         .iter()
         .map(|_| Arc::new(Progress::default()))
@@ -64,14 +116,11 @@ pub fn run_bench(
     let started = Instant::now();
     let start_ms = unix_ms();
     let mut handles = Vec::with_capacity(plans.len());
-    for ((plan, mut q), (cpu, prog)) in plans
-        .iter()
-        .cloned()
-        .zip(queues)
-        .zip(cpus.iter().copied().zip(&progress))
-    {
+    let mut meta = Vec::with_capacity(plans.len());
+    for ((opts, groupid, plan, mut q, cpu), prog) in threads.into_iter().zip(&progress) {
         let prog = Arc::clone(prog);
         let stop = Arc::clone(&stop);
+        meta.push((opts, groupid, plan.job, cpu));
         let h = thread::Builder::new()
             .name(format!("bench-job{}", plan.job))
             .spawn(move || {
@@ -87,38 +136,38 @@ pub fn run_bench(
             .map_err(BenchError::Spawn)?;
         handles.push(h);
     }
-    status_loop(opts, &plans, &progress, &handles, started, &mut || {
+    status_loop(&lead, &plans, &progress, &handles, started, &mut || {
         if ramping {
             before = target.snapshot();
         }
     });
-    let mut jobs = Vec::with_capacity(handles.len());
+    let mut results = Vec::with_capacity(handles.len());
     let mut first_err = None;
-    for ((h, plan), cpu) in handles.into_iter().zip(&plans).zip(&cpus) {
+    for (h, (opts, groupid, job, cpu)) in handles.into_iter().zip(meta) {
         match h.join() {
-            Ok(Ok(output)) => jobs.push(JobResult {
+            Ok(Ok(output)) => results.push(JobResult {
                 name: opts.name.clone(),
-                groupid: 0,
-                job: plan.job,
+                groupid,
+                job,
                 pid: std::process::id(),
-                cpu: *cpu,
+                cpu,
                 job_start_ms: start_ms,
                 iodepth: opts.iodepth,
-                options: opts.clone(),
+                options: (*opts).clone(),
                 output,
             }),
             Ok(Err(e)) => {
                 first_err.get_or_insert(e);
             }
             Err(_) => {
-                first_err.get_or_insert(BenchError::JobPanicked { job: plan.job });
+                first_err.get_or_insert(BenchError::JobPanicked { job });
             }
         }
     }
     if let Some(e) = first_err {
         return Err(e);
     }
-    let total_ios: u64 = jobs
+    let total_ios: u64 = results
         .iter()
         .flat_map(|j| j.output.stats.dirs.iter())
         .map(|d| d.total_ios)
@@ -130,8 +179,8 @@ pub fn run_bench(
     Ok(BenchResult {
         version: format!("nvmemu-{}", env!("CARGO_PKG_VERSION")),
         timestamp_ms: unix_ms(),
-        options: opts.clone(),
-        jobs,
+        options: lead,
+        jobs: results,
         target: target_report,
         machine: MachineInfo {
             cpu_model: sysinfo::cpu_model(),
@@ -175,6 +224,47 @@ mod tests {
             eta: EtaMode::Never,
             ..BenchOptions::default()
         }
+    }
+
+    #[test]
+    fn a_stage_runs_its_jobs_together_and_reports_each_group() {
+        let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
+        let job = |name: &str, rw, groupid| StageJob {
+            opts: BenchOptions {
+                name: name.into(),
+                ..opts(rw, 1 << 20)
+            },
+            groupid,
+            queues: vec![Box::new(dev.queue()) as Box<dyn IoQueue>],
+        };
+        let r = run_stage(
+            vec![job("a", RwMode::Randread, 0), job("b", RwMode::Write, 1)],
+            &NoTarget,
+            &[],
+            Arc::new(AtomicBool::new(false)),
+        )
+        .unwrap();
+        let names: Vec<(&str, u32)> = r
+            .jobs
+            .iter()
+            .map(|j| (j.name.as_str(), j.groupid))
+            .collect();
+        assert_eq!(names, [("a", 0), ("b", 1)]);
+        assert_eq!(r.jobs[0].output.stats.dirs[0].total_ios, 256);
+        assert_eq!(r.jobs[1].output.stats.dirs[1].total_ios, 256);
+        let t = render(&r, OutputFormat::NORMAL);
+        assert!(t.starts_with("a: (groupid=0, jobs=1)"), "{t}");
+        assert!(t.contains("\nb: (groupid=1, jobs=1)"), "{t}");
+        let g0 = t
+            .find("Run status group 0 (all jobs):\n   READ: bw=")
+            .unwrap();
+        let g1 = t
+            .find("Run status group 1 (all jobs):\n  WRITE: bw=")
+            .unwrap();
+        assert!(g0 < g1);
+        let v: serde_json::Value = serde_json::from_str(&render(&r, OutputFormat::JSON)).unwrap();
+        assert_eq!(v["jobs"][1]["jobname"], "b");
+        assert_eq!(v["jobs"][1]["job options"]["rw"], "write");
     }
 
     #[test]
