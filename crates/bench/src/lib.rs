@@ -32,6 +32,7 @@ pub mod compare;
 mod engine;
 mod error;
 mod job;
+pub mod jobfile;
 mod mem_queue;
 mod offsets;
 mod option_values;
