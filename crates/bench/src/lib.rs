@@ -64,7 +64,7 @@ pub use options::{
 };
 pub use pasted::PastedOptions;
 pub use plan::{JobPlan, plan_jobs};
-pub use report::{render, render_json, render_text};
+pub use report::{render, render_header, render_json, render_terse, render_text};
 pub use result::{
     BenchResult, CoreCounters, JobResult, MachineInfo, NoTarget, TargetCore, TargetProbe,
     TargetReport, TargetSnapshot,

@@ -186,6 +186,40 @@ pub struct BenchResult {
     pub machine: MachineInfo,
 }
 
+impl BenchResult {
+    /// One result for stages run one after the other: their jobs in order, the target's
+    /// cost weighted by each stage's I/Os, the time of the last. `None` without stages.
+    pub fn merge_stages(stages: Vec<BenchResult>) -> Option<BenchResult> {
+        let mut it = stages.into_iter();
+        let mut all = it.next()?;
+        let ios = |r: &BenchResult| -> u64 {
+            r.jobs
+                .iter()
+                .flat_map(|j| j.output.stats.dirs.iter())
+                .map(|d| d.total_ios)
+                .sum()
+        };
+        let mut weight = ios(&all) as f64;
+        for r in it {
+            let w = ios(&r) as f64;
+            if let (Some(a), Some(b)) = (&mut all.target, &r.target) {
+                let total = (weight + w).max(1.0);
+                a.poller_busy_pct = (a.poller_busy_pct * weight + b.poller_busy_pct * w) / total;
+                a.target_ns_per_io = (a.target_ns_per_io * weight + b.target_ns_per_io * w) / total;
+                for (ca, cb) in a.cores.iter_mut().zip(&b.cores) {
+                    ca.busy_ns += cb.busy_ns;
+                    ca.busy_pct = (ca.busy_pct * weight + cb.busy_pct * w) / total;
+                }
+            }
+            weight += w;
+            all.timestamp_ms = r.timestamp_ms;
+            all.machine.jobs_cpus.extend(r.machine.jobs_cpus);
+            all.jobs.extend(r.jobs);
+        }
+        Some(all)
+    }
+}
+
 /// `ctime()`-style UTC time: `Fri Oct  6 05:21:27 2017`.
 pub fn ctime_utc(unix_secs: u64) -> String {
     let days = unix_secs / 86_400;

@@ -11,17 +11,19 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use nvmemu_bench::{
     BenchOptions, BenchResult, CeilingOptions, CeilingResult, Comparison, CpuList, IoQueue,
-    LatBreakdown, NoTarget, RunSummary, RwMode, TargetProbe, render, run_bench, run_ceiling,
+    RunSummary, RwMode, render, render_header, run_ceiling,
 };
-use nvmemu_ctrl::{LatencyHook, LatencyTable};
 use nvmemu_driver::{AttachOptions, Controller, IO_CQ_DEPTH_FACTOR};
 use nvmemu_spec::Nsid;
 
 use crate::bench_checks::{
     check_cpus, check_depth, check_embedded, check_writable, shared_cpus_warning,
 };
-use crate::bench_target::{EmbeddedTarget, TargetPlacement, allowed_cpus};
-use crate::engine::{DriverQueue, SpreadQueue, Trace};
+use crate::bench_jobs::{JobSpec, RunPlan, plan_run};
+use crate::bench_output::{Output, notes};
+use crate::bench_stages::{run_embedded, run_on_socket};
+use crate::bench_target::{TargetPlacement, allowed_cpus};
+use crate::engine::DriverQueue;
 use crate::ns_spec::NsSpec;
 
 /// Run length when none of --runtime, --size and --time_based is given.
@@ -32,18 +34,30 @@ pub const DEFAULT_RUNTIME: Duration = Duration::from_secs(10);
 /// With no options it runs a quick check: 4 KiB random reads, iodepth 32, one
 /// job, 10 s, against an in-process target with a 1 GiB malloc namespace
 /// whose poller is pinned to the last CPU (jobs on the others).
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 #[command(
     mut_arg("rw", |a| a.default_value("randread")),
     mut_arg("iodepth", |a| a.default_value("32")),
-    after_help = "Without --runtime, --size or --time_based the run is time based and lasts 10 s.\n\
+    after_help = "Without a job file, --runtime, --size or --time_based the run is time based and \
+                  lasts 10 s.\n\
+                  Job files take fio's format and option names; options given on the command line \
+                  apply to every job and win over the files'.\n\
                   Without --socket the target runs in this process: one poller pinned to \
                   --target-cpus (default: the last CPU), jobs on the other CPUs."
 )]
 pub struct BenchArgs {
+    /// fio job files to run (`[global]` and job sections), one after the other.
+    #[arg(value_name = "JOBFILE")]
+    pub job_files: Vec<PathBuf>,
     /// fio job options.
     #[command(flatten)]
     pub opts: BenchOptions,
+    /// Write the report to FILE instead of standard output (fio's --output).
+    #[arg(long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Accepted for fio's command lines; nvmemu prints its report once, at the end.
+    #[arg(long = "status-interval", value_name = "TIME", value_parser = nvmemu_bench::parse_time)]
+    pub status_interval: Option<Duration>,
     /// Drive the vfio-user NVMe server at DIR/cntrl (nvmemu serve or SPDK) instead of an
     /// in-process target.
     #[arg(long, value_name = "DIR")]
@@ -232,48 +246,86 @@ fn check_inputs(args: &BenchArgs, opts: &BenchOptions) -> Result<()> {
     if args.socket.is_none() && !probe_only {
         check_embedded(opts, &args.ns)?;
     }
-    // Jobs are pinned round-robin to these (unpinned: they share the allowed CPUs).
-    let job_cpus = match (cpus_allowed, &args.socket) {
-        (Some(c), _) => c.to_vec(),
-        (None, Some(_)) => allowed,
-        (None, None) => {
-            let target_cpus = args.target_cpus.as_ref().map(|c| c.0.as_slice());
-            TargetPlacement::choose(&allowed, target_cpus, None).job_cpus
-        }
-    };
-    if let Some(w) = shared_cpus_warning(opts.numjobs, &job_cpus) {
-        eprintln!("nvmemu: {w}");
-    }
     Ok(())
+}
+
+/// Warns when a stage has more job threads than CPUs to pin them to (jobs are pinned
+/// round-robin; unpinned, they share the allowed CPUs).
+fn warn_shared_cpus(args: &BenchArgs, plan: &RunPlan) {
+    let allowed = allowed_cpus();
+    for stage in &plan.stages {
+        let threads: u32 = stage.iter().map(|j| j.args.opts.numjobs).sum();
+        let cpus_allowed = stage
+            .first()
+            .and_then(|j| j.args.opts.cpus_allowed.as_ref())
+            .map(|c| c.0.as_slice());
+        let job_cpus = match (cpus_allowed, &args.socket) {
+            (Some(c), _) => c.to_vec(),
+            (None, Some(_)) => allowed.clone(),
+            (None, None) => {
+                let target_cpus = args.target_cpus.as_ref().map(|c| c.0.as_slice());
+                TargetPlacement::choose(&allowed, target_cpus, None).job_cpus
+            }
+        };
+        if let Some(w) = shared_cpus_warning(threads, &job_cpus) {
+            eprintln!("nvmemu: {w}");
+            return;
+        }
+    }
 }
 
 /// `nvmemu bench`.
 pub fn run(args: &BenchArgs) -> Result<()> {
-    let mut opts = args.opts.clone();
-    apply_defaults(&mut opts);
+    // The command line after `bench`, given to every job of the job files again.
+    let cli: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+    let mut plan = plan_run(args, &cli)?;
+    if args.job_files.is_empty() {
+        for j in plan.stages.iter_mut().flatten() {
+            apply_defaults(&mut j.args.opts);
+        }
+    }
     let stop = Arc::new(AtomicBool::new(false));
     crate::signals::install(&stop)?;
-    check_inputs(args, &opts)?;
-    if args.ceiling.is_some() || args.ceiling_compare.is_some() {
-        return run_ceiling_cmd(args, &mut opts, stop);
+    let mut lead = plan
+        .lead()
+        .map(|j| j.args.clone())
+        .context("no jobs to run")?;
+    for note in notes(&mut lead, &plan)? {
+        eprintln!("nvmemu: {note}");
     }
-    let (result, ctrl) = match &args.socket {
-        Some(dir) => {
-            let mut ctrl = attach(dir, &opts, true, args.reply_timeout)?;
-            let queues = make_queues(&mut ctrl, args.nsid, opts.numjobs, &stop)
-                .with_context(|| format!("on {}", dir.join("cntrl").display()))?;
-            (run_bench(&opts, queues, &NoTarget, &[], stop)?, Some(ctrl))
+    for j in plan.jobs() {
+        check_inputs(&lead, &j.args.opts)?;
+    }
+    warn_shared_cpus(&lead, &plan);
+    let single = plan.jobs().count() == 1;
+    if lead.ceiling.is_some() || lead.ceiling_compare.is_some() {
+        if !single {
+            bail!("--ceiling and --ceiling-compare run one job; the job files define more");
         }
-        None if args.lat_breakdown => {
-            let mut o = opts.clone();
-            let (plain, _) = run_embedded(args, &mut o, Arc::clone(&stop), false)?;
-            let (result, sums) = run_embedded(args, &mut opts, stop, true)?;
+        let mut opts = lead.opts.clone();
+        return run_ceiling_cmd(&lead, &mut opts, stop);
+    }
+    if lead.lat_breakdown && !single {
+        bail!("--lat-breakdown runs one job; the job files define more");
+    }
+    let format = lead.opts.output_format;
+    let mut out = Output::open(lead.output.as_deref())?;
+    if format.normal {
+        let defs: Vec<(u32, &BenchOptions)> =
+            plan.jobs().map(|j| (j.groupid, &j.args.opts)).collect();
+        out.write(&render_header(&defs))?;
+    }
+    let result = match &lead.socket {
+        Some(dir) => run_on_socket(&lead, &plan, dir, &stop)?,
+        None if lead.lat_breakdown => {
+            let (plain, _) = run_embedded(&lead, &plan, &Arc::clone(&stop), false)?;
+            let (result, sums) = run_embedded(&lead, &plan, &stop, true)?;
             let overhead = Some((
                 RunSummary::from_result(&plain).iops,
                 RunSummary::from_result(&result).iops,
             ));
-            print!("{}", render(&result, opts.output_format));
-            if let Some(path) = &args.plot {
+            out.write(&render(&result, format))?;
+            if let Some(path) = &lead.plot {
                 let mut v: serde_json::Value =
                     serde_json::from_str(&nvmemu_bench::render_json(&result, true))?;
                 if let Some(b) = &sums {
@@ -282,27 +334,21 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 nvmemu_bench::plot::write_svg(&v.to_string(), path).context("--plot")?;
             }
             if let Some(b) = sums {
-                if opts.output_format.json {
+                if format.json {
                     let v = serde_json::json!({ "lat_breakdown": b.to_json(overhead) });
-                    println!("{}", serde_json::to_string_pretty(&v)?);
+                    out.write(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
                 } else {
-                    print!("{}", b.render_text(overhead));
+                    out.write(&b.render_text(overhead))?;
                 }
             }
             return finish(&result);
         }
-        None => (run_embedded(args, &mut opts, stop, false)?.0, None),
+        None => run_embedded(&lead, &plan, &stop, false)?.0,
     };
-    print!("{}", render(&result, opts.output_format));
-    if let Some(path) = &args.plot {
+    out.write(&render(&result, format))?;
+    if let Some(path) = &lead.plot {
         let json = nvmemu_bench::render_json(&result, true);
         nvmemu_bench::plot::write_svg(&json, path).context("--plot")?;
-    }
-    // After the report: a controller that does not shut down cleanly must not cost it.
-    if let Some(mut ctrl) = ctrl
-        && let Err(e) = ctrl.shutdown()
-    {
-        tracing::warn!("controller shutdown: {}", error_chain(&e));
     }
     // As fio: the report is printed either way, the exit status says a job failed.
     finish(&result)
@@ -354,8 +400,15 @@ fn run_ceiling_cmd(args: &BenchArgs, opts: &mut BenchOptions, stop: Arc<AtomicBo
             break;
         }
         let p = run_ceiling(&copts, &stop)?;
-        let mut o = opts.clone();
-        let (r, _) = run_embedded(args, &mut o, Arc::clone(&stop), false)?;
+        let mut one = args.clone();
+        one.opts = opts.clone();
+        let plan = RunPlan {
+            stages: vec![vec![JobSpec {
+                args: one,
+                groupid: 0,
+            }]],
+        };
+        let (r, _) = run_embedded(args, &plan, &stop, false)?;
         if let Some(j) = r.jobs.iter().find(|j| j.errno() != 0) {
             bail!("run {i}: job {} failed", j.job);
         }
@@ -398,73 +451,6 @@ fn finish(result: &BenchResult) -> Result<()> {
         ),
         None => Ok(()),
     }
-}
-
-fn run_embedded(
-    args: &BenchArgs,
-    opts: &mut BenchOptions,
-    stop: Arc<AtomicBool>,
-    trace: bool,
-) -> Result<(BenchResult, Option<Arc<LatBreakdown>>)> {
-    let cpus = allowed_cpus();
-    let placement = TargetPlacement::choose(
-        &cpus,
-        args.target_cpus.as_ref().map(|c| c.0.as_slice()),
-        opts.cpus_allowed.as_ref().map(|c| c.0.as_slice()),
-    );
-    if let Some(w) = &placement.warning {
-        eprintln!("nvmemu: {w}");
-    }
-    if opts.cpus_allowed.is_none() && !placement.job_cpus.is_empty() {
-        opts.cpus_allowed = Some(CpuList(placement.job_cpus.clone()));
-    }
-    let sums = trace.then(|| Arc::new(LatBreakdown::default()));
-    let table = trace.then(|| {
-        let queues = u16::try_from(opts.numjobs.saturating_add(1)).unwrap_or(u16::MAX);
-        let cids = u16::try_from(opts.iodepth.saturating_add(2)).unwrap_or(u16::MAX);
-        Arc::new(LatencyTable::new(queues, cids))
-    });
-    let target = EmbeddedTarget::start_with(
-        &args.ns,
-        &placement,
-        args.controllers,
-        table.clone().map(LatencyHook),
-    )?;
-    let mut ctrls = Vec::new();
-    let mut per_ctrl: Vec<std::vec::IntoIter<DriverQueue>> = Vec::new();
-    for dir in target.dirs() {
-        let mut ctrl = attach(dir, opts, false, args.reply_timeout)?;
-        let mut qs = make_driver_queues(&mut ctrl, args.nsid, opts.numjobs, &stop)?;
-        if let (Some(t), Some(b), true) = (&table, &sums, per_ctrl.is_empty()) {
-            qs = qs
-                .into_iter()
-                .map(|q| q.with_trace(Trace::new(Arc::clone(t), Arc::clone(b))))
-                .collect();
-        }
-        per_ctrl.push(qs.into_iter());
-        ctrls.push(ctrl);
-    }
-    let mut queues: Vec<Box<dyn IoQueue>> = Vec::new();
-    for _ in 0..opts.numjobs {
-        let mut spread: Vec<DriverQueue> = per_ctrl.iter_mut().filter_map(Iterator::next).collect();
-        if spread.len() == 1 {
-            if let Some(q) = spread.pop() {
-                queues.push(Box::new(q));
-            }
-        } else {
-            queues.push(Box::new(SpreadQueue::new(spread)));
-        }
-    }
-    drop(per_ctrl);
-    let probe: &dyn TargetProbe = &target;
-    let result = run_bench(opts, queues, probe, &placement.target_cpus, stop);
-    for mut ctrl in ctrls {
-        if let Err(e) = ctrl.shutdown() {
-            tracing::warn!("controller shutdown: {}", error_chain(&e));
-        }
-    }
-    target.shutdown();
-    Ok((result?, sums))
 }
 
 #[cfg(test)]

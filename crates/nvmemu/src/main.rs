@@ -4,6 +4,9 @@
 
 mod bench_checks;
 mod bench_cmd;
+mod bench_jobs;
+mod bench_output;
+mod bench_stages;
 mod bench_target;
 mod engine;
 mod id_print;

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Where `nvmemu bench` writes: the report to standard output or `--output FILE`
+//! (created before the run, so a bad path costs nothing), and the one-line notes for the
+//! fio options that have no effect here.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+use crate::bench_cmd::BenchArgs;
+use crate::bench_jobs::{RunPlan, filename_socket};
+
+/// The report's destination.
+#[derive(Debug)]
+pub enum Output {
+    /// Standard output.
+    Stdout,
+    /// `--output FILE`.
+    File(PathBuf, std::fs::File),
+}
+
+impl Output {
+    /// Standard output, or `path` created (truncated) now.
+    pub fn open(path: Option<&Path>) -> Result<Output> {
+        let Some(path) = path else {
+            return Ok(Output::Stdout);
+        };
+        match std::fs::File::create(path) {
+            Ok(f) => Ok(Output::File(path.to_path_buf(), f)),
+            Err(e) => bail!(
+                "--output {}: cannot write there ({e}); choose a writable path",
+                path.display()
+            ),
+        }
+    }
+
+    /// Writes `text` and flushes it, so a report is complete even if the run ends later.
+    pub fn write(&mut self, text: &str) -> Result<()> {
+        let r = match self {
+            Output::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes()).and_then(|()| out.flush())
+            }
+            Output::File(_, f) => f.write_all(text.as_bytes()).and_then(|()| f.flush()),
+        };
+        if let (Err(e), Output::File(path, _)) = (&r, &*self) {
+            bail!("--output {}: write failed ({e})", path.display());
+        }
+        r.map_err(Into::into)
+    }
+}
+
+/// The notes for options without effect, one line each and each once; a `filename` that
+/// names a vfio-user socket becomes `lead.socket` (unless `--socket` is given).
+pub fn notes(lead: &mut BenchArgs, plan: &RunPlan) -> Result<Vec<String>> {
+    let mut notes: Vec<String> = Vec::new();
+    let mut add = |n: String| {
+        if !notes.contains(&n) {
+            notes.push(n);
+        }
+    };
+    let mut sockets: Vec<PathBuf> = Vec::new();
+    let mut others: Vec<String> = Vec::new();
+    for j in plan.jobs() {
+        for n in j.args.opts.pasted.notes() {
+            add(n);
+        }
+        if let Some(f) = j.args.opts.pasted.get("filename") {
+            match filename_socket(f) {
+                Some(dir) if !sockets.contains(&dir) => sockets.push(dir),
+                Some(_) => {}
+                None if !others.iter().any(|o| o == f) => others.push(f.to_string()),
+                None => {}
+            }
+        }
+    }
+    if lead.socket.is_none() {
+        if sockets.len() > 1 {
+            bail!(
+                "the jobs' filename options name {} vfio-user sockets; one run drives one \
+                 controller, so give them one filename (or --socket DIR)",
+                sockets.len()
+            );
+        }
+        lead.socket = sockets.pop();
+    }
+    let target = match &lead.socket {
+        Some(dir) => format!("the jobs run against the controller at {}", dir.display()),
+        None => "the jobs run against the in-process target (name a vfio-user socket \
+                 directory with filename= or --socket for a server)"
+            .to_string(),
+    };
+    for f in others {
+        add(format!("filename={f} ignored: {target}"));
+    }
+    if lead.status_interval.is_some() {
+        add(
+            "--status-interval ignored: the report is printed once, at the end; \
+             --eta=always shows progress every second"
+                .to_string(),
+        );
+    }
+    Ok(notes)
+}
