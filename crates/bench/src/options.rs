@@ -131,7 +131,7 @@ pub struct BenchOptions {
     #[arg(long = "ramp_time", value_parser = parse_time)]
     pub ramp_time: Option<Duration>,
     /// Keep running for `runtime` even when `size` bytes are done.
-    #[arg(long = "time_based", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "1")]
+    #[arg(long = "time_based", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "1")]
     pub time_based: bool,
     /// Bytes per job (or `N%` of the namespace); default the whole namespace.
     #[arg(long = "size", value_parser = parse_size_spec)]
@@ -151,11 +151,11 @@ pub struct BenchOptions {
     pub randseed: Option<u64>,
     /// 1 (the default): without --randseed every run uses the same seed, so it repeats the
     /// same offsets; 0: a new seed each run.
-    #[arg(long = "randrepeat", default_value = "1", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "1")]
+    #[arg(long = "randrepeat", default_value = "1", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "1")]
     pub randrepeat: bool,
     /// Random offsets drawn independently (units may repeat or be missed) instead of
     /// touching every block of the range once per pass.
-    #[arg(long = "norandommap", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "1")]
+    #[arg(long = "norandommap", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "1")]
     pub norandommap: bool,
     /// Report formats: comma list of normal, json, json+.
     #[arg(long = "output-format", default_value = "normal", value_parser = parse_output_format)]
@@ -166,20 +166,20 @@ pub struct BenchOptions {
 
     // Reports and time-series logs (job files, outputs and logs).
     /// Report each group's jobs as one (their statistics combined).
-    #[arg(long = "group_reporting", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "1")]
+    #[arg(long = "group_reporting", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "1")]
     pub group_reporting: bool,
     /// Completion latency percentiles to report, colon separated (`99:99.9:99.99`).
     #[arg(long = "percentile_list", value_parser = parse_percentile_list)]
     pub percentile_list: Option<PercentileList>,
     /// Write per-job latency logs NAME_lat.N.log, NAME_clat.N.log and NAME_slat.N.log
     /// (NAME defaults to the job name).
-    #[arg(long = "write_lat_log", value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    #[arg(long = "write_lat_log", value_name = "NAME", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub write_lat_log: Option<String>,
     /// Write per-job IOPS logs NAME_iops.N.log.
-    #[arg(long = "write_iops_log", value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    #[arg(long = "write_iops_log", value_name = "NAME", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub write_iops_log: Option<String>,
     /// Write per-job bandwidth logs NAME_bw.N.log (KiB/s).
-    #[arg(long = "write_bw_log", value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    #[arg(long = "write_bw_log", value_name = "NAME", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub write_bw_log: Option<String>,
     /// Average log entries over this many milliseconds (0: one entry per I/O).
     #[arg(long = "log_avg_msec", default_value_t = 0)]

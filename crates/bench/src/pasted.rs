@@ -15,6 +15,25 @@ struct Pasted {
     note: Option<&'static str>,
 }
 
+/// Options that take a value (`--ioengine libaio` works too); the others are switches,
+/// bare or `=1`/`=0`, as fio's booleans.
+const VALUED: &[&str] = &[
+    "ioengine",
+    "filename",
+    "description",
+    "buffer_compress_percentage",
+    "dedupe_percentage",
+    "clocksource",
+    "fsync",
+    "fdatasync",
+    "iodepth_low",
+    "cpus_allowed_policy",
+    "nrfiles",
+    "filesize",
+    "directory",
+    "kb_base",
+];
+
 const NO_CACHE: Option<&str> = Some("there is no page cache between the jobs and the device");
 const BUFFERS: Option<&str> =
     Some("write buffers are filled once before the run; the device neither compresses nor dedupes");
@@ -235,14 +254,15 @@ impl FromArgMatches for PastedOptions {
 impl Args for PastedOptions {
     fn augment_args(cmd: Command) -> Command {
         PASTED.iter().fold(cmd, |cmd, p| {
-            cmd.arg(
-                Arg::new(p.name)
-                    .long(p.name)
-                    .num_args(0..=1)
+            let arg = Arg::new(p.name).long(p.name).value_name("VALUE").hide(true);
+            cmd.arg(if VALUED.contains(&p.name) {
+                arg
+            } else {
+                // A switch must not take the next word (a job file) as its value.
+                arg.num_args(0..=1)
+                    .require_equals(true)
                     .default_missing_value("")
-                    .value_name("VALUE")
-                    .hide(true),
-            )
+            })
         })
     }
 
@@ -285,6 +305,14 @@ mod tests {
             "{notes:?}"
         );
         assert!(notes[1].starts_with("direct=1 ignored: "), "{notes:?}");
+    }
+
+    #[test]
+    fn switches_leave_the_next_word_alone() {
+        let c = Cli::try_parse_from(["bench", "--thread", "--ioengine", "libaio"]).unwrap();
+        assert_eq!(c.pasted.get("thread"), Some(""));
+        assert_eq!(c.pasted.get("ioengine"), Some("libaio"));
+        assert!(Cli::try_parse_from(["bench", "--direct", "job.fio"]).is_err());
     }
 
     #[test]

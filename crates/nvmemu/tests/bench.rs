@@ -324,8 +324,13 @@ fn normal_output_is_fio_text() {
         .unwrap();
     assert!(out.status.success());
     let t = String::from_utf8_lossy(&out.stdout);
+    // fio's job line says what ran, then the job's report.
     assert!(
-        t.starts_with("nvmemu: (groupid=0, jobs=1): err= 0: pid="),
+        t.starts_with(
+            "nvmemu: (g=0): rw=randread, bs=(R) 4096B-4096B, (W) 4096B-4096B, \
+             (T) 4096B-4096B, ioengine=nvmemu, iodepth=4\nStarting 1 thread\n\
+             nvmemu: (groupid=0, jobs=1): err= 0: pid="
+        ),
         "{t}"
     );
     assert!(t.contains("\n  read: IOPS="), "{t}");

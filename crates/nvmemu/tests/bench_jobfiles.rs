@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `nvmemu bench` with fio job files, the options people paste from fio command lines,
+//! and fio's output files and formats, end to end through the built binary.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// A small namespace keeps the target's start-up short.
+const NS: &str = "--ns=malloc:size=16M";
+
+fn bench_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nvmemu"))
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .arg("bench")
+        .args(["--eta=never", NS])
+        .args(args)
+        .output()
+        .expect("nvmemu runs")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "nvmemu failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_str(&ok(out)).unwrap()
+}
+
+const PAPER: &str = "; as published\n[global]\nioengine=libaio\ndirect=1\nbs=4k\niodepth=32\n\
+                     runtime=60\ntime_based\ngroup_reporting\nfilename=/dev/nvme0n1\n\n\
+                     [randread]\nrw=randread\n";
+
+#[test]
+fn a_paper_job_file_runs_unchanged_with_one_note_per_option() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("paper.fio"), PAPER).unwrap();
+    // The command line wins over the file, so the 60 s job runs for 1 s.
+    let out = bench_in(
+        dir.path(),
+        &["paper.fio", "--runtime=1", "--output-format=json"],
+    );
+    let v = json(&out);
+    let job = &v["jobs"][0];
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(job["jobname"], "randread");
+    assert_eq!(job["job options"]["ioengine"], "libaio");
+    assert_eq!(job["job options"]["iodepth"], "32");
+    assert_eq!(job["job options"]["runtime"], "1");
+    assert!(job["read"]["total_ios"].as_u64().unwrap() > 0);
+    assert!((900..3000).contains(&job["job_runtime"].as_u64().unwrap()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for note in [
+        "nvmemu: ioengine=libaio ignored: ",
+        "nvmemu: direct=1 ignored: ",
+        "nvmemu: filename=/dev/nvme0n1 ignored: the jobs run against the in-process target",
+    ] {
+        assert_eq!(err.matches(note).count(), 1, "{note} in\n{err}");
+    }
+}
+
+#[test]
+fn two_jobs_run_together_and_a_stonewalled_group_runs_after_them() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("two.fio"),
+        "[global]\nsize=2m\n[reader]\nrw=randread\n[writer]\nrw=write\nbs=8k\n\
+         [after]\nstonewall\nrw=read\n",
+    )
+    .unwrap();
+    let v = json(&bench_in(dir.path(), &["two.fio", "--output-format=json"]));
+    let jobs = v["jobs"].as_array().unwrap();
+    let shape: Vec<(&str, u64)> = jobs
+        .iter()
+        .map(|j| {
+            (
+                j["jobname"].as_str().unwrap(),
+                j["groupid"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(shape, [("reader", 0), ("writer", 0), ("after", 1)]);
+    assert_eq!(jobs[0]["read"]["total_ios"], 512);
+    assert_eq!(jobs[1]["write"]["total_ios"], 256);
+    assert_eq!(jobs[1]["job options"]["bs"], "8k");
+    assert_eq!(jobs[2]["read"]["total_ios"], 512);
+    // The first two started together; the third once both were done.
+    assert_eq!(jobs[0]["job_start"], jobs[1]["job_start"]);
+    let end = |j: &Value| j["job_start"].as_u64().unwrap() + j["job_runtime"].as_u64().unwrap();
+    let start2 = jobs[2]["job_start"].as_u64().unwrap();
+    assert!(start2 >= end(&jobs[0]) && start2 >= end(&jobs[1]), "{v}");
+    // The text report has each job and each group.
+    let t = ok(&bench_in(dir.path(), &["two.fio"]));
+    assert!(
+        t.starts_with("reader: (g=0): rw=randread, bs=(R) 4096B-4096B"),
+        "{t}"
+    );
+    assert!(
+        t.contains("\nwriter: (g=0): rw=write, bs=(R) 8192B-8192B"),
+        "{t}"
+    );
+    assert!(t.contains("\nafter: (g=1): rw=read, "), "{t}");
+    assert!(
+        t.contains("\nStarting 3 threads\nreader: (groupid=0, jobs=1): err= 0"),
+        "{t}"
+    );
+    assert!(
+        t.contains("\nRun status group 0 (all jobs):\n   READ: bw="),
+        "{t}"
+    );
+    assert!(t.contains("\n  WRITE: bw="), "{t}");
+    assert!(
+        t.contains("\nRun status group 1 (all jobs):\n   READ: bw="),
+        "{t}"
+    );
+}
+
+#[test]
+fn options_pasted_from_fio_command_lines_are_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    for opt in [
+        "--direct=1",
+        "--ioengine=libaio",
+        "--ioengine=io_uring",
+        "--filename=/dev/nvme0n1",
+        "--thread",
+        "--name=pasted",
+        "--iodepth_batch=4",
+        "--iodepth_batch_submit=4",
+        "--iodepth_batch_complete=2",
+        "--iodepth_batch_complete_min=2",
+        "--iodepth_batch_complete_max=4",
+        "--group_reporting",
+        "--percentile_list=50:99:99.9",
+        "--status-interval=1",
+        "--output-format=normal,json",
+        "--output-format=terse",
+        "--description=from a paper",
+        "--norandommap",
+        "--randrepeat=0",
+    ] {
+        let out = bench_in(dir.path(), &["--size=256k", "--iodepth=8", opt]);
+        assert!(
+            out.status.success(),
+            "{opt}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.stdout.is_empty(), "{opt}: no report");
+    }
+}
+
+#[test]
+fn percentile_list_and_group_reporting_shape_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = json(&bench_in(
+        dir.path(),
+        &[
+            "--size=256k",
+            "--numjobs=2",
+            "--group_reporting",
+            "--percentile_list=50:99.9",
+            "--output-format=json",
+        ],
+    ));
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "group_reporting makes one entry");
+    assert_eq!(jobs[0]["read"]["total_ios"], 128);
+    let p = jobs[0]["read"]["clat_ns"]["percentile"]
+        .as_object()
+        .unwrap();
+    let keys: Vec<&str> = p.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["50.000000", "99.900000"]);
+}
+
+#[test]
+fn output_writes_the_report_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench_in(dir.path(), &["--size=256k", "--output=report.txt"]);
+    assert!(ok(&out).is_empty(), "nothing on stdout");
+    let t = std::fs::read_to_string(dir.path().join("report.txt")).unwrap();
+    assert!(t.starts_with("nvmemu: (g=0): rw=randread, "), "{t}");
+    assert!(t.contains("\nRun status group 0 (all jobs):\n"), "{t}");
+    // A path that cannot be written fails before the run, in one line.
+    let out = bench_in(dir.path(), &["--size=256k", "--output=no/such/dir/r.txt"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = common::one_line_failure(&out);
+    assert!(
+        err.contains("--output no/such/dir/r.txt: cannot write there"),
+        "{err}"
+    );
+}
+
+#[test]
+fn terse_lines_have_fio_field_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = ok(&bench_in(
+        dir.path(),
+        &["--size=256k", "--numjobs=2", "--output-format=terse"],
+    ));
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 2, "{t}");
+    for l in lines {
+        let f: Vec<&str> = l.split(';').collect();
+        assert_eq!(f.len(), 121, "{l}");
+        assert_eq!(f[0], "3");
+        assert_eq!(f[2], "nvmemu");
+        // 256 KiB read per job.
+        assert_eq!(f[5], "256");
+    }
+}
+
+#[test]
+fn a_filename_naming_a_socket_drives_that_server() {
+    let t = common::start(&[("malloc", 512, 1 << 15)]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("srv.fio"),
+        format!(
+            "[global]\nfilename={}\nsize=64k\n[r]\nrw=read\n",
+            t.dir().display()
+        ),
+    )
+    .unwrap();
+    let out = bench_in(dir.path(), &["srv.fio", "--output-format=json"]);
+    let v = json(&out);
+    assert_eq!(v["jobs"][0]["read"]["total_ios"], 16);
+    // No in-process target was started.
+    assert!(v["target"].is_null(), "{v}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("filename="));
+}
