@@ -184,7 +184,7 @@ pub fn run_job(
     let bs_usize = usize::try_from(bs).unwrap_or(0);
     let block_size = usize::try_from(plan.block_size).unwrap_or(512);
     let mut out = JobOutput {
-        stats: JobStats::default(),
+        stats: JobStats::with_log(plan.log),
         runtime_ms: 0,
         elapsed_ms: 0,
         error: None,
@@ -435,6 +435,7 @@ pub fn run_job(
                                 slat: s.issue_ns - s.start_ns,
                                 clat: t_done.saturating_sub(s.issue_ns),
                                 lat: t_done.saturating_sub(s.start_ns),
+                                at_ns: t_done,
                             };
                             pending.add(stats, io, bs);
                         }

@@ -31,6 +31,7 @@ pub mod ceiling;
 pub mod compare;
 mod engine;
 mod error;
+pub mod iolog;
 mod job;
 pub mod jobfile;
 mod mem_queue;

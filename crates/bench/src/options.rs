@@ -386,6 +386,17 @@ impl BenchOptions {
         v.extend(self.pasted.0.iter().cloned());
     }
 
+    /// The logs the job writes, if any.
+    pub fn log_spec(&self) -> Option<crate::iolog::LogSpec> {
+        let spec = crate::iolog::LogSpec {
+            lat: self.write_lat_log.is_some(),
+            iops: self.write_iops_log.is_some(),
+            bw: self.write_bw_log.is_some(),
+            avg_ms: self.log_avg_msec,
+        };
+        (spec.lat || spec.iops || spec.bw).then_some(spec)
+    }
+
     /// The completion latency percentiles to report.
     pub fn percentiles(&self) -> &[f64] {
         self.percentile_list

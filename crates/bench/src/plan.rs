@@ -49,6 +49,8 @@ pub struct JobPlan {
     pub random_map: bool,
     /// PRNG seed.
     pub seed: u64,
+    /// The time-series logs to keep, if any.
+    pub log: Option<crate::iolog::LogSpec>,
 }
 
 /// Largest verify generation table per job (units), 256 Mi entries (1 GiB).
@@ -135,6 +137,7 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
                 verify,
                 random_map: !opts.norandommap,
                 seed,
+                log: opts.log_spec(),
             }
         })
         .collect())

@@ -6,6 +6,8 @@
 
 use hdrhistogram::Histogram;
 
+use crate::iolog::{IoLog, LogSpec};
+
 /// Highest latency the histograms resolve (100 s); larger values saturate.
 pub const HIST_MAX_NS: u64 = 100_000_000_000;
 /// Significant digits of the histograms (0.1 % bucket error).
@@ -308,6 +310,8 @@ pub struct IoLatency {
     pub clat: u64,
     /// Total latency.
     pub lat: u64,
+    /// When it completed (the job's clock), for the time-series logs.
+    pub at_ns: u64,
 }
 
 /// Completions not yet recorded: a run of consecutive ones with equal [`IoLatency`], kept
@@ -347,6 +351,9 @@ impl PendingLatencies {
             ds.total_ios += count;
         }
         stats.lat_buckets.add_n(io.clat, count);
+        if let Some(log) = &mut stats.log {
+            log.record(&io, count);
+        }
     }
 }
 
@@ -367,11 +374,24 @@ pub struct JobStats {
     pub total_complete: u64,
     /// Completion latency distribution.
     pub lat_buckets: LatBuckets,
+    /// The time-series logs, when the job writes any.
+    pub log: Option<Box<IoLog>>,
 }
 
 impl JobStats {
+    /// Statistics that also keep the logs `log` asks for.
+    pub fn with_log(log: Option<LogSpec>) -> JobStats {
+        JobStats {
+            log: log.map(|s| Box::new(IoLog::new(s))),
+            ..JobStats::default()
+        }
+    }
+
     /// Forgets every sample (end of ramp) and restarts sampling at `now_ns`.
     pub fn reset(&mut self, now_ns: u64) {
+        if let Some(log) = &mut self.log {
+            log.reset(now_ns);
+        }
         for d in &mut self.dirs {
             d.reset(now_ns);
         }
@@ -493,6 +513,7 @@ mod tests {
                 slat: rng.below(300),
                 clat: rng.below(1 << clat_bits),
                 lat: rng.below(1 << 20),
+                at_ns: i,
             };
             for _ in 0..run {
                 if let Some(ds) = direct.dirs.get_mut(io.dir) {

@@ -239,3 +239,96 @@ fn a_filename_naming_a_socket_drives_that_server() {
     assert!(v["target"].is_null(), "{v}");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("filename="));
 }
+
+/// The entries of a log file: time, value, direction, block size, priority.
+fn log_entries(path: &Path) -> Vec<[u64; 5]> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|l| {
+            let f: Vec<u64> = l.split(", ").map(|v| v.parse().unwrap()).collect();
+            f.try_into()
+                .unwrap_or_else(|f| panic!("{l}: {f:?} is not 5 fields"))
+        })
+        .collect()
+}
+
+#[test]
+fn per_io_logs_have_fio_names_format_and_one_entry_per_io() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = json(&bench_in(
+        dir.path(),
+        &[
+            "--size=1m",
+            "--rw=randwrite",
+            "--write_lat_log=run",
+            "--write_iops_log",
+            "--write_bw_log",
+            "--output-format=json",
+        ],
+    ));
+    let job = &v["jobs"][0];
+    let ios = job["write"]["total_ios"].as_u64().unwrap();
+    assert_eq!(ios, 256);
+    let runtime = job["job_runtime"].as_u64().unwrap();
+    for name in [
+        "run_lat.1.log",
+        "run_clat.1.log",
+        "run_slat.1.log",
+        "nvmemu_iops.1.log",
+        "nvmemu_bw.1.log",
+    ] {
+        let e = log_entries(&dir.path().join(name));
+        assert_eq!(e.len() as u64, ios, "{name}");
+        assert!(
+            e.windows(2).all(|w| w[0][0] <= w[1][0]),
+            "{name}: time goes back"
+        );
+        assert!(
+            e.iter().all(|x| x[0] <= runtime + 1),
+            "{name}: after the run"
+        );
+        assert!(
+            e.iter().all(|x| x[2] == 1 && x[3] == 4096 && x[4] == 0),
+            "{name}"
+        );
+    }
+    let lat = log_entries(&dir.path().join("run_lat.1.log"));
+    let clat = log_entries(&dir.path().join("run_clat.1.log"));
+    assert!(lat.iter().zip(&clat).all(|(l, c)| l[1] >= c[1] && c[1] > 0));
+    let iops = log_entries(&dir.path().join("nvmemu_iops.1.log"));
+    assert_eq!(iops.iter().map(|x| x[1]).sum::<u64>(), ios);
+}
+
+#[test]
+fn averaged_iops_logs_add_up_to_the_ios_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = json(&bench_in(
+        dir.path(),
+        &[
+            "--runtime=1",
+            "--time_based",
+            "--write_iops_log=avg",
+            "--log_avg_msec=100",
+            "--output-format=json",
+        ],
+    ));
+    let ios = v["jobs"][0]["read"]["total_ios"].as_u64().unwrap() as f64;
+    let e = log_entries(&dir.path().join("avg_iops.1.log"));
+    assert!(
+        (8..=13).contains(&e.len()),
+        "{} windows in a 1 s run",
+        e.len()
+    );
+    // Each entry is the rate over the window ending at its time.
+    let mut prev = 0;
+    let mut sum = 0.0;
+    for x in &e {
+        assert!(x[0] > prev, "windows end in order");
+        sum += x[1] as f64 * (x[0] - prev) as f64 / 1000.0;
+        prev = x[0];
+    }
+    assert!(
+        (sum - ios).abs() <= ios * 0.05 + 20.0,
+        "log {sum} vs {ios} I/Os"
+    );
+}
