@@ -310,11 +310,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let format = lead.opts.output_format;
     let mut out = Output::open(lead.output.as_deref())?;
-    if format.normal {
+    // fio's job lines head the report (printed with it, so a run that fails to start
+    // prints nothing on stdout).
+    let header = if format.normal {
         let defs: Vec<(u32, &BenchOptions)> =
             plan.jobs().map(|j| (j.groupid, &j.args.opts)).collect();
-        out.write(&render_header(&defs))?;
-    }
+        render_header(&defs)
+    } else {
+        String::new()
+    };
     let result = match &lead.socket {
         Some(dir) => run_on_socket(&lead, &plan, dir, &stop)?,
         None if lead.lat_breakdown => {
@@ -324,7 +328,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 RunSummary::from_result(&plain).iops,
                 RunSummary::from_result(&result).iops,
             ));
-            out.write(&render(&result, format))?;
+            out.write(&(header + &render(&result, format)))?;
             if let Some(path) = &lead.plot {
                 let mut v: serde_json::Value =
                     serde_json::from_str(&nvmemu_bench::render_json(&result, true))?;
@@ -345,7 +349,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         None => run_embedded(&lead, &plan, &stop, false)?.0,
     };
-    out.write(&render(&result, format))?;
+    out.write(&(header + &render(&result, format)))?;
     if let Some(path) = &lead.plot {
         let json = nvmemu_bench::render_json(&result, true);
         nvmemu_bench::plot::write_svg(&json, path).context("--plot")?;
