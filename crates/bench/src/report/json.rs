@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::groups::{Shown, shown_jobs};
 use super::num::percentiles;
-use super::{GroupStats, group_stats, pct_dist};
+use super::{GroupStats, cpu_pct, group_stats, pct_dist};
 use crate::result::{BenchResult, JobResult};
 use crate::stats::{DirStats, LatStat, RunningStat};
 
@@ -118,14 +118,7 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
         .collect();
     let empty = DirStats::default();
     let runt = o.runtime_ms;
-    let (usr, sys) = if runt == 0 {
-        (0.0, 0.0)
-    } else {
-        (
-            o.usage.usr_ms as f64 * 100.0 / runt as f64,
-            o.usage.sys_ms as f64 * 100.0 / runt as f64,
-        )
-    };
+    let (usr, sys) = cpu_pct(o);
     let total: u64 = st.dirs.iter().map(|d| d.total_ios).sum();
     let depth_total: u64 = st.depth_map.iter().sum();
     let ranges = [

@@ -67,6 +67,18 @@ pub fn group_stats(r: &BenchResult, groupid: u32) -> GroupStats {
     g
 }
 
+/// The job thread's user and system CPU time as percentages of its runtime.
+pub fn cpu_pct(o: &crate::job::JobOutput) -> (f64, f64) {
+    if o.runtime_ms == 0 {
+        return (0.0, 0.0);
+    }
+    let runt = o.runtime_ms as f64;
+    (
+        o.usage.usr_ms as f64 * 100.0 / runt,
+        o.usage.sys_ms as f64 * 100.0 / runt,
+    )
+}
+
 /// Counts as percentages of `total`; non-zero counts show at least `floor`
 /// (fio: 0.1 for depth maps, 0.01 for latency buckets).
 pub fn pct_dist(counts: &[u64], total: u64, floor: f64) -> Vec<f64> {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::groups::{Shown, shown_jobs};
 use super::num::percentiles;
-use super::{GroupStats, group_stats, pct_dist};
+use super::{GroupStats, cpu_pct, group_stats, pct_dist};
 use crate::result::BenchResult;
 use crate::stats::{DirStats, RunningStat};
 
@@ -96,15 +96,7 @@ fn terse_line(r: &BenchResult, s: &Shown, g: &GroupStats) -> String {
     for (i, d) in st.dirs.iter().enumerate().take(2) {
         dir(&mut out, d, o.runtime_ms, g.agg[i], list);
     }
-    let runt = o.runtime_ms as f64;
-    let (usr, sys) = if o.runtime_ms == 0 {
-        (0.0, 0.0)
-    } else {
-        (
-            o.usage.usr_ms as f64 * 100.0 / runt,
-            o.usage.sys_ms as f64 * 100.0 / runt,
-        )
-    };
+    let (usr, sys) = cpu_pct(o);
     let _ = write!(
         out,
         ";{usr:.6}%;{sys:.6}%;{};{};{}",

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::groups::{Shown, group_ids, shown_jobs};
 use super::num::{Unit, num2str, percentile_block, percentiles, scale_lat};
-use super::{GroupStats, group_stats, pct_dist};
+use super::{GroupStats, cpu_pct, group_stats, pct_dist};
 use crate::result::{BenchResult, JobResult, ctime_utc};
 use crate::stats::{DirStats, RunningStat};
 
@@ -174,15 +174,7 @@ fn job_status(out: &mut String, shown: &Shown, g: &GroupStats) {
     lat_dist(out, "nsec", &st.lat_buckets.n, total);
     lat_dist(out, "usec", &st.lat_buckets.u, total);
     lat_dist(out, "msec", &st.lat_buckets.m, total);
-    let runt = o.runtime_ms as f64;
-    let (usr, sys) = if o.runtime_ms == 0 {
-        (0.0, 0.0)
-    } else {
-        (
-            o.usage.usr_ms as f64 * 100.0 / runt,
-            o.usage.sys_ms as f64 * 100.0 / runt,
-        )
-    };
+    let (usr, sys) = cpu_pct(o);
     let _ = writeln!(
         out,
         "  cpu          : usr={usr:3.2}%, sys={sys:3.2}%, ctx={}, majf={}, minf={}",
