@@ -515,6 +515,15 @@ mod tests {
             BdevErrorKind::Buffer
         );
         let s = b.bdev().stats().snapshot();
+        // Each timed operation took some time, and one of each kind was counted.
+        for l in [s.read_latency, s.write_latency, s.unmap_latency] {
+            if nvmemu_mem::global_clock().is_tsc() {
+                assert!(
+                    l.min_ns > 0 && l.min_ns == l.max_ns && l.sum_ns == l.min_ns,
+                    "{l:?}"
+                );
+            }
+        }
         assert_eq!(
             s,
             BdevStatsSnapshot {
@@ -529,6 +538,9 @@ mod tests {
                 bytes_compared: 8192,
                 num_compare_ops: 2,
                 num_flush_ops: 1,
+                read_latency: s.read_latency,
+                write_latency: s.write_latency,
+                unmap_latency: s.unmap_latency,
             }
         );
     }

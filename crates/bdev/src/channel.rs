@@ -8,11 +8,13 @@ use std::sync::Arc;
 
 use nvmemu_mem::MmapRegion;
 
+use crate::latency;
 use crate::stats::SharedCounters;
 use crate::{Bdev, BdevError};
 
 /// I/O on a [`Bdev`] from one thread at a time. Every method checks its byte range and
-/// counts what succeeded in the channel's own counters (summed into the bdev's by
+/// counts what succeeded (Read, Write and Deallocate also their latency) in the channel's own
+/// counters (summed into the bdev's by
 /// [`BdevStats::snapshot`](crate::BdevStats::snapshot)).
 ///
 /// `Send` but not `Sync`: it may move to a poller thread, but only one thread uses it at a
@@ -70,7 +72,9 @@ impl BdevChannel {
         dst_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
+        let t0 = latency::start();
         self.bdev.read(offset, dst, dst_offset, len)?;
+        self.counters.read_latency.record_since(t0);
         self.counters.record_read(len);
         Ok(())
     }
@@ -84,7 +88,9 @@ impl BdevChannel {
         src_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
+        let t0 = latency::start();
         self.bdev.write(offset, src, src_offset, len)?;
+        self.counters.write_latency.record_since(t0);
         self.counters.record_write(len);
         Ok(())
     }
@@ -111,7 +117,9 @@ impl BdevChannel {
 
     /// Deallocate `len` bytes at `offset`; they read back as zeroes.
     pub fn deallocate(&self, offset: u64, len: u64) -> Result<(), BdevError> {
+        let t0 = latency::start();
         self.bdev.deallocate(offset, len)?;
+        self.counters.unmap_latency.record_since(t0);
         self.counters.record_unmap(len);
         Ok(())
     }

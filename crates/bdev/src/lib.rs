@@ -30,11 +30,13 @@
 mod bdev;
 mod channel;
 mod error;
+mod latency;
 mod malloc;
 mod stats;
 
 pub use bdev::{Bdev, BdevKind};
 pub use channel::BdevChannel;
 pub use error::{BdevError, BdevErrorKind, BdevOp};
+pub use latency::Latency;
 pub use malloc::{MallocBacking, MemoryReport, WRITE_ZEROES_DISCARD_THRESHOLD};
 pub use stats::{BdevStats, BdevStatsSnapshot};

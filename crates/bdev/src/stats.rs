@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_utils::CachePadded;
 
+use crate::latency::{Latency, LatencyCounter};
+
 /// Add `by` to a counter that has exactly one writer: a load and a store, not a locked
 /// add. Readers on other threads see each value whole (Relaxed 64-bit atomics), possibly a
 /// little late.
@@ -35,6 +37,10 @@ pub(crate) struct ChannelCounters {
     bytes_compared: AtomicU64,
     num_compare_ops: AtomicU64,
     num_flush_ops: AtomicU64,
+    /// Timed around the backend call of each successful Read, Write and Deallocate.
+    pub(crate) read_latency: LatencyCounter,
+    pub(crate) write_latency: LatencyCounter,
+    pub(crate) unmap_latency: LatencyCounter,
 }
 
 /// Padded so that no two channels' counters share a cache line.
@@ -87,6 +93,9 @@ impl ChannelCounters {
             bytes_compared: self.bytes_compared.load(Relaxed),
             num_compare_ops: self.num_compare_ops.load(Relaxed),
             num_flush_ops: self.num_flush_ops.load(Relaxed),
+            read_latency: self.read_latency.load(),
+            write_latency: self.write_latency.load(),
+            unmap_latency: self.unmap_latency.load(),
         }
     }
 }
@@ -162,6 +171,12 @@ pub struct BdevStatsSnapshot {
     pub num_compare_ops: u64,
     /// Flush operations.
     pub num_flush_ops: u64,
+    /// Time the Reads counted in `num_read_ops` took.
+    pub read_latency: Latency,
+    /// Time the Writes counted in `num_write_ops` took.
+    pub write_latency: Latency,
+    /// Time the Deallocates counted in `num_unmap_ops` took.
+    pub unmap_latency: Latency,
 }
 
 impl std::ops::AddAssign for BdevStatsSnapshot {
@@ -179,6 +194,9 @@ impl std::ops::AddAssign for BdevStatsSnapshot {
         self.bytes_compared = self.bytes_compared.wrapping_add(o.bytes_compared);
         self.num_compare_ops = self.num_compare_ops.wrapping_add(o.num_compare_ops);
         self.num_flush_ops = self.num_flush_ops.wrapping_add(o.num_flush_ops);
+        self.read_latency += o.read_latency;
+        self.write_latency += o.write_latency;
+        self.unmap_latency += o.unmap_latency;
     }
 }
 
@@ -211,6 +229,7 @@ mod tests {
                 bytes_compared: 7,
                 num_compare_ops: 1,
                 num_flush_ops: 1,
+                ..BdevStatsSnapshot::default()
             }
         );
     }

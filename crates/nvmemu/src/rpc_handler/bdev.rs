@@ -435,6 +435,16 @@ fn iostat_entry(name: &str, b: &Bdev) -> BdevIostatEntry {
         num_write_ops: s.num_write_ops,
         bytes_unmapped: s.bytes_unmapped,
         num_unmap_ops: s.num_unmap_ops,
+        // TICK_RATE is 1 GHz: a tick is a nanosecond.
+        read_latency_ticks: s.read_latency.sum_ns,
+        max_read_latency_ticks: s.read_latency.max_ns,
+        min_read_latency_ticks: s.read_latency.min_ns,
+        write_latency_ticks: s.write_latency.sum_ns,
+        max_write_latency_ticks: s.write_latency.max_ns,
+        min_write_latency_ticks: s.write_latency.min_ns,
+        unmap_latency_ticks: s.unmap_latency.sum_ns,
+        max_unmap_latency_ticks: s.unmap_latency.max_ns,
+        min_unmap_latency_ticks: s.unmap_latency.min_ns,
         ..BdevIostatEntry::default()
     }
 }
