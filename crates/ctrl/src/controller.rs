@@ -303,6 +303,8 @@ impl Controller {
             data_units_written: data_units(c.bytes_written),
             bad_doorbells: c.bad_doorbells,
             memory_faults: c.memory_faults,
+            admin_qpairs_created: c.admin_qpairs_created,
+            io_qpairs_created: c.io_qpairs_created,
             queues: self.queues.sqs().map(|(qid, sq)| (qid, sq.stats)).collect(),
         }
     }
@@ -441,6 +443,7 @@ impl Controller {
                     cq.ring.clear();
                     self.queues.insert_cq(Qid::ADMIN, cq);
                     self.queues.insert_sq(Qid::ADMIN, sq);
+                    self.counters.admin_qpairs_created += 1;
                 }
             }
         }

@@ -41,6 +41,10 @@ pub(crate) struct CtrlCounters {
     pub(crate) bad_doorbells: u64,
     /// Times client memory vanished under an access (each one made the controller fatal).
     pub(crate) memory_faults: u64,
+    /// Admin queue pairs created (one per enable).
+    pub(crate) admin_qpairs_created: u64,
+    /// I/O submission queues created (Create I/O Submission Queue that succeeded).
+    pub(crate) io_qpairs_created: u64,
 }
 
 impl CtrlCounters {
@@ -80,8 +84,24 @@ pub struct ControllerStats {
     /// Accesses to client memory that found the page gone (the client shrank the file
     /// behind a DMA region); each one set Controller Fatal Status.
     pub memory_faults: u64,
+    /// Admin queue pairs created so far (one per enable: SPDK's poll group `admin_qpairs`).
+    pub admin_qpairs_created: u64,
+    /// I/O queue pairs created so far (one per Create I/O Submission Queue: `io_qpairs`).
+    pub io_qpairs_created: u64,
     /// Per submission queue counters, admin queue first.
     pub queues: Vec<(Qid, QueueCounters)>,
+}
+
+impl ControllerStats {
+    /// Admin queue pairs live now: 1 while the controller is enabled, else 0.
+    pub fn current_admin_qpairs(&self) -> u64 {
+        self.queues.iter().filter(|(q, _)| *q == Qid::ADMIN).count() as u64
+    }
+
+    /// I/O queue pairs (submission queues) live now.
+    pub fn current_io_qpairs(&self) -> u64 {
+        self.queues.iter().filter(|(q, _)| *q != Qid::ADMIN).count() as u64
+    }
 }
 
 /// SMART data units: thousands of 512-byte units, rounded up (NVMe Base 1.4, Figure 196).

@@ -208,3 +208,37 @@ fn disabling_with_queues_live_drops_what_was_queued() {
 fn a_function_reset_with_queues_live_drops_what_was_queued() {
     reset_with_queues_live(|h| h.ctrl.reset());
 }
+
+/// What `nvmf_get_stats` reports per poll group: queue pairs created so far and live now.
+fn qpairs(h: &TestHost) -> (u64, u64, u64, u64) {
+    let s = h.ctrl.stats();
+    (
+        s.admin_qpairs_created,
+        s.io_qpairs_created,
+        s.current_admin_qpairs(),
+        s.current_io_qpairs(),
+    )
+}
+
+#[test]
+fn queue_pair_counts_follow_creation_deletion_and_reset() {
+    let mut h = TestHost::new();
+    assert_eq!(qpairs(&h), (0, 0, 0, 0));
+    h.enable();
+    assert_eq!(qpairs(&h), (1, 0, 1, 0));
+    h.create_io_pair(1, 16);
+    h.create_io_pair(2, 16);
+    assert_eq!(qpairs(&h), (1, 2, 1, 2));
+    delete_pair(&mut h, 2);
+    assert_eq!(qpairs(&h), (1, 2, 1, 1));
+    // A refused creation (the CQ does not exist) creates nothing.
+    let bad = h.admin(create_sq(3, 16, layout::IO_SQ, 3));
+    assert!(!bad.status().is_success());
+    assert_eq!(qpairs(&h), (1, 2, 1, 1));
+    // Disable drops every queue; the totals stay, and the next enable adds an admin pair.
+    h.write_reg32(nvmemu_spec::regs::CC, 0);
+    assert_eq!(qpairs(&h), (1, 2, 0, 0));
+    h.enable();
+    h.create_io_pair(1, 16);
+    assert_eq!(qpairs(&h), (2, 3, 1, 1));
+}

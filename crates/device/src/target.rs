@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use nvmemu_bdev::Bdev;
-use nvmemu_ctrl::{Controller, ControllerConfig, Namespace};
+use nvmemu_ctrl::{Controller, ControllerConfig, ControllerStats, Namespace};
 use nvmemu_spec::Nsid;
 use nvmemu_vfio_user::{Deadlines, Listener, StopSignal};
 
@@ -245,6 +245,22 @@ impl Target {
         entries
             .iter()
             .map(|e| (e.id, e.socket_dir.clone()))
+            .collect()
+    }
+
+    /// Every controller's counters, with the index of the poller that owns it (the order of
+    /// [`Target::poller_stats`]). One mailbox call per controller; a controller removed
+    /// meanwhile is left out.
+    pub fn controller_stats(&self) -> Vec<(usize, ControllerStats)> {
+        let ids: Vec<(ControllerId, usize)> = {
+            let entries = self.controllers.lock().unwrap_or_else(|e| e.into_inner());
+            entries.iter().map(|e| (e.id, e.poller)).collect()
+        };
+        ids.into_iter()
+            .filter_map(|(id, poller)| {
+                let stats = self.on_controller(id, |c| c.ctrl.stats()).ok()?;
+                Some((poller, stats))
+            })
             .collect()
     }
 

@@ -120,6 +120,7 @@ impl Controller {
         let ring = self.new_ring(base, u64::from(size) * SQE_SIZE, Access::Read)?;
         let sq = SubmissionQueue::new(size, cqid, ring);
         self.queues.insert_sq(qid, sq);
+        self.counters.io_qpairs_created += 1;
         self.reset_doorbell(sq_tail_doorbell(qid));
         if let Some(db) = &self.dbbuf {
             db.init_sq(qid);

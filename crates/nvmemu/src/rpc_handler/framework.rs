@@ -3,6 +3,7 @@
 //! `spdk_get_version`, `framework_get_reactors`, `nvmf_get_stats` (both from the pollers'
 //! counters) and `save_config`.
 
+use nvmemu_ctrl::ControllerStats;
 use nvmemu_device::Target;
 use nvmemu_rpc::RpcError;
 use nvmemu_rpc::methods::framework::{
@@ -85,23 +86,29 @@ fn cpumask(core: usize) -> String {
     }
 }
 
-/// One poll group per poller; `completed_nvme_io` counts the commands it completed.
+/// One poll group per poller; `completed_nvme_io` counts the commands it completed, the
+/// qpair counts add up its controllers' queues (created so far, and live now) as SPDK counts
+/// the qpairs of a poll group. Controllers removed since are no longer counted.
 pub(crate) fn nvmf_stats(target: &Target) -> Result<Value, RpcError> {
+    let controllers = target.controller_stats();
     let poll_groups = target
         .poller_stats()
         .into_iter()
         .enumerate()
-        .map(|(i, (_, s))| PollGroupStats {
-            name: format!("nvmf_tgt_poll_group_{i:03}"),
-            admin_qpairs: 0,
-            io_qpairs: 0,
-            current_admin_qpairs: 0,
-            current_io_qpairs: 0,
-            pending_bdev_io: 0,
-            completed_nvme_io: s.commands,
-            transports: vec![PollGroupTransportStats {
-                trtype: nvmf::VFIOUSER.into(),
-            }],
+        .map(|(i, (_, s))| {
+            let mine = || controllers.iter().filter(|(p, _)| *p == i).map(|(_, c)| c);
+            PollGroupStats {
+                name: format!("nvmf_tgt_poll_group_{i:03}"),
+                admin_qpairs: mine().map(|c| c.admin_qpairs_created).sum(),
+                io_qpairs: mine().map(|c| c.io_qpairs_created).sum(),
+                current_admin_qpairs: mine().map(ControllerStats::current_admin_qpairs).sum(),
+                current_io_qpairs: mine().map(ControllerStats::current_io_qpairs).sum(),
+                pending_bdev_io: 0,
+                completed_nvme_io: s.commands,
+                transports: vec![PollGroupTransportStats {
+                    trtype: nvmf::VFIOUSER.into(),
+                }],
+            }
         })
         .collect();
     to_value(NvmfStats {
