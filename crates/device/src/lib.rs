@@ -26,6 +26,12 @@ pub use nvmemu_vfio_user::Deadlines;
 pub use poller::{Backoff, PollerStatsSnapshot};
 pub use target::{ControllerSpec, Target, TargetConfig, TargetError, socket_path};
 
+/// The PCI function without a [`Target`] around it, for a harness that serves one
+/// connection in-process and runs the poller's mailbox itself (the fuzz target
+/// `vfio_user_device`).
+#[cfg(feature = "test-utils")]
+pub use function::{NvmeFunction, create_doorbells};
+
 /// Identifies a controller within a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ControllerId(pub u32);

@@ -82,23 +82,7 @@ impl Client {
 
     /// [`Client::from_stream`] with `limit` for each request and its reply.
     pub fn from_stream_within(stream: UnixStream, limit: Duration) -> Result<Client, ClientError> {
-        stream
-            .set_nonblocking(false)
-            .map_err(ClientError::Connect)?;
-        // A server that stops reading makes a blocking send fail (EAGAIN) after `limit`.
-        stream
-            .set_write_timeout(Some(limit.max(Duration::from_millis(1))))
-            .map_err(ClientError::Connect)?;
-        let mut client = Client {
-            channel: Channel::new(stream, MAX_PAYLOAD).with_limits(Limits {
-                idle_deadline: None,
-                message: Some(limit),
-                send: None,
-            }),
-            next_id: 0,
-            server: ServerCaps::default(),
-            limit,
-        };
+        let mut client = Self::unnegotiated(stream, limit)?;
         let mut payload = VersionWire { major: 0, minor: 0 }.as_bytes().to_vec();
         payload.extend_from_slice(CLIENT_CAPABILITIES.as_bytes());
         payload.push(0);
@@ -115,6 +99,29 @@ impl Client {
                 reason,
             })?;
         Ok(client)
+    }
+
+    /// A client over `stream` that has sent nothing yet, not even VERSION: for hostile
+    /// clients (tests, fuzzing) that speak through the `raw_*` calls. `limit` bounds each
+    /// send and each message once its first byte has arrived.
+    pub fn unnegotiated(stream: UnixStream, limit: Duration) -> Result<Client, ClientError> {
+        stream
+            .set_nonblocking(false)
+            .map_err(ClientError::Connect)?;
+        // A server that stops reading makes a blocking send fail (EAGAIN) after `limit`.
+        stream
+            .set_write_timeout(Some(limit.max(Duration::from_millis(1))))
+            .map_err(ClientError::Connect)?;
+        Ok(Client {
+            channel: Channel::new(stream, MAX_PAYLOAD).with_limits(Limits {
+                idle_deadline: None,
+                message: Some(limit),
+                send: None,
+            }),
+            next_id: 0,
+            server: ServerCaps::default(),
+            limit,
+        })
     }
 
     /// What the server advertised in its VERSION reply.
