@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../fuzz"
 target=${1:?usage: tests/fuzz/long.sh TARGET [CPU_SECONDS]}
 budget=${2:-3600}
-cargo fuzz list | grep -qx "$target" || { echo "fuzz: no target '$target' (cargo fuzz list)" >&2; exit 2; }
+cargo fuzz list | grep -x "$target" >/dev/null || { echo "fuzz: no target '$target' (cargo fuzz list)" >&2; exit 2; }
 
 cargo +nightly fuzz build --release "$target" >/dev/null
 binary=target/x86_64-unknown-linux-gnu/release/$target
