@@ -6,6 +6,8 @@
 mod device;
 mod dma;
 mod irq;
+#[cfg(test)]
+mod props;
 mod region;
 mod version;
 
