@@ -4,3 +4,4 @@
 //! its input and its invariants. Built only by cargo-fuzz (nightly), outside the workspace.
 
 pub mod device;
+pub mod rpc;

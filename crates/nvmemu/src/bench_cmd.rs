@@ -176,17 +176,7 @@ pub fn attach(
     Ok(ctrl)
 }
 
-/// `e` and its sources on one line, `outer: inner: ...`.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+pub use nvmemu::error_chain;
 
 /// One [`DriverQueue`] per job on namespace `nsid`; `stop` is the run's stop flag.
 pub fn make_queues(

@@ -12,11 +12,12 @@ mod engine;
 mod id_print;
 mod identify;
 mod ns_spec;
-mod rpc_handler;
 mod serve;
 mod signals;
 mod size;
 mod stat;
+
+use nvmemu::rpc_handler;
 
 use clap::{Parser, Subcommand};
 

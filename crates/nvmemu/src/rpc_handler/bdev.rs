@@ -397,7 +397,7 @@ fn create_malloc(n: &NewBdev, backing: MallocBacking) -> Result<Bdev, BdevError>
 
 /// The one-line RPC error for a failed creation: what was wrong and what to do.
 fn create_error(n: &NewBdev, e: &BdevError) -> RpcError {
-    let what = crate::bench_cmd::error_chain(e);
+    let what = crate::error_chain(e);
     let name = &n.name;
     match (e.kind(), n.kind) {
         (BdevErrorKind::InvalidGeometry, _) => RpcError::errno_msg(
