@@ -7,9 +7,10 @@
 //! Invariants, beyond "no panic" and libFuzzer's memory limit: every received value gets
 //! exactly the responses JSON-RPC 2.0 prescribes (one per request with an id, carrying it;
 //! an error with id null for an invalid one; nothing for a notification), each well formed
-//! with a JSON-RPC code or SPDK's -errno; no malloc bdev of absurd size is ever created
-//! (those requests must be refused); afterwards a fresh request creates a bdev and
-//! `bdev_get_bdevs` reports it.
+//! with a JSON-RPC code or SPDK's -errno; a malloc bdev of 2^48 bytes or more is refused
+//! (sizes from 256 KiB up to that are shrunk before dispatch: they may rightly succeed, and
+//! would take the machine's memory); afterwards a fresh request creates a bdev, a second
+//! create of its name is refused with EEXIST, and it is deleted exactly once.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -42,15 +43,27 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         }
     }
 
-    let created = server.call(
-        "bdev_malloc_create",
-        json!({"name": CHECK_NAME, "num_blocks": 16, "block_size": 512}),
-    );
+    // A fresh request still works, and the registry is coherent: the bdev exists (a second
+    // create is refused), is deleted once, and is gone.
+    let bdev = json!({"name": CHECK_NAME, "num_blocks": 16, "block_size": 512});
+    let created = server.call("bdev_malloc_create", bdev.clone());
     assert_eq!(
         created["result"], CHECK_NAME,
         "a good create fails afterwards: {created}"
     );
-    let got = server.call("bdev_get_bdevs", json!({"name": CHECK_NAME}));
-    assert_eq!(got["result"][0]["num_blocks"], 16, "{got}");
+    let again = server.call("bdev_malloc_create", bdev);
+    assert_eq!(
+        again["error"]["code"], -17,
+        "a second create with the name: {again}"
+    );
+    let name = json!({"name": CHECK_NAME});
+    assert_eq!(
+        server.call("bdev_malloc_delete", name.clone())["result"],
+        true
+    );
+    assert_eq!(
+        server.call("bdev_malloc_delete", name)["error"]["code"],
+        -19
+    );
     server.finish();
 });

@@ -4,6 +4,8 @@
 use nvmemu_rpc::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
 use serde_json::Value;
 
+use super::server::ABSURD;
+
 /// JSON-RPC's own codes, or SPDK's `-errno` (errno values are below 134 on Linux).
 fn valid_code(code: i64) -> bool {
     matches!(
@@ -74,9 +76,26 @@ fn response(r: &Value) {
     assert_eq!(m.len(), 3, "unexpected members: {r}");
 }
 
+/// Whether `item` asks for a malloc bdev of at least [`ABSURD`] bytes (or a size that
+/// overflows): more than the address space, so it must be refused.
+fn absurd_malloc(item: &Value) -> bool {
+    let p = &item["params"];
+    if item["method"] != "bdev_malloc_create" {
+        return false;
+    }
+    match (p["num_blocks"].as_u64(), p["block_size"].as_u64()) {
+        (Some(n), Some(bs)) if n > 0 && bs > 0 => n.checked_mul(bs).is_none_or(|b| b >= ABSURD),
+        _ => false,
+    }
+}
+
 /// `r` answers an item that expected `e`.
 fn answers(e: &Expect, r: &Value, item: &Value) {
     response(r);
+    assert!(
+        !(absurd_malloc(item) && r.get("result").is_some()),
+        "an absurdly large malloc bdev was created: {item} got {r}"
+    );
     match e {
         Expect::Id(id) => assert_eq!(&r["id"], id, "a reply to another request: {r} for {item}"),
         Expect::NullError => assert!(
