@@ -9,9 +9,10 @@ mod app;
 mod bdev;
 mod histogram;
 mod nvmf;
+mod params;
 
 use clap::Subcommand;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub use app::{KillArgs, RpcGetMethodsArgs, SaveConfigArgs};
 pub use bdev::{GetBdevsArgs, IostatArgs, MallocCreateArgs, NameArg, NullCreateArgs};
@@ -20,6 +21,8 @@ pub use nvmf::{
     AddListenerArgs, AddNsArgs, CreateSubsystemArgs, CreateTransportArgs, DeleteSubsystemArgs,
     GetSubsystemsArgs, GetTransportsArgs, RemoveListenerArgs, RemoveNsArgs, TgtNameArg,
 };
+pub use params::ArgError;
+use params::P;
 
 /// How rpc.py prints a method's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,31 +44,6 @@ pub struct CliCall {
     pub params: Value,
     /// How to print the result.
     pub print: PrintStyle,
-}
-
-/// A command line rpc.py would reject after parsing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ArgError(pub String);
-
-/// Builds a params object the way `remove_null(kwargs)` does.
-#[derive(Default)]
-struct P(Map<String, Value>);
-
-impl P {
-    fn set(mut self, k: &str, v: impl Into<Value>) -> Self {
-        self.0.insert(k.to_owned(), v.into());
-        self
-    }
-    fn opt<T: Into<Value>>(self, k: &str, v: Option<T>) -> Self {
-        match v {
-            Some(v) => self.set(k, v),
-            None => self,
-        }
-    }
-    fn done(self) -> Value {
-        Value::Object(self.0)
-    }
 }
 
 /// The methods `nvmemu rpc` knows, with rpc.py's arguments.

@@ -4,7 +4,7 @@
 use clap::{ArgAction, Args};
 use serde_json::Value;
 
-use super::P;
+use super::params::P;
 
 #[derive(Debug, Clone, Args)]
 #[allow(missing_docs)]
