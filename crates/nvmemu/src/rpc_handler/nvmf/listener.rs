@@ -13,8 +13,7 @@ use nvmemu_rpc::{Errno, RpcError};
 use serde_json::Value;
 
 use super::super::State;
-use super::subsystem::{model, serial};
-use super::{ListenerEntry, VFIOUSER, subsystem_mut, target_error};
+use super::{ListenerEntry, VFIOUSER, model, serial, subsystem_mut, target_error};
 
 pub(super) fn listener_info(a: &ListenAddress) -> ListenerInfo {
     ListenerInfo {

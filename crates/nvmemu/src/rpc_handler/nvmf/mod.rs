@@ -17,7 +17,8 @@ use nvmemu_ctrl::Namespace;
 use nvmemu_device::ControllerId;
 use nvmemu_rpc::RpcError;
 use nvmemu_rpc::methods::nvmf::{
-    DEFAULT_MAX_NAMESPACES, ListenAddress, NvmfCreateSubsystemParams, NvmfCreateTransportParams,
+    DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL_NUMBER, DEFAULT_SERIAL_NUMBER, ListenAddress,
+    NvmfCreateSubsystemParams, NvmfCreateTransportParams,
 };
 use serde_json::{Value, json};
 
@@ -29,7 +30,6 @@ pub(crate) use transport::{create_transport, get_transports};
 use super::State;
 use listener::listener_info;
 use namespace::namespace_info;
-use subsystem::{model, serial};
 use transport::transport_info;
 
 /// The only transport type served.
@@ -81,6 +81,16 @@ impl Subsystem {
             n => n,
         }
     }
+}
+
+/// The serial number a subsystem's controllers report (SPDK's default when none was given).
+fn serial(p: &NvmfCreateSubsystemParams) -> &str {
+    p.serial_number.as_deref().unwrap_or(DEFAULT_SERIAL_NUMBER)
+}
+
+/// The model number a subsystem's controllers report.
+fn model(p: &NvmfCreateSubsystemParams) -> &str {
+    p.model_number.as_deref().unwrap_or(DEFAULT_MODEL_NUMBER)
 }
 
 /// Names of the bdevs used by a namespace.

@@ -4,16 +4,14 @@
 use std::collections::BTreeMap;
 
 use nvmemu_device::Target;
-use nvmemu_rpc::methods::nvmf::{
-    DEFAULT_MODEL_NUMBER, DEFAULT_SERIAL_NUMBER, HostInfo, NvmfCreateSubsystemParams, SubsystemInfo,
-};
+use nvmemu_rpc::methods::nvmf::{HostInfo, NvmfCreateSubsystemParams, SubsystemInfo};
 use nvmemu_rpc::{Errno, RpcError};
 use serde_json::Value;
 
 use super::super::{State, to_value};
 use super::listener::listener_info;
 use super::namespace::namespace_info;
-use super::{DISCOVERY_NQN, MAX_NAMESPACES_LIMIT, MAX_NQN, Subsystem, no_subsystem};
+use super::{DISCOVERY_NQN, MAX_NAMESPACES_LIMIT, MAX_NQN, Subsystem, model, no_subsystem, serial};
 
 fn check_text(param: &str, text: &str, max: usize) -> Result<(), RpcError> {
     if text.len() > max || !text.bytes().all(|b| (0x20..0x7F).contains(&b)) {
@@ -103,14 +101,6 @@ fn subsystem_info(nqn: &str, s: &Subsystem) -> SubsystemInfo {
                 .collect(),
         ),
     }
-}
-
-pub(super) fn serial(p: &NvmfCreateSubsystemParams) -> &str {
-    p.serial_number.as_deref().unwrap_or(DEFAULT_SERIAL_NUMBER)
-}
-
-pub(super) fn model(p: &NvmfCreateSubsystemParams) -> &str {
-    p.model_number.as_deref().unwrap_or(DEFAULT_MODEL_NUMBER)
 }
 
 pub(crate) fn get_subsystems(st: &State, nqn: Option<&str>) -> Result<Value, RpcError> {
