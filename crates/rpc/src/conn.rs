@@ -12,7 +12,8 @@ use serde_json::Value;
 use crate::dispatch::{Caller, Handler, error_reply, handle_message_for};
 use crate::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
 use crate::framer::{FrameError, Framer};
-use crate::server::{Limits, Slot};
+use crate::limits::Limits;
+use crate::slot::Slot;
 use crate::stop::{StopHandle, Wake};
 
 /// Serves one connection until EOF, an error that closes it, a missed deadline or stop.

@@ -32,8 +32,10 @@ mod conn;
 mod dispatch;
 mod error;
 mod framer;
+mod limits;
 pub mod methods;
 mod server;
+mod slot;
 mod stop;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
@@ -52,9 +54,8 @@ pub use error::{
     PARSE_ERROR, RpcError,
 };
 pub use framer::{FrameError, Framer, MAX_MESSAGE_BYTES};
+pub use limits::{Limits, MAX_CONNECTIONS, MAX_REQUEST_BYTES};
 pub use methods::{METHODS, Request};
 pub use nvmemu_sockfile::{Access, BindError};
-pub use server::{
-    DEFAULT_SOCKET, Limits, MAX_CONNECTIONS, MAX_REQUEST_BYTES, RpcSocket, serve, serve_on,
-};
+pub use server::{DEFAULT_SOCKET, RpcSocket, serve, serve_on};
 pub use stop::StopHandle;

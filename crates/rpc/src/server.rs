@@ -32,49 +32,20 @@ use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nvmemu_sockfile::{Access, BindError, SocketFile};
 
 use crate::conn::serve_slot;
 use crate::dispatch::{Handler, error_reply};
 use crate::error::{Errno, RpcError};
+use crate::limits::Limits;
+use crate::slot::{Activity, Slot};
 use crate::stop::{StopHandle, Wake};
 
 /// Default socket path of `nvmemu serve`.
 pub const DEFAULT_SOCKET: &str = "/var/tmp/nvmemu.sock";
-/// Connections served at once by default (SPDK's `SPDK_JSONRPC_MAX_CONNS`).
-pub const MAX_CONNECTIONS: usize = 64;
-/// Largest request by default: 1 MiB (the largest real one, `nvmf_subsystem_add_ns` with
-/// every option, is under 1 KiB).
-pub const MAX_REQUEST_BYTES: usize = 1 << 20;
-
-/// What one client may take of the server (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// From the first byte of a request to its last. Default 5 s.
-    pub request: Duration,
-    /// For the client to take each reply off the socket. Default 10 s.
-    pub reply: Duration,
-    /// Largest request, in bytes. Default [`MAX_REQUEST_BYTES`].
-    pub max_request_bytes: usize,
-    /// Connections served at once. Default [`MAX_CONNECTIONS`].
-    pub max_connections: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            request: Duration::from_secs(5),
-            reply: Duration::from_secs(10),
-            max_request_bytes: MAX_REQUEST_BYTES,
-            max_connections: MAX_CONNECTIONS,
-        }
-    }
-}
-
 /// The server's listening socket. Bound on its own, before serving, so that a path that is
 /// taken stops a program's start-up with one clear error.
 #[derive(Debug)]
@@ -131,97 +102,6 @@ pub fn serve_on(
     result
 }
 
-/// What a connection is doing, as the accept loop sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum Activity {
-    /// Reading, writing or idle: may be closed to make room.
-    Open = 0,
-    /// Inside a handler call: kept.
-    Calling = 1,
-    /// Closed to make room; its thread is leaving.
-    Evicted = 2,
-}
-
-/// One connection's shared state: its activity and its socket, so that the accept loop can
-/// close it to make room.
-#[derive(Debug)]
-pub(crate) struct Slot {
-    activity: AtomicU8,
-    /// Last read or finished call, in ms since the pool's epoch.
-    last_active: AtomicU64,
-    epoch: Instant,
-    stream: UnixStream,
-}
-
-impl Slot {
-    pub(crate) fn new(stream: UnixStream, epoch: Instant) -> Slot {
-        let slot = Slot {
-            activity: AtomicU8::new(Activity::Open as u8),
-            last_active: AtomicU64::new(0),
-            epoch,
-            stream,
-        };
-        slot.touch();
-        slot
-    }
-
-    /// Records activity now.
-    pub(crate) fn touch(&self) {
-        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-        // Relaxed: only a hint for choosing whom to evict.
-        self.last_active.store(ms, Ordering::Relaxed);
-    }
-
-    /// Open -> Calling; false if the connection was evicted (its client then gets no reply).
-    pub(crate) fn enter_call(&self) -> bool {
-        // AcqRel: this and `evict`'s exchange decide, once, whether the call or the eviction
-        // happens; whoever loses sees the other's state.
-        self.activity
-            .compare_exchange(
-                Activity::Open as u8,
-                Activity::Calling as u8,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok()
-    }
-
-    /// Calling -> Open.
-    pub(crate) fn leave_call(&self) {
-        self.touch();
-        // Release pairs with the Acquire of `evict`'s exchange.
-        self.activity.store(Activity::Open as u8, Ordering::Release);
-    }
-
-    /// Open -> Evicted, and shuts the socket down so that the connection's thread wakes and
-    /// leaves. False if the connection is inside a call (or already evicted).
-    fn evict(&self) -> bool {
-        let won = self
-            .activity
-            .compare_exchange(
-                Activity::Open as u8,
-                Activity::Evicted as u8,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok();
-        if won {
-            self.shut_down();
-        }
-        won
-    }
-
-    /// Shuts the socket down in both directions (the peer sees EOF).
-    pub(crate) fn shut_down(&self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
-    }
-
-    fn activity(&self) -> u8 {
-        self.activity.load(Ordering::Acquire)
-    }
-}
-
 #[derive(Debug)]
 struct Conn {
     thread: JoinHandle<()>,
@@ -255,14 +135,14 @@ impl Pool {
             .iter()
             .filter(|c| c.slot.activity() == Activity::Open as u8)
             .collect();
-        open.sort_by_key(|c| c.slot.last_active.load(Ordering::Relaxed));
+        open.sort_by_key(|c| c.slot.last_active_ms());
         for c in open {
             if c.slot.evict() {
                 tracing::info!(
                     "RPC connection quiet for {} ms closed to make room for a new one",
                     u64::try_from(self.epoch.elapsed().as_millis())
                         .unwrap_or(u64::MAX)
-                        .saturating_sub(c.slot.last_active.load(Ordering::Relaxed))
+                        .saturating_sub(c.slot.last_active_ms())
                 );
                 return true;
             }
