@@ -685,7 +685,7 @@ fn resident(s: &Server, name: &str) -> u64 {
         .expect("resident_bytes")
 }
 
-/// Issue 14: a malloc namespace is real memory from creation (RSS at least its size),
+/// A malloc namespace is real memory from creation (RSS at least its size),
 /// `lazy=on` stays sparse, Deallocate and Write Zeroes read back zeroes in both modes
 /// without giving a backed namespace's pages back, and a namespace larger than the machine
 /// is refused with one line while the others keep serving.
