@@ -29,6 +29,8 @@ pub enum Op {
     Read,
     /// NVM Write.
     Write,
+    /// Dataset Management with Deallocate over the range (fio's trim); no data moves.
+    Trim,
 }
 
 impl Op {
@@ -37,6 +39,7 @@ impl Op {
         match self {
             Op::Read => 0,
             Op::Write => 1,
+            Op::Trim => 2,
         }
     }
 }

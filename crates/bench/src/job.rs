@@ -4,9 +4,18 @@
 //! statistics and, in verify mode, writes self-describing blocks and checks
 //! every read against the job's generation table.
 //!
-//! Offsets come from [`Offsets`]: sequential, fio's random map (every unit of the
-//! range once per pass, so a random write then verify checks every block written)
-//! or, with `norandommap`, independent draws.
+//! What to issue comes from [`IoSource`]: direction, size and offset, sequential,
+//! fio's random map (every unit of the range once per pass, so a random write then
+//! verify checks every block written), `norandommap` or a skewed distribution. An
+//! I/O that cannot go yet (its units in flight under verify, `rate` not yet due)
+//! is held and issued next, so the stream does not depend on timing.
+//!
+//! Verify keeps a generation per unit: a write stores the next one in each block's
+//! header, a trim makes the unit read as zeroes; after each loop's main phase every
+//! unit written is read back and checked once (or, with `verify_backlog`, after every
+//! N writes). `verify_only` replays the stream without writing, then reads back.
+//! `thinktime` pauses after `thinktime_blocks` I/Os once they completed; `rate` and
+//! `rate_iops` hold an I/O until its direction is due. Both wait by polling.
 //!
 //! Batching follows fio's options: a doorbell per `iodepth_batch_submit` commands,
 //! a refill once `iodepth_batch_complete_min` slots are free, at most
@@ -26,12 +35,14 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use crate::engine::{EngineError, IoQueue, Op};
-use crate::offsets::Offsets;
+use std::collections::VecDeque;
+
+use crate::next_io::{IoSource, NextIo, SourceSpec};
 pub use crate::offsets::Rng;
 use crate::plan::JobPlan;
 use crate::stats::{IoLatency, JobStats, PendingLatencies};
 use crate::sysinfo::{ThreadUsage, thread_usage};
-use crate::verify::{self, VerifyFailure};
+use crate::verify::{Checksum, GEN_TRIMMED, Method, Verifier, VerifyFailure};
 
 /// Generation value meaning "content unknown" (a failed write); never checked.
 const GEN_UNKNOWN: u32 = u32::MAX;
@@ -89,6 +100,8 @@ pub struct VerifySummary {
     pub errors: u64,
     /// Reads checked and found good.
     pub verified_ios: u64,
+    /// Logical blocks checked and found good.
+    pub verified_blocks: u64,
     /// Reads of blocks with no known content (never written by this job).
     pub unverifiable_ios: u64,
     /// The first few failures.
@@ -115,21 +128,19 @@ pub struct JobOutput {
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
     unit: u64,
+    units: u64,
     lba: u64,
-    op_write: bool,
-    generation: u32,
+    /// 0 read, 1 write, 2 trim.
+    dir: usize,
     start_ns: u64,
     issue_ns: u64,
 }
 
 fn next_gen(g: u32) -> u32 {
-    if g == 0 || g >= GEN_UNKNOWN - 1 {
-        1
-    } else {
-        g + 1
-    }
+    if g == 0 || g >= GEN_TRIMMED { 1 } else { g + 1 }
 }
 
+/// One bit per unit: in flight (verify never has two I/Os on one unit).
 struct Busy(Vec<u64>);
 
 impl Busy {
@@ -137,13 +148,18 @@ impl Busy {
         let i = usize::try_from(u / 64).unwrap_or(usize::MAX);
         self.0.get(i).is_some_and(|w| w & (1 << (u % 64)) != 0)
     }
-    fn set(&mut self, u: u64, on: bool) {
-        let i = usize::try_from(u / 64).unwrap_or(usize::MAX);
-        if let Some(w) = self.0.get_mut(i) {
-            if on {
-                *w |= 1 << (u % 64);
-            } else {
-                *w &= !(1 << (u % 64));
+    fn any(&self, unit: u64, units: u64) -> bool {
+        (unit..unit + units).any(|u| self.get(u))
+    }
+    fn set(&mut self, unit: u64, units: u64, on: bool) {
+        for u in unit..unit + units {
+            let i = usize::try_from(u / 64).unwrap_or(usize::MAX);
+            if let Some(w) = self.0.get_mut(i) {
+                if on {
+                    *w |= 1 << (u % 64);
+                } else {
+                    *w &= !(1 << (u % 64));
+                }
             }
         }
     }
@@ -163,10 +179,58 @@ fn set_gen(gens: &mut [u32], u: u64, g: u32) {
     }
 }
 
+/// What a completed write or trim leaves in each of its units.
+fn apply(gens: &mut [u32], io: NextIo) {
+    for u in io.unit..io.unit + io.units {
+        let g = match io.dir {
+            1 => next_gen(gen_at(gens, u)),
+            2 => GEN_TRIMMED,
+            _ => continue,
+        };
+        set_gen(gens, u, g);
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Main,
     Verify { cursor: u64 },
+}
+
+/// Checks a verify read of `s` (in `buf`) against the generation table.
+fn check_read(
+    plan: &JobPlan,
+    verifier: &Verifier,
+    gens: &[u32],
+    s: &Slot,
+    buf: &[u8],
+    out: &mut VerifySummary,
+) {
+    let unit_len = usize::try_from(u64::from(plan.unit_blocks) * u64::from(plan.block_size))
+        .unwrap_or(usize::MAX);
+    let block_size = usize::try_from(plan.block_size).unwrap_or(512);
+    let mut checked = 0u64;
+    for (i, chunk) in (0u64..s.units).zip(buf.chunks(unit_len.max(1))) {
+        let g = gen_at(gens, s.unit + i);
+        if g == 0 || g == GEN_UNKNOWN {
+            continue;
+        }
+        let lba = s.lba + i * u64::from(plan.unit_blocks);
+        if let Err(f) = verifier.check_io(chunk, lba, block_size, g) {
+            out.errors += 1;
+            if out.first.len() < MAX_VERIFY_DETAILS {
+                out.first.push(f);
+            }
+            return;
+        }
+        checked += u64::from(plan.unit_blocks);
+    }
+    if checked > 0 {
+        out.verified_ios += 1;
+        out.verified_blocks += checked;
+    } else {
+        out.unverifiable_ios += 1;
+    }
 }
 
 /// Runs one job to completion on `q`. `stop` ends it early (as runtime would).
@@ -180,8 +244,10 @@ pub fn run_job(
     let clock = nvmemu_mem::TscClock::new();
     let now = || clock.now_ns();
     let depth = plan.iodepth.max(1);
-    let bs = u64::from(plan.blocks_per_io) * u64::from(plan.block_size);
-    let bs_usize = usize::try_from(bs).unwrap_or(0);
+    let unit_bytes = u64::from(plan.unit_blocks) * u64::from(plan.block_size);
+    let unit_len = usize::try_from(unit_bytes).unwrap_or(0);
+    let max_units = plan.sizes.max();
+    let slot_bytes = usize::try_from(unit_bytes * max_units).unwrap_or(0);
     let block_size = usize::try_from(plan.block_size).unwrap_or(512);
     let mut out = JobOutput {
         stats: JobStats::with_log(plan.log),
@@ -192,15 +258,25 @@ pub fn run_job(
         usage: ThreadUsage::default(),
     };
     progress.set(JobState::Starting);
-    let mut staging = vec![0u8; bs_usize];
-    if let Err(e) = q.setup(depth, bs_usize) {
+    let mut staging = vec![0u8; slot_bytes];
+    if let Err(e) = q.setup(depth, slot_bytes) {
         out.error = Some(e);
         progress.set(JobState::Done);
         return out;
     }
-    if !plan.verify {
+    let vplan = plan.verify.as_ref();
+    let verifier = vplan.map(|v| Verifier::new(v.method.clone(), plan.job));
+    let checking = vplan.is_some_and(|v| v.do_verify);
+    let dry_run = vplan.is_some_and(|v| v.verify_only);
+    let backlog_len = vplan.and_then(|v| v.backlog).filter(|_| checking);
+    if verifier.is_none() {
         // Write buffers get realistic, non-zero content once; no copies per I/O.
-        verify::fill_io(&mut staging, 0, block_size, 0, plan.job);
+        Verifier::new(Method::Header(Checksum::Crc32c), plan.job).fill_io(
+            &mut staging,
+            0,
+            block_size,
+            0,
+        );
         for slot in 0..depth {
             if let Err(e) = q.write_payload(slot, &staging) {
                 out.error = Some(e);
@@ -210,35 +286,46 @@ pub fn run_job(
         }
     }
     let units_len = usize::try_from(plan.units).unwrap_or(0);
-    let mut gens: Vec<u32> = if plan.verify {
+    let mut gens: Vec<u32> = if verifier.is_some() {
         vec![0; units_len]
     } else {
         Vec::new()
     };
-    let mut busy = Busy(if plan.verify {
+    let mut busy = Busy(if verifier.is_some() {
         vec![0; units_len.div_ceil(64)]
     } else {
         Vec::new()
     });
+    // Written units waiting for their backlog check; room for a full backlog plus what
+    // completes while it drains, so it never grows on the hot path.
+    let mut backlog: VecDeque<(u64, u64)> = VecDeque::with_capacity(backlog_len.map_or(0, |n| {
+        usize::try_from(n.min(plan.units)).unwrap_or(0) + depth
+    }));
     let mut slots = vec![Slot::default(); depth];
     let mut free: Vec<usize> = (0..depth).rev().collect();
     let mut batch: Vec<usize> = Vec::with_capacity(depth);
     let mut to_check: Vec<(usize, Slot)> = Vec::with_capacity(depth);
-    let mut rng = Rng::new(plan.seed ^ u64::from(plan.job).wrapping_mul(0x2545_f491_4f6c_dd1d));
-    let mut offsets = Offsets::new(
-        plan.rw.is_random(),
-        plan.random_map,
-        plan.units.max(1),
-        &mut rng,
-    );
-    // A unit the generator handed out that could not be issued yet (still in flight
-    // under verify, or a full queue): issued next, so no unit of a pass is skipped.
-    let mut held: Option<u64> = None;
-    let uniform = matches!(offsets, Offsets::Uniform { .. });
+    let mut source = IoSource::new(SourceSpec {
+        seed: plan.seed ^ u64::from(plan.job).wrapping_mul(0x2545_f491_4f6c_dd1d),
+        random: plan.rw.is_random(),
+        random_map: plan.random_map,
+        distribution: plan.distribution,
+        units: plan.units.max(1),
+        sizes: plan.sizes.clone(),
+        read_pct: plan.read_pct,
+        trim: plan.rw.is_trim(),
+    });
+    let mut pacer = plan.pacer.clone();
+    // The next workload I/O when it could not be issued yet; issued before any other.
+    let mut held: Option<NextIo> = None;
     let mut inflight: usize = 0;
-    let mut issued_bytes: u64 = 0;
-    let mut done_bytes = [0u64; 2];
-    let mut done_ios = [0u64; 2];
+    let mut loop_bytes: u64 = 0;
+    let mut workload_ios: u64 = 0;
+    let mut loop_no: u32 = 0;
+    let mut think_count: u32 = 0;
+    let mut think_until: Option<u64> = None;
+    let mut done_bytes = [0u64; 3];
+    let mut done_ios = [0u64; 3];
     let ramp_ns = u64::try_from(plan.ramp.as_nanos()).unwrap_or(u64::MAX);
     let end_ns = plan
         .runtime
@@ -247,9 +334,6 @@ pub fn run_job(
     let mut stats_start: u64 = 0;
     let mut usage_start = ThreadUsage::default();
     let mut phase = Phase::Main;
-    // Every block written is read back once the main phase ends (reads during a mixed
-    // workload check only what an earlier pass wrote).
-    let verify_phase = plan.verify && plan.read_pct < 100;
     progress.set(if ramp_ns > 0 {
         JobState::Ramping
     } else {
@@ -262,56 +346,98 @@ pub fn run_job(
             out.stats.reset(t);
             recording = true;
             stats_start = t;
-            issued_bytes = 0;
+            loop_bytes = 0;
+            workload_ios = 0;
             usage_start = thread_usage();
             progress.set(JobState::Running);
         }
-        let issuing = match phase {
-            Phase::Main => {
-                let time_up = end_ns.is_some_and(|e| t >= e) || stop.load(Ordering::Relaxed);
-                let size_done = !plan.time_based && recording && issued_bytes >= plan.size_bytes;
-                !(time_up || size_done || out.error.is_some())
+        let time_up = end_ns.is_some_and(|e| t >= e) || stop.load(Ordering::Relaxed);
+        let ios_done = plan.number_ios.is_some_and(|n| workload_ios >= n);
+        let main_done = (!plan.time_based && loop_bytes >= plan.loop_bytes) || ios_done;
+        let issuing = out.error.is_none()
+            && match phase {
+                Phase::Main => !time_up && (!main_done || !backlog.is_empty()),
+                Phase::Verify { cursor } => cursor < plan.units && !stop.load(Ordering::Relaxed),
+            };
+        // thinktime: once thinktime_blocks I/Os were issued, wait for them, then idle.
+        let mut thinking = false;
+        if let Some((pause, blocks)) = plan.thinktime
+            && think_count >= blocks
+        {
+            thinking = true;
+            if inflight == 0 {
+                match think_until {
+                    None => {
+                        think_until =
+                            Some(t.saturating_add(u64::try_from(pause.as_nanos()).unwrap_or(0)))
+                    }
+                    Some(u) if t >= u => {
+                        think_until = None;
+                        think_count = 0;
+                        thinking = false;
+                    }
+                    Some(_) => {}
+                }
             }
-            Phase::Verify { cursor } => {
-                cursor < plan.units && out.error.is_none() && !stop.load(Ordering::Relaxed)
-            }
-        };
+        }
 
         // Issue: once enough slots are free, fill them, one doorbell per `submit_batch`
         // commands. One clock reading serves as the start time of a whole batch
         // (submission takes a few ns per command).
-        let mut refilling = issuing && free.len() >= plan.refill_min;
+        let mut refilling = issuing && !thinking && free.len() >= plan.refill_min;
         while refilling {
             let start_ns = now();
             while batch.len() < plan.submit_batch
                 && let Some(&slot) = free.last()
             {
-                let next = match &mut phase {
+                let pick = match &mut phase {
                     Phase::Main => {
-                        if !plan.time_based && recording && issued_bytes >= plan.size_bytes {
-                            None
-                        } else {
-                            let write = plan.read_pct < 100
-                                && (plan.read_pct == 0
-                                    || rng.below(100) >= u64::from(plan.read_pct));
-                            let mut unit = held.take().unwrap_or_else(|| offsets.next(&mut rng));
-                            if plan.verify && busy.get(unit) && uniform {
-                                // Independent draws: any other unit will do.
-                                for _ in 0..8 {
-                                    unit = offsets.next(&mut rng);
-                                    if !busy.get(unit) {
-                                        break;
-                                    }
-                                }
-                            }
-                            if plan.verify && busy.get(unit) {
-                                if !uniform {
-                                    held = Some(unit);
-                                }
+                        // Checked per command: a batch must not run past size or number_ios.
+                        let limit = (!plan.time_based && loop_bytes >= plan.loop_bytes)
+                            || plan.number_ios.is_some_and(|n| workload_ios >= n);
+                        let draining =
+                            backlog_len.is_some_and(|n| backlog.len() as u64 >= n || limit);
+                        if draining && let Some(&(unit, units)) = backlog.front() {
+                            if busy.any(unit, units) {
                                 None
                             } else {
-                                let g = gen_at(&gens, unit);
-                                Some((write, unit, if write { next_gen(g) } else { g }))
+                                backlog.pop_front();
+                                Some((
+                                    NextIo {
+                                        dir: 0,
+                                        unit,
+                                        units,
+                                    },
+                                    true,
+                                ))
+                            }
+                        } else if limit
+                            || plan
+                                .thinktime
+                                .is_some_and(|(_, blocks)| think_count >= blocks)
+                        {
+                            None
+                        } else {
+                            let io = held.take().unwrap_or_else(|| source.next());
+                            let in_flight = verifier.is_some() && busy.any(io.unit, io.units);
+                            let due = pacer.as_ref().is_none_or(|p| p.ready(io.dir, start_ns));
+                            if dry_run {
+                                // verify_only: what the write run left, without the I/O.
+                                apply(&mut gens, io);
+                                loop_bytes += io.units * unit_bytes;
+                                workload_ios += 1;
+                                if (!plan.time_based && loop_bytes >= plan.loop_bytes)
+                                    || plan.number_ios.is_some_and(|n| workload_ios >= n)
+                                {
+                                    break;
+                                }
+                                continue;
+                            }
+                            if in_flight || !due {
+                                held = Some(io);
+                                None
+                            } else {
+                                Some((io, false))
                             }
                         }
                     }
@@ -319,54 +445,83 @@ pub fn run_job(
                         while *cursor < plan.units && gen_at(&gens, *cursor) == 0 {
                             *cursor += 1;
                         }
-                        if *cursor < plan.units {
-                            let u = *cursor;
-                            *cursor += 1;
-                            Some((false, u, gen_at(&gens, u)))
-                        } else {
-                            None
+                        let u = *cursor;
+                        let mut k = 0;
+                        while k < max_units && u + k < plan.units && gen_at(&gens, u + k) != 0 {
+                            k += 1;
                         }
+                        *cursor = u + k;
+                        (k > 0).then_some((
+                            NextIo {
+                                dir: 0,
+                                unit: u,
+                                units: k,
+                            },
+                            true,
+                        ))
                     }
                 };
-                let Some((write, unit, generation)) = next else {
+                let Some((io, check)) = pick else {
                     break;
                 };
-                let lba = plan.first_lba + unit * u64::from(plan.blocks_per_io);
-                if plan.verify && write {
-                    verify::fill_io(&mut staging, lba, block_size, generation, plan.job);
-                    if let Err(e) = q.write_payload(slot, &staging) {
+                let lba = plan.first_lba + io.unit * u64::from(plan.unit_blocks);
+                let bytes = io.units * unit_bytes;
+                let blocks = u32::try_from(io.units * u64::from(plan.unit_blocks)).unwrap_or(0);
+                if let Some(v) = &verifier
+                    && io.dir == 1
+                {
+                    for (i, chunk) in (0..io.units).zip(staging.chunks_mut(unit_len.max(1))) {
+                        let g = next_gen(gen_at(&gens, io.unit + i));
+                        v.fill_io(chunk, lba + i * u64::from(plan.unit_blocks), block_size, g);
+                    }
+                    let len = usize::try_from(bytes).unwrap_or(0);
+                    if let Err(e) = q.write_payload(slot, staging.get(..len).unwrap_or(&[])) {
                         out.error = Some(e);
                         break;
                     }
                 }
-                let op = if write { Op::Write } else { Op::Read };
-                match q.submit(slot, op, lba, plan.blocks_per_io) {
+                let op = match io.dir {
+                    0 => Op::Read,
+                    1 => Op::Write,
+                    _ => Op::Trim,
+                };
+                match q.submit(slot, op, lba, blocks) {
                     Ok(()) => {
                         free.pop();
-                        if plan.verify {
-                            busy.set(unit, true);
+                        if verifier.is_some() {
+                            busy.set(io.unit, io.units, true);
                         }
                         if let Some(s) = slots.get_mut(slot) {
                             *s = Slot {
-                                unit,
+                                unit: io.unit,
+                                units: io.units,
                                 lba,
-                                op_write: write,
-                                generation,
+                                dir: io.dir,
                                 start_ns,
                                 issue_ns: start_ns,
                             };
                         }
                         batch.push(slot);
                         inflight += 1;
-                        if recording {
-                            issued_bytes += bs;
+                        if !check {
+                            if recording {
+                                loop_bytes += bytes;
+                                workload_ios += 1;
+                            }
+                            if plan.thinktime.is_some() {
+                                think_count += 1;
+                            }
+                            if let Some(p) = &mut pacer {
+                                p.charge(io.dir, bytes, start_ns);
+                            }
                         }
                     }
                     Err(EngineError::QueueFull) => {
                         // Issued after the next reap, so the pass (or verify) still covers it.
-                        match &mut phase {
-                            Phase::Main => held = Some(unit),
-                            Phase::Verify { cursor } => *cursor = unit,
+                        match (&mut phase, check) {
+                            (Phase::Main, false) => held = Some(io),
+                            (Phase::Main, true) => backlog.push_front((io.unit, io.units)),
+                            (Phase::Verify { cursor }, _) => *cursor = io.unit,
                         }
                         if inflight == 0 {
                             // Nothing in flight yet the queue is full: the engine
@@ -407,6 +562,7 @@ pub fn run_job(
             let mut pending = PendingLatencies::default();
             let stats = &mut out.stats;
             let error = &mut out.error;
+            let verifying = verifier.is_some();
             let n = q.reap(plan.reap_max, &mut |slot, res| {
                 if t_done == 0 {
                     t_done = now();
@@ -416,46 +572,58 @@ pub fn run_job(
                     return;
                 };
                 inflight = inflight.saturating_sub(1);
-                let d = usize::from(s.op_write);
+                let bytes = s.units * unit_bytes;
+                let io = NextIo {
+                    dir: s.dir,
+                    unit: s.unit,
+                    units: s.units,
+                };
                 match res {
                     Err(e) => {
                         error.get_or_insert(e);
-                        if plan.verify && s.op_write {
-                            set_gen(&mut gens, s.unit, GEN_UNKNOWN);
+                        if verifying && s.dir != 0 {
+                            for u in s.unit..s.unit + s.units {
+                                set_gen(&mut gens, u, GEN_UNKNOWN);
+                            }
                         }
                     }
                     Ok(()) => {
-                        if let (Some(b), Some(i)) = (done_bytes.get_mut(d), done_ios.get_mut(d)) {
-                            *b += bs;
+                        if let (Some(b), Some(i)) =
+                            (done_bytes.get_mut(s.dir), done_ios.get_mut(s.dir))
+                        {
+                            *b += bytes;
                             *i += 1;
                         }
                         if recording && s.start_ns >= stats_start {
-                            let io = IoLatency {
-                                dir: d,
+                            let lat = IoLatency {
+                                dir: s.dir,
                                 slat: s.issue_ns - s.start_ns,
                                 clat: t_done.saturating_sub(s.issue_ns),
                                 lat: t_done.saturating_sub(s.start_ns),
                                 at_ns: t_done,
                             };
-                            pending.add(stats, io, bs);
+                            pending.add(stats, lat, bytes);
                         }
-                        if plan.verify && s.op_write {
-                            set_gen(&mut gens, s.unit, s.generation);
+                        if verifying && s.dir != 0 {
+                            apply(&mut gens, io);
+                            if backlog_len.is_some() {
+                                backlog.push_back((s.unit, s.units));
+                            }
                         }
                     }
                 }
-                if plan.verify && !s.op_write {
+                if checking && s.dir == 0 {
                     // Checked (and the slot freed) after reap returns the queue.
                     to_check.push((slot, s));
                 } else {
-                    if plan.verify {
-                        busy.set(s.unit, false);
+                    if verifying {
+                        busy.set(s.unit, s.units, false);
                     }
                     free.push(slot);
                 }
             });
             if n > 0 {
-                pending.flush(&mut out.stats, bs);
+                pending.flush(&mut out.stats);
                 if recording {
                     out.stats.count_complete(n);
                 }
@@ -469,28 +637,23 @@ pub fn run_job(
                 }
             }
             for (slot, s) in to_check.drain(..) {
-                let g = s.generation;
-                if g == 0 || g == GEN_UNKNOWN {
-                    out.verify.unverifiable_ios += 1;
-                } else if let Err(e) = q.read_payload(slot, &mut staging) {
+                let len = usize::try_from(s.units * unit_bytes).unwrap_or(0);
+                let buf = staging.get_mut(..len).unwrap_or(&mut []);
+                if let Err(e) = q.read_payload(slot, buf) {
                     out.error.get_or_insert(e);
-                } else if let Err(f) = verify::check_io(&staging, s.lba, block_size, g) {
-                    out.verify.errors += 1;
-                    if out.verify.first.len() < MAX_VERIFY_DETAILS {
-                        out.verify.first.push(f);
-                    }
-                } else {
-                    out.verify.verified_ios += 1;
+                } else if let Some(v) = &verifier {
+                    check_read(plan, v, &gens, &s, buf, &mut out.verify);
                 }
-                busy.set(s.unit, false);
+                busy.set(s.unit, s.units, false);
                 free.push(slot);
             }
         }
         if recording {
-            let verifying = matches!(phase, Phase::Verify { .. });
+            let verifying = matches!(phase, Phase::Verify { .. }) || !backlog.is_empty();
             let active = [
                 plan.read_pct > 0 || verifying,
-                plan.read_pct < 100 && !verifying,
+                plan.read_pct < 100 && !plan.rw.is_trim() && phase == Phase::Main,
+                plan.rw.is_trim() && phase == Phase::Main,
             ];
             for (ds, on) in out.stats.dirs.iter_mut().zip(active) {
                 if on {
@@ -500,13 +663,27 @@ pub fn run_job(
         }
 
         if inflight == 0 && !issuing {
+            let go_on = out.error.is_none() && !stop.load(Ordering::Relaxed);
+            // verify_only checks once, after replaying every loop: the device holds
+            // only what the last loop left.
+            let last_loop = loop_no + 1 >= plan.loops;
             if phase == Phase::Main
-                && verify_phase
-                && out.error.is_none()
-                && !stop.load(Ordering::Relaxed)
+                && checking
+                && backlog_len.is_none()
+                && go_on
+                && (!dry_run || last_loop)
             {
                 phase = Phase::Verify { cursor: 0 };
                 progress.set(JobState::Verifying);
+                continue;
+            }
+            loop_no += 1;
+            let more = loop_no < plan.loops && !plan.time_based && !ios_done;
+            if more && go_on && end_ns.is_none_or(|e| now() < e) {
+                phase = Phase::Main;
+                loop_bytes = 0;
+                held = None;
+                progress.set(JobState::Running);
                 continue;
             }
             break;

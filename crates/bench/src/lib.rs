@@ -35,20 +35,26 @@ pub mod iolog;
 mod job;
 pub mod jobfile;
 mod mem_queue;
+mod next_io;
 mod offsets;
 mod option_values;
 mod options;
+mod pace;
 mod pasted;
 mod plan;
 pub mod plot;
 pub mod report;
 mod result;
 mod runner;
+mod sizes;
+mod skew;
 mod stats;
 mod status;
 mod status_loop;
 mod sysinfo;
 pub mod verify;
+mod workload_options;
+mod workload_values;
 
 pub use breakdown::LatBreakdown;
 pub use ceiling::{CeilingError, CeilingOptions, CeilingResult, run_ceiling};
@@ -76,3 +82,9 @@ pub use stats::{
 };
 pub use status::{StatusInput, format_status};
 pub use sysinfo::ThreadUsage;
+pub use workload_options::WorkloadOptions;
+pub use workload_values::{
+    BlockSizes, DirBlockSizes, DirRates, RandomDistribution, VerifyPattern, parse_bsrange,
+    parse_bssplit, parse_random_distribution, parse_rate, parse_rate_iops, parse_time_us,
+    parse_verify_pattern,
+};

@@ -122,6 +122,14 @@ impl MemQueue {
     fn execute(&mut self, cmd: Cmd) -> Result<(), EngineError> {
         let range = self.dev.byte_range(cmd.lba, cmd.blocks)?;
         let len = range.len();
+        if cmd.op == Op::Trim {
+            // Deallocated blocks read back as zeroes, as the emulated device's DLFEAT says.
+            let mut data = self.dev.lock()?;
+            if let Some(disk) = data.get_mut(range) {
+                disk.fill(0);
+            }
+            return Ok(());
+        }
         if len > self.slot_bytes {
             return Err(EngineError::OutOfRange {
                 lba: cmd.lba,
@@ -140,6 +148,7 @@ impl MemQueue {
         match cmd.op {
             Op::Read => mem.copy_from_slice(disk),
             Op::Write => disk.copy_from_slice(mem),
+            Op::Trim => {}
         }
         Ok(())
     }

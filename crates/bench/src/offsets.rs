@@ -38,6 +38,24 @@ impl Rng {
     }
 }
 
+/// So `rand_distr`'s samplers (zipf, normal) draw from the job's generator.
+impl rand::RngCore for Rng {
+    fn next_u32(&mut self) -> u32 {
+        u32::try_from(Rng::next_u64(self) >> 32).unwrap_or(0)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        Rng::next_u64(self)
+    }
+
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        for chunk in dst.chunks_mut(8) {
+            let b = Rng::next_u64(self).to_le_bytes();
+            chunk.copy_from_slice(b.get(..chunk.len()).unwrap_or(&b));
+        }
+    }
+}
+
 /// Odd multipliers (each a bijection modulo any power of two).
 const MUL_A: u64 = 0xd6e8_feb8_6659_fd93;
 const MUL_B: u64 = 0xa076_1d64_78bd_642f;

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+pub use crate::workload_options::WorkloadOptions;
+
 pub use crate::option_values::{
     CpuList, OptionError, OutputFormat, PercentileList, SizeSpec, parse_bool, parse_cpu_list,
     parse_cpu_list_arg, parse_output_format, parse_percentile_list, parse_size, parse_size_spec,
@@ -32,19 +34,31 @@ pub enum RwMode {
     Rw,
     /// Random mixed reads and writes.
     Randrw,
+    /// Sequential trims (Dataset Management, Deallocate).
+    Trim,
+    /// Random trims.
+    Randtrim,
 }
 
 impl RwMode {
     /// Offsets are random rather than sequential.
     pub fn is_random(self) -> bool {
-        matches!(self, RwMode::Randread | RwMode::Randwrite | RwMode::Randrw)
+        matches!(
+            self,
+            RwMode::Randread | RwMode::Randwrite | RwMode::Randrw | RwMode::Randtrim
+        )
+    }
+
+    /// Every I/O is a trim.
+    pub fn is_trim(self) -> bool {
+        matches!(self, RwMode::Trim | RwMode::Randtrim)
     }
 
     /// Percentage of I/Os that are reads, given `rwmixread`.
     pub fn read_pct(self, rwmixread: u8) -> u8 {
         match self {
             RwMode::Read | RwMode::Randread => 100,
-            RwMode::Write | RwMode::Randwrite => 0,
+            RwMode::Write | RwMode::Randwrite | RwMode::Trim | RwMode::Randtrim => 0,
             RwMode::Rw | RwMode::Randrw => rwmixread,
         }
     }
@@ -58,6 +72,8 @@ impl RwMode {
             RwMode::Randwrite => "randwrite",
             RwMode::Rw => "rw",
             RwMode::Randrw => "randrw",
+            RwMode::Trim => "trim",
+            RwMode::Randtrim => "randtrim",
         }
     }
 }
@@ -70,6 +86,28 @@ pub enum VerifyMode {
     Off,
     /// Per-block header {magic, LBA, generation} plus crc32c of the block.
     Crc32c,
+    /// The same header with an MD5 digest.
+    Md5,
+    /// The same header with a SHA-256 digest.
+    Sha256,
+    /// The same header with an xxHash64 digest.
+    Xxhash,
+    /// `verify_pattern` repeated over every block, no header.
+    Pattern,
+}
+
+impl VerifyMode {
+    /// fio's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerifyMode::Off => "0",
+            VerifyMode::Crc32c => "crc32c",
+            VerifyMode::Md5 => "md5",
+            VerifyMode::Sha256 => "sha256",
+            VerifyMode::Xxhash => "xxhash",
+            VerifyMode::Pattern => "pattern",
+        }
+    }
 }
 
 /// `--eta=` : when to show the live status line.
@@ -187,6 +225,9 @@ pub struct BenchOptions {
     /// fio options accepted without effect here (ioengine, direct, filename, ...).
     #[command(flatten)]
     pub pasted: PastedOptions,
+    /// Workload shape and verify variants (bssplit, random_distribution, rate, ...).
+    #[command(flatten)]
+    pub workload: WorkloadOptions,
 }
 
 impl Default for BenchOptions {
@@ -220,6 +261,7 @@ impl Default for BenchOptions {
             write_bw_log: None,
             log_avg_msec: 0,
             pasted: PastedOptions::default(),
+            workload: WorkloadOptions::default(),
         }
     }
 }
@@ -344,8 +386,8 @@ impl BenchOptions {
             let list: Vec<String> = c.0.iter().map(usize::to_string).collect();
             v.push(("cpus_allowed", list.join(",")));
         }
-        if self.verify == VerifyMode::Crc32c {
-            v.push(("verify", "crc32c".into()));
+        if self.verify != VerifyMode::Off {
+            v.push(("verify", self.verify.as_str().into()));
         }
         if let Some(seed) = self.randseed {
             v.push(("randseed", seed.to_string()));
@@ -357,6 +399,7 @@ impl BenchOptions {
             v.push(("norandommap", String::new()));
         }
         self.push_report_options(&mut v);
+        v.extend(self.workload.job_options());
         v
     }
 }
@@ -537,7 +580,8 @@ mod tests {
         assert!(parse(&["--bs=4q"]).is_err());
         assert!(parse(&["--output-format=csv"]).is_err());
         assert!(parse(&["--cpus_allowed=3-1"]).is_err());
-        assert!(parse(&["--rw=trim"]).is_err());
+        assert!(parse(&["--rw=discard"]).is_err());
+        assert_eq!(parse(&["--rw=randtrim"]).unwrap().rw, RwMode::Randtrim);
     }
 
     #[test]

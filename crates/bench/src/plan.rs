@@ -7,7 +7,23 @@ use std::time::Duration;
 use crate::engine::Geometry;
 use crate::error::BenchError;
 use crate::options::{BenchOptions, RwMode, VerifyMode};
-use crate::verify;
+use crate::pace::Pacer;
+use crate::sizes::Sizes;
+use crate::verify::{self, Checksum, Method};
+use crate::workload_values::RandomDistribution;
+
+/// How a job verifies.
+#[derive(Debug, Clone)]
+pub struct VerifyPlan {
+    /// Block format.
+    pub method: Method,
+    /// fio `do_verify`: read back and check (else only write verifiable blocks).
+    pub do_verify: bool,
+    /// fio `verify_only`: replay the writes without issuing them, then read back.
+    pub verify_only: bool,
+    /// fio `verify_backlog`: check written blocks after every this many writes.
+    pub backlog: Option<u64>,
+}
 
 /// Everything a job needs to know, resolved against the namespace.
 #[derive(Debug, Clone)]
@@ -20,11 +36,13 @@ pub struct JobPlan {
     pub read_pct: u8,
     /// LBA size.
     pub block_size: u32,
-    /// Logical blocks per I/O (`bs / block_size`).
-    pub blocks_per_io: u32,
+    /// Logical blocks per unit (the grain every I/O size is a multiple of).
+    pub unit_blocks: u32,
+    /// I/O sizes per direction, in units.
+    pub sizes: Sizes,
     /// First LBA of the job's range.
     pub first_lba: u64,
-    /// Number of `bs`-sized units in the range.
+    /// Number of units in the range.
     pub units: u64,
     /// I/Os in flight.
     pub iodepth: usize,
@@ -34,19 +52,31 @@ pub struct JobPlan {
     pub refill_min: usize,
     /// Most completions taken per poll (fio `iodepth_batch_complete_max`), 1..=iodepth.
     pub reap_max: usize,
-    /// Without `time_based`: stop after this many bytes (after ramp).
+    /// Without `time_based`: bytes per loop (`io_size`, else the range), after ramp.
+    pub loop_bytes: u64,
+    /// fio `loops`.
+    pub loops: u32,
+    /// All loops' bytes (for the status line's estimate).
     pub size_bytes: u64,
+    /// fio `number_ios`: stop after this many I/Os.
+    pub number_ios: Option<u64>,
     /// Stop after ramp + runtime.
     pub runtime: Option<Duration>,
     /// Statistics are reset after this long.
     pub ramp: Duration,
     /// Ignore `size_bytes`, run for `runtime`.
     pub time_based: bool,
-    /// `verify=crc32c`.
-    pub verify: bool,
+    /// Verification, if any.
+    pub verify: Option<VerifyPlan>,
     /// Random workloads touch every unit once per pass (fio's random map); false with
     /// `norandommap` (independent draws).
     pub random_map: bool,
+    /// Offset distribution of random workloads.
+    pub distribution: RandomDistribution,
+    /// fio `thinktime` and `thinktime_blocks`.
+    pub thinktime: Option<(Duration, u32)>,
+    /// fio `rate` / `rate_iops`.
+    pub pacer: Option<Pacer>,
     /// PRNG seed.
     pub seed: u64,
     /// The time-series logs to keep, if any.
@@ -56,29 +86,72 @@ pub struct JobPlan {
 /// Largest verify generation table per job (units), 256 Mi entries (1 GiB).
 const MAX_VERIFY_UNITS: u64 = 1 << 28;
 
+fn verify_method(opts: &BenchOptions) -> Option<Method> {
+    let w = &opts.workload;
+    let pattern = || {
+        Method::Pattern(
+            w.verify_pattern
+                .as_ref()
+                .map_or(vec![0xa5], |p| p.0.clone()),
+        )
+    };
+    Some(match opts.verify {
+        VerifyMode::Off if w.verify_pattern.is_some() => pattern(),
+        VerifyMode::Off => return None,
+        VerifyMode::Pattern => pattern(),
+        VerifyMode::Crc32c => Method::Header(Checksum::Crc32c),
+        VerifyMode::Md5 => Method::Header(Checksum::Md5),
+        VerifyMode::Sha256 => Method::Header(Checksum::Sha256),
+        VerifyMode::Xxhash => Method::Header(Checksum::Xxhash),
+    })
+}
+
 /// Resolves options against the namespace into one plan per job.
 pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>, BenchError> {
+    let w = &opts.workload;
     let block_size = geometry.block_size;
-    let bs = opts.bs;
-    let bad_bs = BenchError::BlockSize {
+    let lists = w.bssplit.as_ref().or(w.bsrange.as_ref()).map(|l| &l.0);
+    let grain = Sizes::grain(lists, opts.bs);
+    let sizes_bytes: Vec<u64> = lists.map_or(vec![opts.bs], |l| {
+        l.iter()
+            .flat_map(crate::workload_values::BlockSizes::sizes)
+            .collect()
+    });
+    let max_bs = sizes_bytes.iter().copied().max().unwrap_or(opts.bs);
+    let bad_bs = |bs: u64| BenchError::BlockSize {
         bs,
         block_size,
         max_transfer: geometry.max_transfer,
     };
-    if block_size == 0 || bs == 0 || bs / u64::from(block_size) * u64::from(block_size) != bs {
-        return Err(bad_bs);
+    for &bs in &sizes_bytes {
+        if block_size == 0 || bs == 0 || bs % u64::from(block_size) != 0 {
+            return Err(bad_bs(bs));
+        }
+        if geometry.max_transfer != 0 && bs > u64::from(geometry.max_transfer) {
+            return Err(bad_bs(bs));
+        }
     }
-    if geometry.max_transfer != 0 && bs > u64::from(geometry.max_transfer) {
-        return Err(bad_bs);
-    }
-    let blocks_per_io = u32::try_from(bs / u64::from(block_size)).map_err(|_| bad_bs)?;
+    let unit_blocks = u32::try_from(grain / u64::from(block_size)).map_err(|_| bad_bs(grain))?;
+    let sizes = Sizes::new(lists, opts.bs, grain);
+    let bs = grain;
     if opts.time_based && opts.runtime.is_none() {
         return Err(BenchError::TimeBasedWithoutRuntime);
     }
-    let verify = opts.verify == VerifyMode::Crc32c;
+    let method = verify_method(opts);
+    let verify = method.is_some();
     if verify && (block_size as usize) < verify::MIN_BLOCK {
         return Err(BenchError::Verify {
             reason: "LBA size below 64 bytes",
+        });
+    }
+    if w.verify_only && !verify {
+        return Err(BenchError::Verify {
+            reason: "verify_only needs a verify method; add --verify=crc32c (or the method the data was written with)",
+        });
+    }
+    if w.verify_only && (opts.time_based || opts.ramp_time.is_some_and(|r| !r.is_zero())) {
+        return Err(BenchError::Verify {
+            reason: "verify_only replays a size-based job; drop time_based and ramp_time",
         });
     }
     let capacity = geometry.num_blocks.saturating_mul(u64::from(block_size));
@@ -90,7 +163,7 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
         size,
         capacity,
     };
-    if offset >= capacity || size > avail || size < bs {
+    if offset >= capacity || size > avail || size < max_bs {
         return Err(range_err);
     }
     // Verify jobs get disjoint slices so they never overwrite each other's
@@ -100,7 +173,7 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
     } else {
         size / bs * bs
     };
-    if per_job == 0 {
+    if per_job == 0 || per_job < max_bs {
         return Err(range_err);
     }
     let units = per_job / bs;
@@ -111,6 +184,11 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
     }
     let batching = opts.batching();
     let seed = opts.seed();
+    let read_pct = match (opts.rw, w.rwmixwrite) {
+        (RwMode::Rw | RwMode::Randrw, Some(wr)) => 100 - wr.min(100),
+        (rw, _) => rw.read_pct(opts.rwmixread),
+    };
+    let loop_bytes = w.io_size.unwrap_or(per_job);
     Ok((0..opts.numjobs)
         .map(|job| {
             let start = if verify {
@@ -121,21 +199,36 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
             JobPlan {
                 job,
                 rw: opts.rw,
-                read_pct: opts.rw.read_pct(opts.rwmixread),
+                read_pct,
                 block_size,
-                blocks_per_io,
+                unit_blocks,
+                sizes: sizes.clone(),
                 first_lba: start / u64::from(block_size),
                 units,
                 iodepth: usize::try_from(opts.iodepth).unwrap_or(1),
                 submit_batch: batching.submit,
                 refill_min: batching.refill_min,
                 reap_max: batching.reap_max,
-                size_bytes: per_job,
+                loop_bytes,
+                loops: w.loops.max(1),
+                size_bytes: loop_bytes.saturating_mul(u64::from(w.loops.max(1))),
+                number_ios: w.number_ios,
                 runtime: opts.time_limit(),
                 ramp: opts.ramp_time.unwrap_or(Duration::ZERO),
                 time_based: opts.time_based,
-                verify,
+                verify: method.clone().map(|method| VerifyPlan {
+                    method,
+                    do_verify: w.do_verify,
+                    verify_only: w.verify_only,
+                    backlog: w.verify_backlog,
+                }),
                 random_map: !opts.norandommap,
+                distribution: w.random_distribution,
+                thinktime: w
+                    .thinktime
+                    .filter(|t| !t.is_zero())
+                    .map(|t| (t, w.thinktime_blocks.max(1))),
+                pacer: Pacer::new(w.rate, w.rate_iops),
                 seed,
                 log: opts.log_spec(),
             }
@@ -199,6 +292,7 @@ mod tests {
             ..BenchOptions::default()
         };
         let p = plan_jobs(&o, g).unwrap();
+        assert_eq!(p[0].unit_blocks, 8);
         assert_eq!(p[1].first_lba, p[0].first_lba + p[0].units * 8);
         assert_eq!(p[3].first_lba + p[3].units * 8, 1 << 12);
     }

@@ -429,7 +429,8 @@ mod tests {
         assert_eq!(j.errno(), 0);
         // The device holds self-describing blocks.
         let blk = dev.read_blocks(17, 1).unwrap();
-        assert_eq!(verify::check_block(&blk, 17, 1), Ok(()));
+        let v = verify::Verifier::new(verify::Method::Header(verify::Checksum::Crc32c), 0);
+        assert_eq!(v.check_block(&blk, 17, 1), Ok(()));
     }
 
     #[test]
@@ -517,7 +518,7 @@ mod tests {
         assert_eq!(j.output.verify.errors, 1);
         assert!(matches!(
             j.output.verify.first[0].kind,
-            verify::VerifyFailureKind::BadCrc { .. }
+            verify::VerifyFailureKind::BadChecksum { .. }
         ));
         assert_eq!(j.errno(), crate::result::EILSEQ);
         let v: serde_json::Value = serde_json::from_str(&render(&r, OutputFormat::JSON)).unwrap();

@@ -321,26 +321,27 @@ pub struct IoLatency {
 /// (the same samples either way, just fewer updates).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PendingLatencies {
-    run: Option<IoLatency>,
+    /// The run's latencies and the bytes of each of its I/Os (sizes vary with bssplit).
+    run: Option<(IoLatency, u64)>,
     count: u64,
 }
 
 impl PendingLatencies {
-    /// Adds one completion of `bytes`; a change of latencies records the previous run.
+    /// Adds one completion of `bytes`; a change of latencies or size records the previous run.
     #[inline]
     pub fn add(&mut self, stats: &mut JobStats, io: IoLatency, bytes: u64) {
-        if self.run == Some(io) {
+        if self.run == Some((io, bytes)) {
             self.count += 1;
         } else {
-            self.flush(stats, bytes);
-            self.run = Some(io);
+            self.flush(stats);
+            self.run = Some((io, bytes));
             self.count = 1;
         }
     }
 
-    /// Records the pending run (every I/O in it moved `bytes`).
-    pub fn flush(&mut self, stats: &mut JobStats, bytes: u64) {
-        let (Some(io), count) = (self.run.take(), std::mem::take(&mut self.count)) else {
+    /// Records the pending run.
+    pub fn flush(&mut self, stats: &mut JobStats) {
+        let (Some((io, bytes)), count) = (self.run.take(), std::mem::take(&mut self.count)) else {
             return;
         };
         if let Some(ds) = stats.dirs.get_mut(io.dir) {
@@ -360,8 +361,8 @@ impl PendingLatencies {
 /// Everything a job records, reset at the end of `ramp_time`.
 #[derive(Debug, Clone, Default)]
 pub struct JobStats {
-    /// Read (`[0]`) and write (`[1]`) statistics.
-    pub dirs: [DirStats; 2],
+    /// Read (`[0]`), write (`[1]`) and trim (`[2]`) statistics.
+    pub dirs: [DirStats; 3],
     /// I/Os issued, bucketed by the queue depth after their submission.
     pub depth_map: [u64; 7],
     /// Doorbell batches, bucketed by size.
@@ -527,10 +528,10 @@ mod tests {
                 pending.add(&mut batched, io, 4096);
             }
             if i % 7 == 0 {
-                pending.flush(&mut batched, 4096);
+                pending.flush(&mut batched);
             }
         }
-        pending.flush(&mut batched, 4096);
+        pending.flush(&mut batched);
         assert!(direct.dirs[0].total_ios > 10_000 && direct.dirs[1].total_ios > 1000);
         for (a, b) in direct.dirs.iter().zip(&batched.dirs) {
             assert_eq!((a.io_bytes, a.total_ios), (b.io_bytes, b.total_ios));
@@ -544,7 +545,7 @@ mod tests {
         assert_eq!(direct.lat_buckets, batched.lat_buckets);
         // A second flush records nothing twice.
         let before = batched.dirs[0].total_ios;
-        pending.flush(&mut batched, 4096);
+        pending.flush(&mut batched);
         assert_eq!(batched.dirs[0].total_ios, before);
     }
 

@@ -35,6 +35,8 @@ fn run_char(state: JobState, rw: RwMode) -> char {
             RwMode::Randwrite => 'w',
             RwMode::Rw => 'M',
             RwMode::Randrw => 'm',
+            RwMode::Trim => 'D',
+            RwMode::Randtrim => 'd',
         },
     }
 }

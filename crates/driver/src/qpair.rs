@@ -252,6 +252,32 @@ impl IoQpair {
         self.ring.push(sqe, token, Some((buf, bytes))).map(|_| ())
     }
 
+    /// Queue a Dataset Management Deallocate of one range, its range list written into the
+    /// start of fixed buffer `index` (16 bytes).
+    pub fn submit_deallocate_fixed(
+        &mut self,
+        nsid: Nsid,
+        slba: Lba,
+        nblocks: u32,
+        index: usize,
+        token: u64,
+    ) -> Result<(), NvmeError> {
+        let ns = namespace::lookup(&self.namespaces, nsid)?;
+        ns.check_range(slba.0, nblocks)?;
+        let range = DsmRange {
+            attributes: 0,
+            blocks: nblocks,
+            slba: slba.0,
+        };
+        // An unregistered index fails in push_fixed with its own error.
+        if let Some(buf) = self.ring.fixed_buffer(index) {
+            buf.write_obj(0, &range)?;
+        }
+        self.ring
+            .push_fixed(commands::deallocate(nsid, 1), token, index, 16)
+            .map(|_| ())
+    }
+
     /// Queue `sqe` as given (any opcode, NSID and CDWs: for tests that send hostile
     /// commands). The CID is replaced by a free slot; with `data`, PRPs are built for the
     /// first `bytes` of the buffer, otherwise DPTR is left as given.

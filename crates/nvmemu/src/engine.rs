@@ -242,6 +242,9 @@ impl IoQueue for DriverQueue {
             Op::Write => self
                 .qp
                 .submit_write_fixed(self.nsid, Lba(lba), blocks, slot, token),
+            Op::Trim => self
+                .qp
+                .submit_deallocate_fixed(self.nsid, Lba(lba), blocks, slot, token),
         };
         r.map_err(engine_error)?;
         if let Some(f) = self.in_flight.get_mut(slot) {

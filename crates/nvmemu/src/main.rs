@@ -34,7 +34,7 @@ enum Command {
     /// Serve emulated NVMe controllers over vfio-user.
     Serve(serve::ServeArgs),
     /// Run fio-style jobs through the userspace driver (default: against an in-process target).
-    Bench(bench_cmd::BenchArgs),
+    Bench(Box<bench_cmd::BenchArgs>),
     /// Print Identify Controller and Namespace data like nvme-cli's id-ctrl and id-ns.
     Identify(identify::IdentifyArgs),
     /// Send a JSON-RPC call to `nvmemu serve`, with rpc.py's arguments and output.

@@ -141,7 +141,7 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
         "job options": Value::Object(opts),
         "read": dir_json(&st.dirs[0], runt, g.agg[0], bins, list),
         "write": dir_json(&st.dirs[1], runt, g.agg[1], bins, list),
-        "trim": dir_json(&empty, 0, 0, false, list),
+        "trim": dir_json(&st.dirs[2], runt, g.agg[2], bins, list),
         "sync": { "total_ios": 0, "lat_ns": Value::Object(moments(&empty.lat)) },
         "job_runtime": runt,
         "usr_cpu": usr,
@@ -162,6 +162,7 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
         "verify_errors": o.verify.errors,
         "verify": {
             "verified_ios": o.verify.verified_ios,
+            "verified_blocks": o.verify.verified_blocks,
             "unverifiable_ios": o.verify.unverifiable_ios,
             "first_errors": first,
         },

@@ -20,28 +20,28 @@ use crate::result::BenchResult;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GroupStats {
     /// Bytes per direction over all jobs.
-    pub io_bytes: [u64; 2],
+    pub io_bytes: [u64; 3],
     /// Aggregate bandwidth, bytes/s: `io_bytes * 1000 / max_run`.
-    pub agg: [u64; 2],
+    pub agg: [u64; 3],
     /// Smallest per-job bandwidth, bytes/s.
-    pub min_bw: [u64; 2],
+    pub min_bw: [u64; 3],
     /// Largest per-job bandwidth, bytes/s.
-    pub max_bw: [u64; 2],
+    pub max_bw: [u64; 3],
     /// Shortest job runtime with I/O in this direction, ms.
-    pub min_run: [u64; 2],
+    pub min_run: [u64; 3],
     /// Longest, ms.
-    pub max_run: [u64; 2],
+    pub max_run: [u64; 3],
 }
 
 /// Computes the totals of group `groupid`.
 pub fn group_stats(r: &BenchResult, groupid: u32) -> GroupStats {
     let mut g = GroupStats {
-        min_bw: [u64::MAX; 2],
+        min_bw: [u64::MAX; 3],
         ..GroupStats::default()
     };
     for j in r.jobs.iter().filter(|j| j.groupid == groupid) {
         let runt = j.output.runtime_ms;
-        for (i, d) in j.output.stats.dirs.iter().enumerate().take(2) {
+        for (i, d) in j.output.stats.dirs.iter().enumerate().take(3) {
             if runt == 0 || d.io_bytes == 0 {
                 continue;
             }
@@ -55,7 +55,7 @@ pub fn group_stats(r: &BenchResult, groupid: u32) -> GroupStats {
             g.io_bytes[i] += d.io_bytes;
         }
     }
-    for i in 0..2 {
+    for i in 0..3 {
         if g.min_bw[i] == u64::MAX {
             g.min_bw[i] = 0;
         }

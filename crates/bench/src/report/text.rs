@@ -9,8 +9,8 @@ use super::{GroupStats, cpu_pct, group_stats, pct_dist};
 use crate::result::{BenchResult, JobResult, ctime_utc};
 use crate::stats::{DirStats, RunningStat};
 
-const DIR_NAMES: [&str; 2] = ["read", "write"];
-const GROUP_NAMES: [&str; 2] = ["   READ", "  WRITE"];
+const DIR_NAMES: [&str; 3] = ["read", "write", "trim"];
+const GROUP_NAMES: [&str; 3] = ["   READ", "  WRITE", "   TRIM"];
 const LAT_RANGES: [&str; 12] = [
     "2=", "4=", "10=", "20=", "50=", "100=", "250=", "500=", "750=", "1000=", "2000=", ">=2000=",
 ];
@@ -201,22 +201,24 @@ fn job_status(out: &mut String, shown: &Shown, g: &GroupStats) {
         "     complete  : {}",
         dist7(sub, &st.complete_map, st.total_complete)
     );
-    let (r_ios, w_ios) = (st.dirs[0].total_ios, st.dirs[1].total_ios);
+    let [r_ios, w_ios, t_ios] = st.dirs.each_ref().map(|d| d.total_ios);
     let _ = writeln!(
         out,
-        "     issued rwts: total={r_ios},{w_ios},0,0 short=0,0,0,0 dropped=0,0,0,0"
+        "     issued rwts: total={r_ios},{w_ios},{t_ios},0 short=0,0,0,0 dropped=0,0,0,0"
     );
     let _ = writeln!(
         out,
         "     latency   : target=0, window=0, percentile=100.00%, depth={}",
         j.iodepth
     );
-    if j.options.verify == crate::options::VerifyMode::Crc32c {
+    if j.options.verify != crate::options::VerifyMode::Off
+        || j.options.workload.verify_pattern.is_some()
+    {
         let v = &o.verify;
         let _ = writeln!(
             out,
-            "     verify    : errors={}, verified={}, unverifiable={}",
-            v.errors, v.verified_ios, v.unverifiable_ios
+            "     verify    : errors={}, verified={} ({} blocks), unverifiable={}",
+            v.errors, v.verified_ios, v.verified_blocks, v.unverifiable_ios
         );
         for f in &v.first {
             let _ = writeln!(out, "     verify    : {f}");

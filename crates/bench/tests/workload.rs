@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: Apache-2.0
+//! fio's workload options as the job loop applies them, observed through the commands a
+//! logging [`MemDevice`] queue accepted and the data left on it: `bssplit` and `bsrange`
+//! with the random map and verify, `random_distribution`, `rwmixread`/`rwmixwrite`,
+//! `rw=trim`, `number_ios`, `io_size`, `loops`, `rate_iops` and `thinktime`.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use nvmemu_bench::{
+    BenchOptions, BenchResult, CommandLog, EtaMode, IoQueue, MemDevice, NoTarget, Op, RwMode,
+    SizeSpec, VerifyMode, WorkloadOptions, parse_bsrange, parse_bssplit, parse_random_distribution,
+    parse_rate_iops, run_bench,
+};
+
+/// 4 MiB of 512-byte blocks.
+const BLOCKS: u64 = 1 << 13;
+
+fn run_on(dev: &Arc<MemDevice>, opts: &BenchOptions) -> (BenchResult, Vec<(Op, u64)>) {
+    let log = CommandLog::default();
+    let q = Box::new(dev.queue().with_log(Arc::clone(&log))) as Box<dyn IoQueue>;
+    let r = run_bench(
+        opts,
+        vec![q],
+        &NoTarget,
+        &[],
+        Arc::new(AtomicBool::new(false)),
+    )
+    .unwrap();
+    let log = std::mem::take(&mut *log.lock().unwrap());
+    (r, log)
+}
+
+fn run(opts: &BenchOptions) -> (BenchResult, Vec<(Op, u64)>) {
+    run_on(&MemDevice::new(512, BLOCKS, 1 << 20), opts)
+}
+
+fn job(rw: RwMode, size: u64, workload: WorkloadOptions) -> BenchOptions {
+    BenchOptions {
+        rw,
+        bs: 4096,
+        iodepth: 8,
+        size: Some(SizeSpec::Bytes(size)),
+        eta: EtaMode::Never,
+        workload,
+        ..BenchOptions::default()
+    }
+}
+
+fn ios(r: &BenchResult, dir: usize) -> u64 {
+    r.jobs[0].output.stats.dirs[dir].total_ios
+}
+
+fn bytes(r: &BenchResult, dir: usize) -> u64 {
+    r.jobs[0].output.stats.dirs[dir].io_bytes
+}
+
+#[test]
+fn randwrite_verify_with_bssplit_checks_every_block_exactly_once() {
+    for split in [
+        None,
+        Some("4k/50:16k/30:64k/20"),
+        Some("4k/10:8k/90,64k/100"),
+    ] {
+        let w = WorkloadOptions {
+            bssplit: split.map(|s| parse_bssplit(s).unwrap()),
+            ..WorkloadOptions::default()
+        };
+        let o = BenchOptions {
+            verify: VerifyMode::Crc32c,
+            ..job(RwMode::Randwrite, 2 << 20, w)
+        };
+        let (r, log) = run(&o);
+        let v = &r.jobs[0].output.verify;
+        assert_eq!(v.errors, 0, "{split:?}");
+        // One pass writes the 2 MiB once; the verify pass reads each of its 4096 blocks once.
+        assert_eq!(bytes(&r, 1), 2 << 20, "{split:?}");
+        assert_eq!(v.verified_blocks, 4096, "{split:?}");
+        assert_eq!(v.unverifiable_ios, 0);
+        let writes: Vec<u64> = log
+            .iter()
+            .filter(|c| c.0 == Op::Write)
+            .map(|c| c.1)
+            .collect();
+        if split.is_some() {
+            let sizes: HashMap<u64, ()> = writes.iter().map(|&l| (l, ())).collect();
+            assert_eq!(
+                sizes.len(),
+                writes.len(),
+                "no start written twice in one pass"
+            );
+            assert!(writes.len() < 512, "some writes were larger than 4k");
+        }
+    }
+}
+
+#[test]
+fn bsrange_sizes_stay_in_range_and_sequential_covers_the_region() {
+    let w = WorkloadOptions {
+        bsrange: Some(parse_bsrange("4k-16k").unwrap()),
+        ..WorkloadOptions::default()
+    };
+    let (r, log) = run(&job(RwMode::Write, 1 << 20, w));
+    assert_eq!(bytes(&r, 1), 1 << 20);
+    // Sequential: each command starts where the previous ended, 8..=32 blocks later.
+    for pair in log.windows(2) {
+        let step = pair[1].1 - pair[0].1;
+        assert!((8..=32).contains(&step) && step % 8 == 0, "step {step}");
+    }
+    assert!(log.windows(2).any(|p| p[1].1 - p[0].1 == 8));
+    assert!(log.windows(2).any(|p| p[1].1 - p[0].1 == 32));
+}
+
+#[test]
+fn same_seed_same_offsets_other_seed_other_offsets() {
+    let seq = |seed: u64| {
+        let o = BenchOptions {
+            randseed: Some(seed),
+            rwmixread: 60,
+            ..job(
+                RwMode::Randrw,
+                1 << 20,
+                WorkloadOptions {
+                    bssplit: Some(parse_bssplit("4k/50:8k/50").unwrap()),
+                    ..WorkloadOptions::default()
+                },
+            )
+        };
+        run(&o).1
+    };
+    assert_eq!(seq(5), seq(5));
+    assert_ne!(seq(5), seq(6));
+}
+
+#[test]
+fn zipf_sends_most_ios_to_few_blocks_as_theta_says() {
+    let theta = 1.2;
+    let n_ios = 40_000;
+    let w = WorkloadOptions {
+        random_distribution: parse_random_distribution("zipf:1.2").unwrap(),
+        number_ios: Some(n_ios),
+        io_size: Some(1 << 40),
+        ..WorkloadOptions::default()
+    };
+    let (r, log) = run(&job(RwMode::Randread, 4 << 20, w));
+    assert_eq!(ios(&r, 0), n_ios);
+    let mut hits: HashMap<u64, u64> = HashMap::new();
+    for (_, lba) in &log {
+        *hits.entry(*lba).or_insert(0) += 1;
+    }
+    let mut counts: Vec<u64> = hits.into_values().collect();
+    counts.sort_unstable_by(|a, b| b.cmp(a));
+    let units = 1024u64; // 4 MiB of 4 KiB
+    let top: u64 = counts.iter().take((units / 10) as usize).sum();
+    let share = top as f64 / n_ios as f64;
+    // Zipf(theta) over n ranks gives the top k the share H(k) / H(n).
+    let h = |k: u64| (1..=k).map(|i| (i as f64).powf(-theta)).sum::<f64>();
+    let want = h(units / 10) / h(units);
+    assert!(
+        share > 0.5 && (share - want).abs() < 0.05,
+        "top 10% got {share}, zipf says {want}"
+    );
+}
+
+#[test]
+fn rwmixwrite_is_the_complement_of_rwmixread() {
+    let w = WorkloadOptions {
+        rwmixwrite: Some(30),
+        ..WorkloadOptions::default()
+    };
+    let (r, _) = run(&job(RwMode::Randrw, 4 << 20, w));
+    let (reads, writes) = (ios(&r, 0), ios(&r, 1));
+    assert_eq!(reads + writes, 1024);
+    let frac = reads as f64 / 1024.0;
+    assert!((0.65..0.75).contains(&frac), "read fraction {frac}");
+}
+
+#[test]
+fn trim_deallocates_and_the_blocks_read_back_as_zeroes() {
+    let dev = MemDevice::new(512, BLOCKS, 1 << 20);
+    run_on(
+        &dev,
+        &job(RwMode::Write, 1 << 20, WorkloadOptions::default()),
+    );
+    assert!(dev.read_blocks(0, 8).unwrap().iter().any(|&b| b != 0));
+    let (r, log) = run_on(
+        &dev,
+        &job(RwMode::Randtrim, 512 << 10, WorkloadOptions::default()),
+    );
+    assert_eq!(ios(&r, 2), 128);
+    assert!(log.iter().all(|c| c.0 == Op::Trim));
+    assert!(dev.read_blocks(0, 1024).unwrap().iter().all(|&b| b == 0));
+    assert!(dev.read_blocks(1024, 1024).unwrap().iter().any(|&b| b != 0));
+    // A trim inside a verify job: the trimmed blocks must read back as zeroes.
+    let o = BenchOptions {
+        verify: VerifyMode::Md5,
+        ..job(RwMode::Trim, 256 << 10, WorkloadOptions::default())
+    };
+    let (r, _) = run_on(&dev, &o);
+    assert_eq!(r.jobs[0].output.verify.errors, 0);
+    assert_eq!(r.jobs[0].output.verify.verified_blocks, 512);
+}
+
+#[test]
+fn number_ios_io_size_and_loops_stop_at_the_exact_count() {
+    let w = WorkloadOptions {
+        number_ios: Some(77),
+        ..WorkloadOptions::default()
+    };
+    let (r, log) = run(&job(RwMode::Randwrite, 1 << 20, w));
+    assert_eq!((ios(&r, 1), log.len()), (77, 77));
+    // io_size beyond size: offsets wrap, 3 MiB over a 1 MiB range.
+    let w = WorkloadOptions {
+        io_size: Some(3 << 20),
+        ..WorkloadOptions::default()
+    };
+    let (r, _) = run(&job(RwMode::Write, 1 << 20, w));
+    assert_eq!(ios(&r, 1), 768);
+    let w = WorkloadOptions {
+        loops: 3,
+        ..WorkloadOptions::default()
+    };
+    let o = BenchOptions {
+        verify: VerifyMode::Crc32c,
+        ..job(RwMode::Randwrite, 1 << 20, w)
+    };
+    let (r, log) = run(&o);
+    assert_eq!(ios(&r, 1), 768);
+    // Each loop ends with its own verify pass.
+    assert_eq!(r.jobs[0].output.verify.verified_blocks, 3 * 2048);
+    assert_eq!(r.jobs[0].output.verify.errors, 0);
+    let first_read = log.iter().position(|c| c.0 == Op::Read).unwrap();
+    assert_eq!(first_read, 256);
+}
+
+#[test]
+fn rate_iops_paces_submissions() {
+    // Loose bounds, not a speed goal: pacing must hold the job near the rate.
+    let w = WorkloadOptions {
+        rate_iops: Some(parse_rate_iops("2000").unwrap()),
+        number_ios: Some(400),
+        io_size: Some(1 << 40),
+        ..WorkloadOptions::default()
+    };
+    let (r, _) = run(&job(RwMode::Randread, 4 << 20, w));
+    let ms = r.jobs[0].output.runtime_ms;
+    assert_eq!(ios(&r, 0), 400);
+    let iops = 400_000.0 / ms as f64;
+    assert!((1000.0..4000.0).contains(&iops), "{iops} IOPS in {ms} ms");
+}
+
+#[test]
+fn thinktime_pauses_after_thinktime_blocks() {
+    let w = WorkloadOptions {
+        thinktime: Some(Duration::from_millis(5)),
+        thinktime_blocks: 10,
+        number_ios: Some(50),
+        ..WorkloadOptions::default()
+    };
+    let (r, _) = run(&job(RwMode::Randread, 1 << 20, w));
+    assert_eq!(ios(&r, 0), 50);
+    // Four pauses between five groups at least (a fifth may follow the last group).
+    assert!(
+        r.jobs[0].output.runtime_ms >= 20,
+        "{} ms",
+        r.jobs[0].output.runtime_ms
+    );
+    // thinktime_blocks caps the depth: never more than 10 in flight.
+    let depths = &r.jobs[0].output.stats.depth_map;
+    assert_eq!(depths[4..].iter().sum::<u64>(), 0, "{depths:?}");
+}
