@@ -3,7 +3,8 @@
 //!
 //! Owns: job options with fio's names ([`BenchOptions`]), the per-job I/O loop
 //! over an [`IoQueue`] (one pinned thread and one queue pair per job), latency
-//! and bandwidth statistics, `--verify=crc32c` block headers, the live status
+//! and bandwidth statistics, fio's workload shapes (block size mixes, offset
+//! distributions, trims, pacing) and verify methods, the live status
 //! line, and reports in fio's normal / JSON / JSON+ formats plus our `target`
 //! and `machine` sections ([`render`]).
 //!

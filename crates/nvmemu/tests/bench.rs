@@ -100,6 +100,52 @@ fn randwrite_verify_reads_back_every_block_it_wrote() {
 }
 
 #[test]
+fn bssplit_and_sha256_verify_every_block_through_the_driver() {
+    let v = json_of(&bench(&[
+        "--rw=randwrite",
+        "--verify=sha256",
+        "--bssplit=4k/50:16k/30:64k/20",
+        "--size=8m",
+        "--iodepth=16",
+    ]));
+    let job = &v["jobs"][0];
+    assert_eq!(job["error"], 0, "{job}");
+    assert_eq!(job["verify_errors"], 0);
+    assert_eq!(job["write"]["io_bytes"], 8 << 20);
+    // Every 512-byte block of the 8 MiB is read back and checked once.
+    assert_eq!(job["verify"]["verified_blocks"], 16384);
+    assert_eq!(job["job options"]["bssplit"], "4k/50:16k/30:64k/20");
+}
+
+#[test]
+fn trim_deallocates_on_the_device_and_the_blocks_read_back_zeroes() {
+    // One external target, three clients: write 4 MiB, trim its first 2 MiB, then replay
+    // the trim job with verify_only, which reads the range back expecting zeroes (DLFEAT).
+    let t = common::start(&[("malloc", 512, 1 << 15)]);
+    let dir = t.dir().to_str().unwrap().to_owned();
+    let on = |args: &[&str]| {
+        let mut a = vec!["--socket", dir.as_str(), "--bs=64k", "--iodepth=8"];
+        a.extend_from_slice(args);
+        bench(&a)
+    };
+    let w = json_of(&on(&["--rw=write", "--size=4m"]));
+    assert_eq!(dir_ios(&w["jobs"][0], "write"), 64);
+    let zeroes = ["--rw=trim", "--size=2m", "--verify=crc32c", "--verify_only"];
+    // Before the trim the blocks hold data: the check fails, naming the first LBA.
+    let before = on(&zeroes);
+    assert!(!before.status.success());
+    let v: Value = serde_json::from_slice(&before.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["error"], 84);
+    let trim = json_of(&on(&["--rw=randtrim", "--size=2m"]));
+    assert_eq!(dir_ios(&trim["jobs"][0], "trim"), 32);
+    let after = json_of(&on(&zeroes));
+    let job = &after["jobs"][0];
+    assert_eq!(job["verify_errors"], 0, "{job}");
+    assert_eq!(job["verify"]["verified_blocks"], 4096);
+    assert_eq!(dir_ios(job, "write"), 0);
+}
+
+#[test]
 fn two_jobs_verify_on_two_queue_pairs() {
     let v = json_of(&bench(&[
         "--numjobs=2",
