@@ -249,7 +249,16 @@ fn rate_iops_paces_submissions() {
     let ms = r.jobs[0].output.runtime_ms;
     assert_eq!(ios(&r, 0), 400);
     let iops = 400_000.0 / ms as f64;
-    assert!((1000.0..4000.0).contains(&iops), "{iops} IOPS in {ms} ms");
+    // Pacing never runs ahead, however the machine is loaded.
+    assert!(iops < 4000.0, "{iops} IOPS in {ms} ms");
+    // It keeps up unless the job thread was starved of CPU (a waiting job polls, so on a
+    // quiet machine it is on a CPU for the whole run).
+    let u = &r.jobs[0].output.usage;
+    let on_cpu = (u.usr_ms + u.sys_ms) as f64 / ms as f64;
+    assert!(
+        iops > 1000.0 || on_cpu < 0.8,
+        "{iops} IOPS in {ms} ms, {on_cpu:.2} on CPU"
+    );
 }
 
 #[test]
