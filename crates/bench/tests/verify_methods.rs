@@ -5,29 +5,13 @@
 //! it goes; `do_verify=0` reads nothing back.
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+mod common;
 
+use common::run_on;
 use nvmemu_bench::{
-    BenchOptions, BenchResult, CommandLog, EtaMode, IoQueue, MemDevice, NoTarget, Op, OutputFormat,
-    RwMode, SizeSpec, VerifyMode, WorkloadOptions, parse_bssplit, parse_verify_pattern, render,
-    run_bench,
+    BenchOptions, EtaMode, MemDevice, Op, OutputFormat, RwMode, SizeSpec, VerifyMode,
+    WorkloadOptions, parse_bssplit, parse_verify_pattern, render,
 };
-
-fn run_on(dev: &Arc<MemDevice>, opts: &BenchOptions) -> (BenchResult, Vec<(Op, u64)>) {
-    let log = CommandLog::default();
-    let q = Box::new(dev.queue().with_log(Arc::clone(&log))) as Box<dyn IoQueue>;
-    let r = run_bench(
-        opts,
-        vec![q],
-        &NoTarget,
-        &[],
-        Arc::new(AtomicBool::new(false)),
-    )
-    .unwrap();
-    let log = std::mem::take(&mut *log.lock().unwrap());
-    (r, log)
-}
 
 fn job(verify: VerifyMode, workload: WorkloadOptions) -> BenchOptions {
     BenchOptions {

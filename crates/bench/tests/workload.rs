@@ -5,34 +5,19 @@
 //! `rw=trim`, `number_ios`, `io_size`, `loops`, `rate_iops` and `thinktime`.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use common::run_on;
 use nvmemu_bench::{
-    BenchOptions, BenchResult, CommandLog, EtaMode, IoQueue, MemDevice, NoTarget, Op, RwMode,
-    SizeSpec, VerifyMode, WorkloadOptions, parse_bsrange, parse_bssplit, parse_random_distribution,
-    parse_rate_iops, run_bench,
+    BenchOptions, BenchResult, EtaMode, MemDevice, Op, RwMode, SizeSpec, VerifyMode,
+    WorkloadOptions, parse_bsrange, parse_bssplit, parse_random_distribution, parse_rate_iops,
 };
 
 /// 4 MiB of 512-byte blocks.
 const BLOCKS: u64 = 1 << 13;
-
-fn run_on(dev: &Arc<MemDevice>, opts: &BenchOptions) -> (BenchResult, Vec<(Op, u64)>) {
-    let log = CommandLog::default();
-    let q = Box::new(dev.queue().with_log(Arc::clone(&log))) as Box<dyn IoQueue>;
-    let r = run_bench(
-        opts,
-        vec![q],
-        &NoTarget,
-        &[],
-        Arc::new(AtomicBool::new(false)),
-    )
-    .unwrap();
-    let log = std::mem::take(&mut *log.lock().unwrap());
-    (r, log)
-}
 
 fn run(opts: &BenchOptions) -> (BenchResult, Vec<(Op, u64)>) {
     run_on(&MemDevice::new(512, BLOCKS, 1 << 20), opts)
