@@ -34,6 +34,12 @@ pub enum BenchError {
         /// Namespace bytes.
         capacity: u64,
     },
+    /// Options that cannot go together; `reason` says which and what to change.
+    #[error("{reason}")]
+    Conflict {
+        /// What is wrong and what to do.
+        reason: &'static str,
+    },
     /// `time_based` without `runtime` would never end.
     #[error("time_based needs a runtime")]
     TimeBasedWithoutRuntime,

@@ -145,13 +145,13 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
         });
     }
     if w.verify_only && !verify {
-        return Err(BenchError::Verify {
-            reason: "verify_only needs a verify method; add --verify=crc32c (or the method the data was written with)",
+        return Err(BenchError::Conflict {
+            reason: "verify_only needs a verify method: add --verify=crc32c (or the method the data was written with)",
         });
     }
     if w.verify_only && (opts.time_based || opts.ramp_time.is_some_and(|r| !r.is_zero())) {
-        return Err(BenchError::Verify {
-            reason: "verify_only replays a size-based job; drop time_based and ramp_time",
+        return Err(BenchError::Conflict {
+            reason: "verify_only replays a size-based job: drop time_based and ramp_time",
         });
     }
     let capacity = geometry.num_blocks.saturating_mul(u64::from(block_size));
@@ -277,6 +277,33 @@ mod tests {
             ..BenchOptions::default()
         };
         assert!(matches!(plan_jobs(&o, g), Err(BenchError::Range { .. })));
+        let o = BenchOptions {
+            workload: crate::WorkloadOptions {
+                verify_only: true,
+                ..Default::default()
+            },
+            ..BenchOptions::default()
+        };
+        assert!(matches!(plan_jobs(&o, g), Err(BenchError::Conflict { .. })));
+        let o = BenchOptions {
+            verify: VerifyMode::Crc32c,
+            time_based: true,
+            runtime: Some(Duration::from_secs(1)),
+            ..o
+        };
+        assert!(matches!(plan_jobs(&o, g), Err(BenchError::Conflict { .. })));
+        // Every bssplit size must fit the LBA size and the transfer limit.
+        let o = BenchOptions {
+            workload: crate::WorkloadOptions {
+                bssplit: Some(crate::parse_bssplit("4k/50:256k/50").unwrap()),
+                ..Default::default()
+            },
+            ..BenchOptions::default()
+        };
+        assert!(matches!(
+            plan_jobs(&o, g),
+            Err(BenchError::BlockSize { bs: 262_144, .. })
+        ));
     }
 
     #[test]
