@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nvmemu_mem::{Iova, MmapRegion};
+use nvmemu_mem::MmapRegion;
 use nvmemu_spec::{Cqe, Nsid, Qid, Sqe, regs};
 
 use crate::commands::{self, cns};
@@ -18,6 +18,7 @@ use crate::namespace::Namespace;
 use crate::prp;
 use crate::qpair::{self, IoQpair};
 use crate::queue::{Doorbells, Ring};
+use crate::transport::pci::{PciAddress, PciTransport};
 use crate::transport::{self, Transport, VfioUserTransport};
 
 /// Device address at which the DMA pool is registered.
@@ -110,6 +111,13 @@ impl Controller {
         Controller::attach_with(Box::new(t), opts)
     }
 
+    /// Open the PCI function at `addr` (bound to `uio_pci_generic` or `vfio-pci`) and bring
+    /// it up; `opts.reply_timeout` does not apply.
+    pub fn attach_pci(addr: PciAddress, opts: AttachOptions) -> Result<Controller, DriverError> {
+        let t = PciTransport::open(addr)?;
+        Controller::attach_with(Box::new(t), opts)
+    }
+
     /// Bring up the controller behind `transport`.
     pub fn attach_with(
         mut transport: Box<dyn Transport>,
@@ -136,8 +144,7 @@ impl Controller {
             )));
         }
         let doorbells = t.map_doorbells()?;
-        let pool = DmaPool::new(opts.dma_pool_bytes, Iova(DMA_POOL_IOVA))?;
-        t.dma_map(pool.fd(), 0, pool.iova(), pool.size())?;
+        let pool = t.create_dma_pool(opts.dma_pool_bytes)?;
         // From here on a failure must undo the DMA map: until the controller value exists
         // (whose Drop shuts down and unmaps) that is done by hand.
         let admin_depth = clamp_depth(ADMIN_QUEUE_DEPTH, cap);

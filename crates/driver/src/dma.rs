@@ -10,6 +10,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use nvmemu_mem::{Iova, MemError, MmapRegion, Protection, create_memfd, page_size_of};
+
+use crate::dma_addrs::DeviceAddrs;
+
+/// The huge page size a physically addressed pool needs at least.
+const HUGE_PAGE: u64 = 2 << 20;
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 /// Allocation granularity: the NVMe memory page (CC.MPS = 0).
@@ -41,6 +46,38 @@ pub enum DmaAllocError {
         /// Length of the parent.
         size: u64,
     },
+    /// A physically addressed pool got normal pages: the device needs huge pages there.
+    #[error(
+        "no huge pages for {bytes} bytes of DMA memory: reserve some with \
+         `echo 64 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages` (or `nvmemu bind`)"
+    )]
+    NoHugePages {
+        /// Pool size asked for.
+        bytes: u64,
+    },
+    /// A buffer larger than a huge page in a physically addressed pool.
+    #[error(
+        "{requested} bytes of DMA memory requested in one buffer, but with physical addresses \
+         a buffer is at most one huge page ({limit} bytes)"
+    )]
+    NotContiguous {
+        /// Bytes requested (rounded up to pages).
+        requested: u64,
+        /// The huge page size.
+        limit: u64,
+    },
+    /// No physical address for a page of the pool.
+    #[error(
+        "no physical address for DMA pool offset {offset:#x}: /proc/self/pagemap shows page \
+         frame numbers only to CAP_SYS_ADMIN (run as root)"
+    )]
+    NoAddress {
+        /// Pool offset of the page.
+        offset: u64,
+    },
+    /// Reading the physical addresses failed.
+    #[error("cannot read /proc/self/pagemap")]
+    Pagemap(#[source] std::io::Error),
     /// Creating or mapping the pool memory failed.
     #[error("creating the DMA pool failed")]
     Mem(#[from] MemError),
@@ -69,6 +106,30 @@ impl FreeList {
             *e = (start + pages, n - pages);
         }
         Some(start)
+    }
+
+    /// First fit that stays inside one aligned group of `group` pages: the lowest place in a
+    /// free extent where `pages` fit without crossing a multiple of `group`.
+    fn alloc_within(&mut self, pages: u64, group: u64) -> Option<u64> {
+        if pages == 0 || pages > group {
+            return None;
+        }
+        let (idx, at) = self.extents.iter().enumerate().find_map(|(i, &(s, n))| {
+            let mut p = s;
+            if p / group != (p + pages - 1) / group {
+                p = (p / group + 1) * group;
+            }
+            (p + pages <= s + n).then_some((i, p))
+        })?;
+        let (s, n) = self.extents.remove(idx);
+        let tail_start = at + pages;
+        if s + n > tail_start {
+            self.extents.insert(idx, (tail_start, s + n - tail_start));
+        }
+        if at > s {
+            self.extents.insert(idx, (s, at - s));
+        }
+        Some(at)
     }
 
     fn free(&mut self, start: u64, pages: u64) {
@@ -105,7 +166,7 @@ impl FreeList {
 struct PoolInner {
     region: Arc<MmapRegion>,
     fd: OwnedFd,
-    iova: Iova,
+    addrs: DeviceAddrs,
     size: u64,
     free: Mutex<FreeList>,
 }
@@ -119,7 +180,8 @@ impl PoolInner {
 }
 
 /// A pool of DMA memory: one memfd (hugetlb when available), mapped once in this process and
-/// registered with the device at `iova()`. Cheap to clone; clones share the pool.
+/// registered with the device at `iova()`, or (`DmaPool::physical`) reached by the device at
+/// the physical address of each huge page. Cheap to clone; clones share the pool.
 #[derive(Debug, Clone)]
 pub struct DmaPool {
     inner: Arc<PoolInner>,
@@ -129,6 +191,35 @@ impl DmaPool {
     /// Create a pool of at least `bytes` bytes (rounded up to the memfd's page size) whose
     /// device address is `iova`.
     pub fn new(bytes: u64, iova: Iova) -> Result<DmaPool, DmaAllocError> {
+        let (fd, region, size) = Self::map(bytes)?;
+        Ok(Self::from_parts(fd, region, size, DeviceAddrs::Linear(iova)))
+    }
+
+    /// Create a pool of at least `bytes` bytes on huge pages, every page touched, whose
+    /// device addresses are what `resolve` returns for the mapping and its page size: one
+    /// address per page (physical addresses from `/proc/self/pagemap`). Each buffer then
+    /// lies inside one huge page, so it is contiguous for the device.
+    pub fn physical(
+        bytes: u64,
+        resolve: impl FnOnce(&MmapRegion, u64) -> Result<Vec<u64>, DmaAllocError>,
+    ) -> Result<DmaPool, DmaAllocError> {
+        let (fd, region, size) = Self::map(bytes)?;
+        let page = page_size_of(fd.as_fd())?;
+        if page < HUGE_PAGE {
+            return Err(DmaAllocError::NoHugePages { bytes: size });
+        }
+        // Fault every page in now: a page has a physical address only once it exists.
+        region.fill(0, size, 0)?;
+        let bases = resolve(&region, page)?;
+        if bases.len() as u64 != size / page {
+            return Err(DmaAllocError::NoAddress {
+                offset: bases.len() as u64 * page,
+            });
+        }
+        Ok(Self::from_parts(fd, region, size, DeviceAddrs::pages(page, bases)))
+    }
+
+    fn map(bytes: u64) -> Result<(OwnedFd, MmapRegion, u64), DmaAllocError> {
         if bytes == 0 {
             return Err(DmaAllocError::ZeroSize);
         }
@@ -138,15 +229,24 @@ impl DmaPool {
             .checked_next_multiple_of(page)
             .ok_or(DmaAllocError::ZeroSize)?;
         let region = MmapRegion::map_shared(fd.as_fd(), 0, size, Protection::ReadWrite)?;
-        Ok(DmaPool {
+        Ok((fd, region, size))
+    }
+
+    fn from_parts(fd: OwnedFd, region: MmapRegion, size: u64, addrs: DeviceAddrs) -> DmaPool {
+        DmaPool {
             inner: Arc::new(PoolInner {
                 region: Arc::new(region),
                 fd,
-                iova,
+                addrs,
                 size,
                 free: Mutex::new(FreeList::new(size / DMA_PAGE)),
             }),
-        })
+        }
+    }
+
+    /// The pool mapping (VFIO's MAP_DMA is given its address).
+    pub fn region(&self) -> &MmapRegion {
+        &self.inner.region
     }
 
     /// The memfd backing the pool (passed to DMA_MAP).
@@ -156,7 +256,7 @@ impl DmaPool {
 
     /// Device address of the first byte.
     pub fn iova(&self) -> Iova {
-        self.inner.iova
+        Iova(self.inner.addrs.at(0))
     }
 
     /// Pool size in bytes.
@@ -175,9 +275,22 @@ impl DmaPool {
             return Err(DmaAllocError::ZeroSize);
         }
         let pages = len.div_ceil(DMA_PAGE);
+        let limit = self.inner.addrs.contiguous_limit();
+        if let Some(limit) = limit
+            && pages * DMA_PAGE > limit
+        {
+            return Err(DmaAllocError::NotContiguous {
+                requested: pages * DMA_PAGE,
+                limit,
+            });
+        }
         let start = {
             let mut free = self.inner.free_list();
-            match free.alloc(pages) {
+            let found = match limit {
+                Some(limit) => free.alloc_within(pages, limit / DMA_PAGE),
+                None => free.alloc(pages),
+            };
+            match found {
                 Some(s) => s,
                 None => {
                     return Err(DmaAllocError::Exhausted {
@@ -192,8 +305,10 @@ impl DmaPool {
             start_page: start,
             pages,
         });
+        let offset = start * DMA_PAGE;
         let buf = DmaBuf {
-            offset: start * DMA_PAGE,
+            iova: self.inner.addrs.at(offset),
+            offset,
             len,
             alloc,
         };
@@ -204,6 +319,10 @@ impl DmaPool {
     /// Allocate `count` buffers of `each` bytes (one allocation, sliced): a per-thread slab
     /// of I/O buffers, made once before the I/O loop.
     pub fn alloc_slab(&self, count: usize, each: u64) -> Result<Vec<DmaBuf>, DmaAllocError> {
+        if self.inner.addrs.contiguous_limit().is_some() {
+            // One allocation would cross huge pages: buffers one by one, each inside one.
+            return (0..count).map(|_| self.alloc(each)).collect();
+        }
         let each_pages = each.div_ceil(DMA_PAGE) * DMA_PAGE;
         let total = each_pages
             .checked_mul(count as u64)
@@ -237,6 +356,8 @@ impl Drop for Allocation {
 #[derive(Debug, Clone)]
 pub struct DmaBuf {
     alloc: Arc<Allocation>,
+    /// Device address of the first byte (the buffer is contiguous for the device).
+    iova: u64,
     /// Offset of the window inside the pool mapping.
     offset: u64,
     len: u64,
@@ -245,7 +366,7 @@ pub struct DmaBuf {
 impl DmaBuf {
     /// Device address of the first byte.
     pub fn iova(&self) -> Iova {
-        Iova(self.alloc.pool.iova.0 + self.offset)
+        Iova(self.iova)
     }
 
     /// Length in bytes.
@@ -263,6 +384,7 @@ impl DmaBuf {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(DmaBuf {
                 alloc: Arc::clone(&self.alloc),
+                iova: self.iova + offset,
                 offset: self.offset + offset,
                 len,
             }),
@@ -411,6 +533,50 @@ mod tests {
         drop(s);
         drop(b);
         assert_eq!(pool.free_bytes(), total);
+    }
+
+    #[test]
+    fn alloc_within_never_crosses_a_group() {
+        let mut f = FreeList::new(16);
+        assert_eq!(f.alloc_within(3, 4), Some(0));
+        // [3, 4) is too short for 2 pages inside one group of 4: next group.
+        assert_eq!(f.alloc_within(2, 4), Some(4));
+        assert_eq!(f.alloc_within(1, 4), Some(3));
+        assert_eq!(f.extents, vec![(6, 10)]);
+        assert_eq!(f.alloc_within(4, 4), Some(8));
+        assert_eq!(f.alloc_within(5, 4), None);
+        assert_eq!(f.extents, vec![(6, 2), (12, 4)]);
+    }
+
+    #[test]
+    fn physical_pool_buffers_stay_inside_one_huge_page() {
+        // The resolver stands in for pagemap: pages in reverse order, 1 GiB apart.
+        let pool = match DmaPool::physical(4 << 20, |r, page| {
+            Ok((0..r.len() / page).rev().map(|i| (i + 1) << 30).collect())
+        }) {
+            Ok(p) => p,
+            // No huge pages on this machine: the error must say how to reserve them.
+            Err(e @ DmaAllocError::NoHugePages { .. }) => {
+                assert!(e.to_string().contains("nr_hugepages"));
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(pool.iova(), Iova(2 << 30));
+        let a = pool.alloc(1 << 20).unwrap();
+        let b = pool.alloc(1 << 20).unwrap();
+        // 1.5 MiB does not fit behind a and b in the first huge page: the second one.
+        let c = pool.alloc(3 << 19).unwrap();
+        assert_eq!(a.iova(), Iova(2 << 30));
+        assert_eq!(b.iova(), Iova((2 << 30) + (1 << 20)));
+        assert_eq!(c.iova(), Iova(1 << 30));
+        assert_eq!(c.slice(4096, 8).unwrap().iova(), Iova((1 << 30) + 4096));
+        assert!(matches!(
+            pool.alloc(3 << 20),
+            Err(DmaAllocError::NotContiguous { .. })
+        ));
+        let slab = pool.alloc_slab(2, 4096).unwrap();
+        assert_eq!(slab[0].iova(), Iova((1 << 30) + (3 << 19)));
     }
 
     #[test]

@@ -46,6 +46,7 @@
 mod commands;
 mod controller;
 mod dma;
+mod dma_addrs;
 mod error;
 mod identify;
 mod init;
@@ -72,6 +73,7 @@ pub use identify::{IDENTIFY_BYTES, IdentifyController, IdentifyNamespace, LbaFor
 pub use init::{CC_ENABLE, Cap};
 pub use namespace::Namespace;
 pub use qpair::{BLOCKING_TIMEOUT, IoQpair};
+pub use transport::pci::{BadPciAddress, PciAccess, PciAddress, PciTransport, sysfs};
 pub use transport::{
     PCI_COMMAND, PCI_COMMAND_INTX_DISABLE, PCI_COMMAND_MASTER, PCI_COMMAND_MEMORY, Transport,
     TransportError, VfioUserTransport,

@@ -25,6 +25,7 @@ mod guest;
 mod memfd;
 mod meminfo;
 mod mmap;
+pub mod vfio;
 
 pub use backing::{MEMORY_HEADROOM, PROGRESS_INTERVAL, PageKind, Progress};
 pub use clock::{TscClock, global_clock};

@@ -7,9 +7,14 @@ use std::sync::Arc;
 
 use nvmemu_mem::{Iova, MemError, MmapRegion};
 
+pub mod pci;
 mod vfio_user;
 
 pub use vfio_user::VfioUserTransport;
+
+use crate::controller::DMA_POOL_IOVA;
+use crate::dma::DmaPool;
+use crate::error::DriverError;
 
 /// Offset of the PCI Command register in config space.
 pub const PCI_COMMAND: u64 = 0x04;
@@ -41,6 +46,18 @@ pub enum TransportError {
         /// BAR0 offset.
         offset: u64,
     },
+    /// A piece of the set-up is missing; the message says which and how to provide it.
+    #[error("{0}")]
+    Setup(String),
+    /// A system call on a device file failed.
+    #[error("{what}")]
+    Io {
+        /// What was being done, and the likely fix.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Mapping the doorbell area failed.
     #[error("mapping the doorbell area failed")]
     Mem(#[from] MemError),
@@ -69,7 +86,14 @@ pub trait Transport: Send {
         iova: Iova,
         size: u64,
     ) -> Result<(), TransportError>;
-    /// Undo a `dma_map` of exactly `[iova, iova + size)`.
+    /// Create the driver's DMA pool of `bytes` and make the device reach it. The default
+    /// suits transports that register a memfd at an IOVA of our choosing (vfio-user).
+    fn create_dma_pool(&mut self, bytes: u64) -> Result<DmaPool, DriverError> {
+        let pool = DmaPool::new(bytes, nvmemu_mem::Iova(DMA_POOL_IOVA))?;
+        self.dma_map(pool.fd(), 0, pool.iova(), pool.size())?;
+        Ok(pool)
+    }
+    /// Undo a `dma_map` (or `create_dma_pool`) of exactly `[iova, iova + size)`.
     fn dma_unmap(&mut self, iova: Iova, size: u64) -> Result<(), TransportError>;
     /// Read a 16-bit PCI config space register.
     fn config_read16(&mut self, offset: u64) -> Result<u16, TransportError>;

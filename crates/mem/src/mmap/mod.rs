@@ -292,6 +292,12 @@ impl MmapRegion {
         self.base.addr().get()
     }
 
+    /// Virtual address of the window's first byte: what VFIO's MAP_DMA and
+    /// `/proc/self/pagemap` are told; never turned back into a pointer here.
+    pub fn addr(&self) -> usize {
+        self.window.addr().get()
+    }
+
     /// Length of the window in bytes.
     pub fn len(&self) -> u64 {
         self.len

@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `Transport` on a PCI function of this machine, for a driver in userspace: bound to
+//! `uio_pci_generic` (BAR0 from sysfs `resource0`, config space from sysfs `config`, DMA
+//! at physical addresses) or to `vfio-pci` (BAR0 and config space through the VFIO device
+//! fd; DMA through the IOMMU at an IOVA, or at physical addresses in no-IOMMU mode).
+//!
+//! Registers and doorbells are plain 32-bit loads and stores on the BAR0 mapping (64-bit
+//! registers as low then high half, as Linux's `lo_hi_readq` does); nothing here takes an
+//! interrupt: the driver polls.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use nvmemu_mem::{Iova, MmapRegion, Protection, vfio as vfio_ioctl};
+
+use super::{Transport, TransportError};
+use crate::controller::DMA_POOL_IOVA;
+use crate::dma::DmaPool;
+use crate::error::DriverError;
+
+mod address;
+mod pagemap;
+pub mod sysfs;
+mod vfio;
+
+pub use address::{BadPciAddress, PciAddress};
+
+/// BAR0 offset of the first doorbell.
+const DOORBELL_START: u64 = 0x1000;
+/// BAR0 must reach at least here (the admin queue's doorbells and the first I/O queue's).
+const BAR0_MIN: u64 = 0x2000;
+
+/// Where BAR0 is mapped from: a sysfs `resource0` file or the VFIO device fd at an offset.
+struct Bar0 {
+    file: File,
+    offset: u64,
+    size: u64,
+}
+
+/// Where config space is read and written: sysfs `config` or the VFIO device fd.
+struct ConfigAccess {
+    file: File,
+    offset: u64,
+}
+
+/// How the device reaches our memory.
+enum Dma {
+    /// Physical addresses of huge pages (uio, VFIO no-IOMMU).
+    Physical,
+    /// An IOVA range mapped in the IOMMU through this VFIO container.
+    Iommu { container: OwnedFd },
+}
+
+/// Which kernel driver gives us the function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PciAccess {
+    /// `uio_pci_generic`.
+    Uio,
+    /// `vfio-pci` with an IOMMU.
+    Vfio,
+    /// `vfio-pci` in no-IOMMU mode.
+    VfioNoIommu,
+}
+
+/// An NVMe function on this machine's PCI bus, driven from userspace.
+pub struct PciTransport {
+    addr: PciAddress,
+    access: PciAccess,
+    /// BAR0 `[0, 0x1000)`: the controller registers.
+    regs: MmapRegion,
+    bar0: Bar0,
+    config: ConfigAccess,
+    dma: Dma,
+    _keep: Vec<OwnedFd>,
+}
+
+impl std::fmt::Debug for PciTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PciTransport")
+            .field("addr", &self.addr)
+            .field("access", &self.access)
+            .finish_non_exhaustive()
+    }
+}
+
+fn open_rw(path: &std::path::Path) -> Result<File, TransportError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| sysfs::io_error(path, e))
+}
+
+impl PciTransport {
+    /// Open the function at `addr` through the driver it is bound to (`uio_pci_generic` or
+    /// `vfio-pci`); any other binding is an error that says how to rebind.
+    pub fn open(addr: PciAddress) -> Result<PciTransport, TransportError> {
+        let rebind = |now: &str| {
+            TransportError::Setup(format!(
+                "{addr} is {now}: bind it to a userspace driver first with \
+                 `nvmemu bind {addr} uio_pci_generic` (or vfio-pci)"
+            ))
+        };
+        let (access, bar0, config, dma, keep) = match sysfs::bound_driver(addr)?.as_deref() {
+            Some("uio_pci_generic") => {
+                let dir = sysfs::device_dir(addr);
+                let file = open_rw(&dir.join("resource0"))?;
+                let size = file
+                    .metadata()
+                    .map_err(|e| sysfs::io_error(&dir.join("resource0"), e))?
+                    .len();
+                let config = open_rw(&dir.join("config"))?;
+                (
+                    PciAccess::Uio,
+                    Bar0 {
+                        file,
+                        offset: 0,
+                        size,
+                    },
+                    ConfigAccess {
+                        file: config,
+                        offset: 0,
+                    },
+                    Dma::Physical,
+                    Vec::new(),
+                )
+            }
+            Some("vfio-pci") => {
+                let d = vfio::open(addr)?;
+                let access = match d.dma {
+                    Dma::Physical => PciAccess::VfioNoIommu,
+                    Dma::Iommu { .. } => PciAccess::Vfio,
+                };
+                (access, d.bar0, d.config, d.dma, d.keep)
+            }
+            Some("nvme") => {
+                return Err(rebind(
+                    "bound to the kernel's nvme driver (its namespaces would vanish)",
+                ));
+            }
+            Some(other) => return Err(rebind(&format!("bound to {other}"))),
+            None => return Err(rebind("bound to no driver")),
+        };
+        if bar0.size < BAR0_MIN {
+            return Err(TransportError::Unsupported(format!(
+                "BAR0 of {addr} is {:#x} bytes, smaller than {BAR0_MIN:#x}",
+                bar0.size
+            )));
+        }
+        let regs = MmapRegion::map_shared(
+            bar0.file.as_fd(),
+            bar0.offset,
+            DOORBELL_START,
+            Protection::ReadWrite,
+        )?;
+        Ok(PciTransport {
+            addr,
+            access,
+            regs,
+            bar0,
+            config,
+            dma,
+            _keep: keep,
+        })
+    }
+
+    /// How the function is reached.
+    pub fn access(&self) -> PciAccess {
+        self.access
+    }
+
+    fn check_reg(&self, offset: u64, width: u64) -> Result<(), TransportError> {
+        if !offset.is_multiple_of(width) || offset + width > DOORBELL_START {
+            return Err(TransportError::BadAccess { offset });
+        }
+        Ok(())
+    }
+
+    fn config_io(&self, what: &'static str, e: std::io::Error) -> TransportError {
+        TransportError::Io {
+            what: format!("config space {what} of {}", self.addr),
+            source: e,
+        }
+    }
+}
+
+impl Transport for PciTransport {
+    fn read_reg32(&mut self, offset: u64) -> Result<u32, TransportError> {
+        self.check_reg(offset, 4)?;
+        Ok(self.regs.load_acquire_u32(offset)?)
+    }
+
+    fn read_reg64(&mut self, offset: u64) -> Result<u64, TransportError> {
+        self.check_reg(offset, 8)?;
+        let lo = self.regs.load_acquire_u32(offset)?;
+        let hi = self.regs.load_acquire_u32(offset + 4)?;
+        Ok(u64::from(lo) | (u64::from(hi) << 32))
+    }
+
+    fn write_reg32(&mut self, offset: u64, value: u32) -> Result<(), TransportError> {
+        self.check_reg(offset, 4)?;
+        Ok(self.regs.store_release_u32(offset, value)?)
+    }
+
+    fn write_reg64(&mut self, offset: u64, value: u64) -> Result<(), TransportError> {
+        self.check_reg(offset, 8)?;
+        #[allow(clippy::cast_possible_truncation)] // the two halves, on purpose
+        let (lo, hi) = (value as u32, (value >> 32) as u32);
+        self.regs.store_release_u32(offset, lo)?;
+        Ok(self.regs.store_release_u32(offset + 4, hi)?)
+    }
+
+    fn map_doorbells(&mut self) -> Result<Arc<MmapRegion>, TransportError> {
+        let region = MmapRegion::map_shared(
+            self.bar0.file.as_fd(),
+            self.bar0.offset + DOORBELL_START,
+            self.bar0.size - DOORBELL_START,
+            Protection::ReadWrite,
+        )?;
+        Ok(Arc::new(region))
+    }
+
+    fn create_dma_pool(&mut self, bytes: u64) -> Result<DmaPool, DriverError> {
+        match &self.dma {
+            Dma::Physical => Ok(DmaPool::physical(bytes, pagemap::physical_pages)?),
+            Dma::Iommu { container } => {
+                let pool = DmaPool::new(bytes, Iova(DMA_POOL_IOVA))?;
+                vfio_ioctl::map_dma(container.as_fd(), pool.region(), DMA_POOL_IOVA).map_err(
+                    |e| TransportError::Io {
+                        what: "VFIO_IOMMU_MAP_DMA of the DMA pool (locked memory limit? \
+                               raise ulimit -l or run as root)"
+                            .into(),
+                        source: std::io::Error::other(e),
+                    },
+                )?;
+                Ok(pool)
+            }
+        }
+    }
+
+    fn dma_map(
+        &mut self,
+        _fd: BorrowedFd<'_>,
+        _fd_offset: u64,
+        _iova: Iova,
+        _size: u64,
+    ) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported(
+            "a PCI function's DMA memory comes from create_dma_pool".into(),
+        ))
+    }
+
+    fn dma_unmap(&mut self, iova: Iova, size: u64) -> Result<(), TransportError> {
+        match &self.dma {
+            Dma::Physical => Ok(()),
+            Dma::Iommu { container } => vfio_ioctl::unmap_dma(container.as_fd(), iova.0, size)
+                .map_err(|e| TransportError::Io {
+                    what: "VFIO_IOMMU_UNMAP_DMA".into(),
+                    source: std::io::Error::other(e),
+                }),
+        }
+    }
+
+    fn config_read16(&mut self, offset: u64) -> Result<u16, TransportError> {
+        let mut b = [0u8; 2];
+        use std::os::unix::fs::FileExt;
+        self.config
+            .file
+            .read_exact_at(&mut b, self.config.offset + offset)
+            .map_err(|e| self.config_io("read", e))?;
+        Ok(u16::from_le_bytes(b))
+    }
+
+    fn config_write16(&mut self, offset: u64, value: u16) -> Result<(), TransportError> {
+        use std::os::unix::fs::FileExt;
+        self.config
+            .file
+            .write_all_at(&value.to_le_bytes(), self.config.offset + offset)
+            .map_err(|e| self.config_io("write", e))
+    }
+}
