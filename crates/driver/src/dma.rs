@@ -192,7 +192,12 @@ impl DmaPool {
     /// device address is `iova`.
     pub fn new(bytes: u64, iova: Iova) -> Result<DmaPool, DmaAllocError> {
         let (fd, region, size) = Self::map(bytes)?;
-        Ok(Self::from_parts(fd, region, size, DeviceAddrs::Linear(iova)))
+        Ok(Self::from_parts(
+            fd,
+            region,
+            size,
+            DeviceAddrs::Linear(iova),
+        ))
     }
 
     /// Create a pool of at least `bytes` bytes on huge pages, every page touched, whose
@@ -216,7 +221,12 @@ impl DmaPool {
                 offset: bases.len() as u64 * page,
             });
         }
-        Ok(Self::from_parts(fd, region, size, DeviceAddrs::pages(page, bases)))
+        Ok(Self::from_parts(
+            fd,
+            region,
+            size,
+            DeviceAddrs::pages(page, bases),
+        ))
     }
 
     fn map(bytes: u64) -> Result<(OwnedFd, MmapRegion, u64), DmaAllocError> {

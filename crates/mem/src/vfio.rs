@@ -146,7 +146,8 @@ pub fn check_extension(container: BorrowedFd<'_>, ext: u32) -> Result<bool, MemE
         arg: int_arg(ext),
     };
     // SAFETY: CHECK_EXTENSION takes the extension number by value, never as a pointer.
-    let r = unsafe { rustix::ioctl::ioctl(container, call) }.map_err(err("VFIO_CHECK_EXTENSION"))?;
+    let r =
+        unsafe { rustix::ioctl::ioctl(container, call) }.map_err(err("VFIO_CHECK_EXTENSION"))?;
     Ok(r > 0)
 }
 
@@ -200,7 +201,8 @@ pub fn group_device_fd(group: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Me
         arg: name.as_ptr().cast_mut().cast(),
     };
     // SAFETY: GET_DEVICE_FD only reads the NUL-terminated string, which outlives the call.
-    let fd = unsafe { rustix::ioctl::ioctl(group, call) }.map_err(err("VFIO_GROUP_GET_DEVICE_FD"))?;
+    let fd =
+        unsafe { rustix::ioctl::ioctl(group, call) }.map_err(err("VFIO_GROUP_GET_DEVICE_FD"))?;
     if fd < 0 {
         return Err(err("VFIO_GROUP_GET_DEVICE_FD")(rustix::io::Errno::BADF));
     }

@@ -21,7 +21,7 @@ use crate::bench_checks::{
 };
 use crate::bench_jobs::{JobSpec, RunPlan, plan_run};
 use crate::bench_output::{Output, notes};
-use crate::bench_stages::{run_embedded, run_on_socket};
+use crate::bench_stages::{run_embedded, run_on_socket, run_stages};
 use crate::bench_target::{TargetPlacement, allowed_cpus};
 use crate::engine::DriverQueue;
 use crate::ns_spec::NsSpec;
@@ -62,6 +62,10 @@ pub struct BenchArgs {
     /// in-process target.
     #[arg(long, value_name = "DIR")]
     pub socket: Option<PathBuf>,
+    /// Drive the NVMe PCI function at ADDR (e.g. 0000:01:00.0) of this machine, bound to
+    /// uio_pci_generic or vfio-pci (see `nvmemu bind`), instead of an in-process target.
+    #[arg(long, value_name = "ADDR", conflicts_with = "socket")]
+    pub device: Option<nvmemu_driver::PciAddress>,
     /// Namespace to run against.
     #[arg(long, default_value_t = 1)]
     pub nsid: u32,
@@ -221,7 +225,8 @@ fn check_inputs(args: &BenchArgs, opts: &BenchOptions) -> Result<()> {
     let allowed = allowed_cpus();
     let cpus_allowed = opts.cpus_allowed.as_ref().map(|c| c.0.as_slice());
     check_cpus("--cpus_allowed", cpus_allowed, &allowed)?;
-    if args.socket.is_some() {
+    let external = args.socket.is_some() || args.device.is_some();
+    if external {
         if args.lat_breakdown {
             bail!("--lat-breakdown needs the in-process target (drop --socket)");
         }
@@ -233,7 +238,7 @@ fn check_inputs(args: &BenchArgs, opts: &BenchOptions) -> Result<()> {
         check_writable("--plot", path)?;
     }
     let probe_only = args.ceiling.is_some() && args.ceiling_compare.is_none();
-    if args.socket.is_none() && !probe_only {
+    if !external && !probe_only {
         check_embedded(opts, &args.ns)?;
     }
     Ok(())
@@ -249,10 +254,11 @@ fn warn_shared_cpus(args: &BenchArgs, plan: &RunPlan) {
             .first()
             .and_then(|j| j.args.opts.cpus_allowed.as_ref())
             .map(|c| c.0.as_slice());
-        let job_cpus = match (cpus_allowed, &args.socket) {
+        let external = args.socket.is_some() || args.device.is_some();
+        let job_cpus = match (cpus_allowed, external) {
             (Some(c), _) => c.to_vec(),
-            (None, Some(_)) => allowed.clone(),
-            (None, None) => {
+            (None, true) => allowed.clone(),
+            (None, false) => {
                 let target_cpus = args.target_cpus.as_ref().map(|c| c.0.as_slice());
                 TargetPlacement::choose(&allowed, target_cpus, None).job_cpus
             }
@@ -310,6 +316,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         String::new()
     };
     let result = match &lead.socket {
+        _ if let Some(addr) = lead.device => {
+            run_stages(&plan, &stop, lead.nsid, &addr.to_string(), |needs| {
+                crate::bench_device::attach(addr, needs)
+            })?
+        }
         Some(dir) => run_on_socket(&lead, &plan, dir, &stop)?,
         None if lead.lat_breakdown => {
             let (plain, _) = run_embedded(&lead, &plan, &Arc::clone(&stop), false)?;
@@ -387,8 +398,8 @@ fn run_ceiling_cmd(args: &BenchArgs, opts: &mut BenchOptions, stop: Arc<AtomicBo
         print_ceiling(&r, json);
         return Ok(());
     };
-    if args.socket.is_some() {
-        bail!("--ceiling-compare runs the in-process target; drop --socket");
+    if args.socket.is_some() || args.device.is_some() {
+        bail!("--ceiling-compare runs the in-process target; drop --socket/--device");
     }
     let mut cmp = Comparison::default();
     for i in 0..n.max(1) {

@@ -64,15 +64,30 @@ pub fn run_on_socket(
     dir: &Path,
     stop: &Arc<AtomicBool>,
 ) -> Result<BenchResult> {
+    let place = dir.join("cntrl").display().to_string();
+    run_stages(plan, stop, lead.nsid, &place, |needs| {
+        attach(dir, needs, true, lead.reply_timeout)
+    })
+}
+
+/// Runs every stage on namespace `nsid` of the controller `attach` gives for the stage's
+/// needs (a socket's, a PCI function's), named `place` in errors.
+pub fn run_stages(
+    plan: &RunPlan,
+    stop: &Arc<AtomicBool>,
+    nsid: u32,
+    place: &str,
+    attach: impl Fn(&BenchOptions) -> Result<Controller>,
+) -> Result<BenchResult> {
     let mut runs = Vec::new();
     for stage in &plan.stages {
         if stop.load(Ordering::Relaxed) {
             break;
         }
         let needs = stage_needs(stage);
-        let mut ctrl = attach(dir, &needs, true, lead.reply_timeout)?;
-        let queues = make_queues(&mut ctrl, lead.nsid, needs.numjobs, stop)
-            .with_context(|| format!("on {}", dir.join("cntrl").display()))?;
+        let mut ctrl = attach(&needs)?;
+        let queues = make_queues(&mut ctrl, nsid, needs.numjobs, stop)
+            .with_context(|| format!("on {place}"))?;
         let result = run_stage(stage_jobs(stage, queues), &NoTarget, &[], Arc::clone(stop));
         // A controller that does not shut down cleanly must not cost the report.
         shutdown(&mut ctrl);

@@ -3,7 +3,7 @@
 //! print Identify Controller and Identify Namespace like `nvme id-ctrl` and
 //! `nvme id-ns`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow, bail};
 use nvmemu_driver::{AttachOptions, Controller, DriverError, IDENTIFY_BYTES, sqe};
@@ -25,8 +25,12 @@ pub enum IdFormat {
 #[derive(Debug, clap::Args)]
 pub struct IdentifyArgs {
     /// The vfio-user NVMe server at DIR/cntrl (nvmemu serve or SPDK).
-    #[arg(long, value_name = "DIR")]
-    pub socket: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "device")]
+    pub socket: Option<PathBuf>,
+    /// The NVMe PCI function at ADDR (e.g. 0000:01:00.0) of this machine, bound to
+    /// uio_pci_generic or vfio-pci (see `nvmemu bind`).
+    #[arg(long, value_name = "ADDR", conflicts_with = "socket")]
+    pub device: Option<nvmemu_driver::PciAddress>,
     /// Only this namespace (default: every active namespace).
     #[arg(long)]
     pub nsid: Option<u32>,
@@ -154,33 +158,42 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
     if args.nsid == Some(0) {
         bail!("--nsid must be 1 or more");
     }
-    let mut ctrl = Controller::attach(
-        &args.socket,
-        AttachOptions {
-            io_queues: 1,
-            queue_depth: 2,
-            dma_pool_bytes: 4 << 20,
-            reply_timeout: args.reply_timeout,
-        },
-    )
-    .map_err(|e| {
-        if is_busy(&e) {
-            return anyhow!(
-                "controller {} is in use by another client: stop that client first",
-                args.socket.display()
-            );
-        }
-        anyhow!(
-            "cannot attach to {}: {}{}",
-            args.socket.join("cntrl").display(),
-            error_chain(&e),
-            attach_hint(&e)
-        )
-    })?;
+    let mut ctrl = match (args.device, &args.socket) {
+        (Some(addr), _) => crate::bench_device::attach_with(addr, 1, 2, 8 << 20)?,
+        (None, Some(socket)) => attach_socket(socket, args.reply_timeout)?,
+        (None, None) => bail!("give --socket DIR or --device ADDR"),
+    };
     let pages = read_pages(&mut ctrl, args.nsid);
     if let Err(e) = ctrl.shutdown() {
         tracing::warn!("controller shutdown: {}", error_chain(&e));
     }
     print!("{}", render(&pages?, args.output_format));
     Ok(())
+}
+
+/// Attach to the vfio-user server at `socket`/cntrl for identify.
+fn attach_socket(socket: &Path, reply_timeout: std::time::Duration) -> Result<Controller> {
+    Controller::attach(
+        socket,
+        AttachOptions {
+            io_queues: 1,
+            queue_depth: 2,
+            dma_pool_bytes: 4 << 20,
+            reply_timeout,
+        },
+    )
+    .map_err(|e| {
+        if is_busy(&e) {
+            return anyhow!(
+                "controller {} is in use by another client: stop that client first",
+                socket.display()
+            );
+        }
+        anyhow!(
+            "cannot attach to {}: {}{}",
+            socket.join("cntrl").display(),
+            error_chain(&e),
+            attach_hint(&e)
+        )
+    })
 }

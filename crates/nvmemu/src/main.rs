@@ -4,10 +4,12 @@
 
 mod bench_checks;
 mod bench_cmd;
+mod bench_device;
 mod bench_jobs;
 mod bench_output;
 mod bench_stages;
 mod bench_target;
+mod bind;
 mod engine;
 mod id_print;
 mod identify;
@@ -37,6 +39,9 @@ enum Command {
     Bench(Box<bench_cmd::BenchArgs>),
     /// Print Identify Controller and Namespace data like nvme-cli's id-ctrl and id-ns.
     Identify(identify::IdentifyArgs),
+    /// Bind a PCI function to uio_pci_generic or vfio-pci (for bench/identify --device) or
+    /// back to nvme, and reserve huge pages.
+    Bind(bind::BindArgs),
     /// Send a JSON-RPC call to `nvmemu serve`, with rpc.py's arguments and output.
     Rpc(nvmemu_rpc::RpcArgs),
     /// Live figures of `nvmemu serve`, like `iostat -x 1`: IOPS, bandwidth, queue depth,
@@ -58,6 +63,7 @@ fn main() {
         Command::Serve(args) => serve::run(&args),
         Command::Bench(args) => bench_cmd::run(&args),
         Command::Identify(args) => identify::run(&args),
+        Command::Bind(args) => bind::run(&args),
         Command::Rpc(args) => std::process::exit(nvmemu_rpc::cli::run(&args)),
         Command::Stat(args) => stat::run(&args),
     };

@@ -75,7 +75,15 @@ mod tests {
             "10000:00:00.0".parse::<PciAddress>(),
             Err(BadPciAddress("10000:00:00.0".into()))
         );
-        for bad in ["", "00:00", "00:20.0", "00:00.8", "zz:00.0", "0:0:0:0.0", "/tmp/sock"] {
+        for bad in [
+            "",
+            "00:00",
+            "00:20.0",
+            "00:00.8",
+            "zz:00.0",
+            "0:0:0:0.0",
+            "/tmp/sock",
+        ] {
             assert!(bad.parse::<PciAddress>().is_err(), "{bad}");
         }
     }

@@ -44,7 +44,10 @@ mod tests {
 
     #[test]
     fn entry_decoding() {
-        assert_eq!(physical(PRESENT | 0x12345, 0x7f00_0000_1010), Some(0x1234_5010));
+        assert_eq!(
+            physical(PRESENT | 0x12345, 0x7f00_0000_1010),
+            Some(0x1234_5010)
+        );
         // Not present, or present with the frame number hidden (no CAP_SYS_ADMIN).
         assert_eq!(physical(0x12345, 0), None);
         assert_eq!(physical(PRESENT, 0), None);

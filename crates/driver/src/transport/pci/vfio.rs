@@ -59,8 +59,9 @@ pub(super) fn open(addr: PciAddress) -> Result<VfioDevice, TransportError> {
         )
     };
     let container = open_rw(Path::new("/dev/vfio/vfio"))?;
-    let version = vfio::api_version(container.as_fd())
-        .map_err(ioctl_failed("VFIO_GET_API_VERSION on /dev/vfio/vfio".into()))?;
+    let version = vfio::api_version(container.as_fd()).map_err(ioctl_failed(
+        "VFIO_GET_API_VERSION on /dev/vfio/vfio".into(),
+    ))?;
     if version != vfio::VFIO_API_VERSION
         || !vfio::check_extension(container.as_fd(), model).unwrap_or(false)
     {
@@ -70,20 +71,25 @@ pub(super) fn open(addr: PciAddress) -> Result<VfioDevice, TransportError> {
         )));
     }
     let group = open_rw(&group_path)?;
-    let flags = vfio::group_flags(group.as_fd())
-        .map_err(ioctl_failed(format!("VFIO_GROUP_GET_STATUS on {}", group_path.display())))?;
+    let flags = vfio::group_flags(group.as_fd()).map_err(ioctl_failed(format!(
+        "VFIO_GROUP_GET_STATUS on {}",
+        group_path.display()
+    )))?;
     if flags & vfio::VFIO_GROUP_FLAGS_VIABLE == 0 {
         return Err(TransportError::Setup(format!(
             "IOMMU group {group_no} is not viable: bind every function in \
              /sys/kernel/iommu_groups/{group_no}/devices to vfio-pci (or unbind it)"
         )));
     }
-    vfio::group_set_container(group.as_fd(), container.as_fd())
-        .map_err(ioctl_failed("VFIO_GROUP_SET_CONTAINER (is another process using the group?)".into()))?;
+    vfio::group_set_container(group.as_fd(), container.as_fd()).map_err(ioctl_failed(
+        "VFIO_GROUP_SET_CONTAINER (is another process using the group?)".into(),
+    ))?;
     vfio::set_iommu(container.as_fd(), model).map_err(ioctl_failed("VFIO_SET_IOMMU".into()))?;
-    let name = CString::new(addr.to_string()).map_err(|_| TransportError::BadAccess { offset: 0 })?;
-    let device: OwnedFd = vfio::group_device_fd(group.as_fd(), &name)
-        .map_err(ioctl_failed(format!("VFIO_GROUP_GET_DEVICE_FD for {addr} (no-IOMMU needs CAP_SYS_RAWIO: run as root)")))?;
+    let name =
+        CString::new(addr.to_string()).map_err(|_| TransportError::BadAccess { offset: 0 })?;
+    let device: OwnedFd = vfio::group_device_fd(group.as_fd(), &name).map_err(ioctl_failed(
+        format!("VFIO_GROUP_GET_DEVICE_FD for {addr} (no-IOMMU needs CAP_SYS_RAWIO: run as root)"),
+    ))?;
     let device = File::from(device);
     let bar = vfio::region_info(device.as_fd(), BAR0_REGION)
         .map_err(ioctl_failed("VFIO_DEVICE_GET_REGION_INFO (BAR0)".into()))?;
