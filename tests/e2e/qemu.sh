@@ -8,6 +8,7 @@
 #                                (validates the harness itself; needs no nvmemu)
 #   tests/e2e/qemu.sh shell [nvmemu|qemu-nvme]
 #                                an interactive guest (serial console on this terminal)
+#   tests/e2e/qemu.sh userspace  only the userspace-driver guest (tests/e2e/userspace.sh)
 #   tests/e2e/qemu.sh bench [nvmemu|qemu-nvme|virtio-blk]...
 #                                fio 4k randread iodepth 16 in the guest, for docs/qemu-guest.md
 #
@@ -15,7 +16,9 @@
 # (identify, queues and MSI-X, fio verify with io_uring and libaio, second namespace,
 # controller reset, write data), reboots the guest and runs phase 2 (data reads back); then a
 # second QEMU process against the same, still running server runs phase 3 (data still there,
-# fio verify). Any failure exits non-zero with the guest console in the log.
+# fio verify); then a third QEMU runs nvmemu's own driver inside the guest (uio_pci_generic,
+# vfio-pci) and hands the function back to nvme (tests/e2e/userspace.sh). Any failure exits
+# non-zero with the guest console in the log.
 #
 # Environment:
 #   NVMEMU_BIN          nvmemu binary (default: cargo build --release -p nvmemu)
@@ -32,6 +35,8 @@ set -euo pipefail
 
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=tests/e2e/userspace.sh
+. "$(dirname "${BASH_SOURCE[0]}")/userspace.sh"
 
 MODEL=${NVMEMU_MODEL:-nvmemu Virtual NVMe}
 SERIAL=${NVMEMU_SERIAL:-NVMEMU0001}
@@ -231,10 +236,18 @@ main() {
     case $mode in
     nvmemu | reference)
         [[ $mode == reference ]] && mode=qemu-nvme
-        if run_flow "$mode"; then
+        if run_flow "$mode" && { [[ $mode != nvmemu ]] || run_userspace; }; then
             log "PASS: e2e against $mode in $((SECONDS - T_START)) s"
         else
             log "FAIL: e2e against $mode after $((SECONDS - T_START)) s"
+            exit 1
+        fi
+        ;;
+    userspace)
+        if run_userspace; then
+            log "PASS: userspace driver in the guest in $((SECONDS - T_START)) s"
+        else
+            log "FAIL: userspace driver in the guest after $((SECONDS - T_START)) s"
             exit 1
         fi
         ;;

@@ -293,3 +293,6 @@ scenario_shell() {
     echo "E2E: shell on the console; fio, nvme, busybox are here. 'exit' powers off."
     setsid cttyhack sh
 }
+
+# The userspace-driver scenario, when the host packed it (tests/e2e/userspace.sh).
+[ -f /e2e/userspace.sh ] && . /e2e/userspace.sh

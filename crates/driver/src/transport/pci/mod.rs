@@ -142,6 +142,17 @@ impl PciTransport {
             Some(other) => return Err(rebind(&format!("bound to {other}"))),
             None => return Err(rebind("bound to no driver")),
         };
+        PciTransport::from_parts(addr, access, bar0, config, dma, keep)
+    }
+
+    fn from_parts(
+        addr: PciAddress,
+        access: PciAccess,
+        bar0: Bar0,
+        config: ConfigAccess,
+        dma: Dma,
+        keep: Vec<OwnedFd>,
+    ) -> Result<PciTransport, TransportError> {
         if bar0.size < BAR0_MIN {
             return Err(TransportError::Unsupported(format!(
                 "BAR0 of {addr} is {:#x} bytes, smaller than {BAR0_MIN:#x}",
@@ -278,5 +289,108 @@ impl Transport for PciTransport {
             .file
             .write_all_at(&value.to_le_bytes(), self.config.offset + offset)
             .map_err(|e| self.config_io("write", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::{PCI_COMMAND, PCI_COMMAND_MASTER, enable_bus_master};
+    use std::os::unix::fs::FileExt;
+
+    /// A transport on plain files standing in for `resource0` and `config`.
+    fn on_files(bar_size: u64) -> (PciTransport, File, File) {
+        let bar = tempfile::tempfile().unwrap();
+        bar.set_len(bar_size).unwrap();
+        let config = tempfile::tempfile().unwrap();
+        config.set_len(256).unwrap();
+        let t = PciTransport::from_parts(
+            "0000:01:00.0".parse().unwrap(),
+            PciAccess::Uio,
+            Bar0 {
+                file: bar.try_clone().unwrap(),
+                offset: 0,
+                size: bar_size,
+            },
+            ConfigAccess {
+                file: config.try_clone().unwrap(),
+                offset: 0,
+            },
+            Dma::Physical,
+            Vec::new(),
+        );
+        (t.unwrap(), bar, config)
+    }
+
+    #[test]
+    fn registers_are_32_bit_accesses_low_half_first() {
+        let (mut t, bar, _) = on_files(0x4000);
+        t.write_reg64(0x28, 0x1122_3344_5566_7788).unwrap();
+        let mut b = [0u8; 8];
+        bar.read_exact_at(&mut b, 0x28).unwrap();
+        assert_eq!(u64::from_le_bytes(b), 0x1122_3344_5566_7788);
+        assert_eq!(t.read_reg32(0x2C).unwrap(), 0x1122_3344);
+        bar.write_all_at(&0xDEAD_BEEF_0000_0001u64.to_le_bytes(), 0)
+            .unwrap();
+        assert_eq!(t.read_reg64(0).unwrap(), 0xDEAD_BEEF_0000_0001);
+        assert!(matches!(
+            t.read_reg32(0x1000),
+            Err(TransportError::BadAccess { offset: 0x1000 })
+        ));
+        assert!(matches!(
+            t.write_reg64(0x2C, 0),
+            Err(TransportError::BadAccess { offset: 0x2C })
+        ));
+    }
+
+    #[test]
+    fn doorbells_start_at_bar0_0x1000() {
+        let (mut t, bar, _) = on_files(0x4000);
+        let db = t.map_doorbells().unwrap();
+        assert_eq!(db.len(), 0x3000);
+        db.store_release_u32(4, 7).unwrap(); // admin CQ head doorbell (DSTRD 0)
+        let mut b = [0u8; 4];
+        bar.read_exact_at(&mut b, 0x1004).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 7);
+    }
+
+    #[test]
+    fn bus_mastering_is_written_to_config_space() {
+        let (mut t, _, config) = on_files(0x2000);
+        config
+            .write_all_at(&0x0400u16.to_le_bytes(), PCI_COMMAND)
+            .unwrap();
+        enable_bus_master(&mut t).unwrap();
+        let mut b = [0u8; 2];
+        config.read_exact_at(&mut b, PCI_COMMAND).unwrap();
+        assert_ne!(u16::from_le_bytes(b) & PCI_COMMAND_MASTER, 0);
+        assert_eq!(t.config_read16(PCI_COMMAND).unwrap(), u16::from_le_bytes(b));
+    }
+
+    #[test]
+    fn a_small_bar0_and_a_missing_function_are_refused() {
+        let bar = tempfile::tempfile().unwrap();
+        bar.set_len(0x1000).unwrap();
+        let r = PciTransport::from_parts(
+            "0000:01:00.0".parse().unwrap(),
+            PciAccess::Uio,
+            Bar0 {
+                file: bar,
+                offset: 0,
+                size: 0x1000,
+            },
+            ConfigAccess {
+                file: tempfile::tempfile().unwrap(),
+                offset: 0,
+            },
+            Dma::Physical,
+            Vec::new(),
+        );
+        assert!(matches!(r, Err(TransportError::Unsupported(_))));
+        let e = PciTransport::open("00ff:ff:1f.7".parse().unwrap()).unwrap_err();
+        assert!(
+            e.to_string().starts_with("no PCI function 00ff:ff:1f.7"),
+            "{e}"
+        );
     }
 }

@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: Apache-2.0
+# shellcheck shell=sh disable=SC2015 # "cond && ok ... || fail ...": ok only echoes, never fails
+#
+# Scenario "userspace" (sourced by checks.sh when the host added it to the initramfs, with
+# /usr/bin/nvmemu and the uio / vfio modules): nvmemu's own driver drives the emulated
+# function from guest userspace, as in the uio_pci_generic + hugepages set-up the device is
+# built for, then through vfio-pci behind the guest's IOMMU, then the kernel's nvme driver
+# takes the function back.
+#
+# Data check across drivers: the host wrote job J (nvmemu bench --rw=write --verify=crc32c,
+# bs 4k, 4 MiB at US_J_OFFSET_MB) through the socket before this boot. Its bytes depend
+# only on the LBAs and the job, so: the kernel driver hashes them, wipes them, our driver
+# writes job J again from here, and the kernel driver must read back the host's hash.
+
+US_J_OFFSET_MB=${US_J_OFFSET_MB:-64}
+US_J_SIZE_MB=4
+
+# The function whose vendor is nvmemu's (its PCI address, as sysfs names it).
+nvmemu_function() {
+    for d in /sys/bus/pci/devices/*; do
+        [ "$(cat "$d/vendor")" = "$EXP_VID" ] && { echo "${d##*/}"; return 0; }
+    done
+    return 1
+}
+
+region_md5() {
+    dd if="$NS1" bs=1M skip="$US_J_OFFSET_MB" count="$US_J_SIZE_MB" iflag=direct 2>/dev/null |
+        md5sum | cut -d' ' -f1
+}
+
+# iops_of JSON_OUTPUT: the first job's read or write IOPS, whichever ran, as an integer.
+iops_of() {
+    sed -n 's/.*"iops": *\([0-9][0-9]*\).*/\1/p' | sort -n | tail -1
+}
+
+# Our driver on the function, bound to $1: identify, random write + verify, job J.
+userspace_round() {
+    drv=$1 off=$2
+    out=$(timeout 120 nvmemu identify --device "$ADDR" 2>&1)
+    echo "$out" | grep -q "^mn *: *$EXP_MODEL" && ok "identify --device $ADDR via $drv: mn '$EXP_MODEL'" ||
+        { echo "$out" | tail -20; fail "identify --device via $drv"; }
+    check "bench --device via $drv: randwrite 4k iodepth 16, 8 MiB at ${off}M, verify crc32c" \
+        nvmemu bench --device "$ADDR" --rw=randwrite --bs=4k --iodepth=16 --size=8M \
+        --offset="${off}M" --verify=crc32c
+}
+
+scenario_userspace() {
+    for m in $(cat /e2e/modules/order); do
+        insmod "/e2e/modules/$m" || echo "E2E: insmod $m failed"
+    done
+    resolve_namespaces >/dev/null
+    ADDR=$(nvmemu_function) && ok "nvmemu function at $ADDR" || fail "no PCI function with vendor $EXP_VID"
+
+    # The kernel driver first: its IOPS, and the host's job J.
+    if out=$(fio --name=kernel --filename="$NS1" --ioengine=io_uring --direct=1 --rw=randread \
+        --bs=4k --iodepth=16 --time_based --runtime="$US_SECONDS" --size=64M \
+        --output-format=terse --terse-version=3 2>&1); then
+        echo "E2E-US-IOPS driver=kernel-nvme iops=$(echo "$out" | tail -1 | cut -d';' -f8)"
+    else
+        echo "$out" | tail -5
+        fail "fio on $NS1 (kernel driver)"
+    fi
+    host_md5=$(region_md5)
+    echo "E2E: job J as the host wrote it: md5 $host_md5"
+    check "wipe job J's range with the kernel driver" dd if=/dev/zero of="$NS1" bs=1M \
+        seek="$US_J_OFFSET_MB" count="$US_J_SIZE_MB" oflag=direct conv=fsync
+    [ "$(region_md5)" != "$host_md5" ] && ok "job J's range wiped" || fail "wipe did not change job J's range"
+
+    check "nvmemu bind $ADDR uio_pci_generic" nvmemu bind "$ADDR" uio_pci_generic --hugepages 32
+    [ ! -e "$NS1" ] && ok "$NS1 gone with the kernel driver" || fail "$NS1 still present"
+    userspace_round uio_pci_generic 16
+    check "bench --device via uio_pci_generic: job J (write, verify crc32c) from guest userspace" \
+        nvmemu bench --device "$ADDR" --rw=write --bs=4k --iodepth=16 --size="${US_J_SIZE_MB}M" \
+        --offset="${US_J_OFFSET_MB}M" --verify=crc32c
+    if out=$(nvmemu bench --device "$ADDR" --rw=randread --bs=4k --iodepth=16 --size=64M \
+        --runtime="${US_SECONDS}s" --time_based --output-format=json 2>&1); then
+        echo "E2E-US-IOPS driver=nvmemu-uio iops=$(echo "$out" | iops_of)"
+    else
+        echo "$out" | tail -5
+        fail "bench --device randread via uio_pci_generic"
+    fi
+
+    if [ -n "$(ls /sys/kernel/iommu_groups 2>/dev/null)" ]; then
+        check "nvmemu bind $ADDR vfio-pci" nvmemu bind "$ADDR" vfio-pci --hugepages 32
+        userspace_round vfio-pci 32
+        if out=$(nvmemu bench --device "$ADDR" --rw=randread --bs=4k --iodepth=16 --size=64M \
+            --runtime="${US_SECONDS}s" --time_based --output-format=json 2>&1); then
+            echo "E2E-US-IOPS driver=nvmemu-vfio iops=$(echo "$out" | iops_of)"
+        else
+            echo "$out" | tail -5
+            fail "bench --device randread via vfio-pci"
+        fi
+    else
+        fail "no IOMMU groups in the guest: vfio-pci was not tried"
+    fi
+
+    check "nvmemu bind $ADDR nvme" nvmemu bind "$ADDR" nvme
+    wait_for /dev/nvme0n1 60 && ok "nvme driver attached again" || fail "no /dev/nvme0n1 after rebinding to nvme"
+    resolve_namespaces >/dev/null
+    check_equal "job J read by the kernel driver after our driver wrote it" "$host_md5" "$(region_md5)"
+    check "kernel driver: fio randwrite+verify after the userspace rounds" \
+        fio --name=after --filename="$NS1" --ioengine=io_uring --direct=1 --rw=randwrite --bs=4k \
+        --iodepth=16 --size=8M --offset=96M --verify=crc32c --do_verify=1 --verify_fatal=1
+    finish_phase userspace
+}

@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# Host side of the e2e "userspace" scenario, sourced by tests/e2e/qemu.sh: nvmemu's own
+# driver inside the guest on the emulated function (uio_pci_generic, then vfio-pci behind a
+# virtual IOMMU), then the kernel nvme driver again; guest/userspace.sh runs the checks.
+#
+# The guest gets an Intel vIOMMU (intel_iommu=on iommu=pt: the kernel's own drivers keep
+# identity mappings, a vfio-pci group gets a real DMA domain) so that VFIO's type1 path is
+# exercised; Debian's kernel has no VFIO no-IOMMU mode (CONFIG_VFIO_NOIOMMU unset).
+
+US_MODULES="uio_pci_generic vfio_iommu_type1 vfio_pci"
+
+# us_modules_cpio OUT: an archive adding /e2e/modules/* (decompressed, in load order).
+us_modules_cpio() {
+    local out=$1 stage moddir rel name
+    moddir=$(ls -d "$PROV"/kernel/usr/lib/modules/*/ | head -1)
+    stage=$(mktemp -d "$RUN/usmod.XXXXXX")
+    mkdir -p "$stage/e2e/modules"
+    : >"$stage/e2e/modules/order"
+    declare -A seen=()
+    us_add() { # $1: path relative to moddir as modules.dep writes it
+        local dep base
+        [[ -n "${seen[$1]:-}" ]] && return 0
+        seen[$1]=1
+        for dep in $(awk -F': *' -v m="$1" '$1 == m { print $2 }' "$moddir/modules.dep"); do
+            us_add "$dep"
+        done
+        base=${1##*/}
+        base=${base%.xz}
+        xz -dc "$moddir/$1" >"$stage/e2e/modules/$base" || die "cannot unpack $1"
+        echo "$base" >>"$stage/e2e/modules/order"
+    }
+    for name in $US_MODULES; do
+        rel=$(awk -F: -v n="$name" '{ f = $1; sub(/.*\//, "", f); sub(/\.ko(\.xz)?$/, "", f)
+            gsub(/-/, "_", f); if (f == n) { print $1; exit } }' "$moddir/modules.dep")
+        [[ -n "$rel" ]] || die "module $name not in the guest kernel's modules.dep"
+        us_add "$rel"
+    done
+    log "userspace modules: $(tr '\n' ' ' <"$stage/e2e/modules/order")"
+    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$out"
+    rm -rf "$stage"
+}
+
+# run_userspace: one guest boot against a fresh nvmemu serve.
+run_userspace() {
+    local bin rc=0 stage iops
+    bin=$(nvmemu_bin)
+    [[ -n "$SERVER_PID" ]] || start_server "$bin"
+    # Job J from the host, through the socket: the bytes the guest must reproduce.
+    "$bin" bench --socket "$RUN/sock" --rw=write --bs=4k --iodepth=16 --size=4M --offset=64M \
+        --verify=crc32c >"$RUN/host-job-j.txt" 2>&1 || {
+        cat "$RUN/host-job-j.txt" >&2
+        die "host-side job J through $RUN/sock failed"
+    }
+    make_initrd "$RUN/initrd-us" "E2E_SCENARIO=userspace
+E2E_RUN=$RUN_ID
+EXP_MODEL='$MODEL'
+EXP_SERIAL='$SERIAL'
+EXP_VID=$VID
+US_SECONDS=${NVMEMU_US_SECONDS:-5}"
+    stage=$(mktemp -d "$RUN/us.XXXXXX")
+    mkdir -p "$stage/usr/bin" "$stage/e2e"
+    install -m 0755 "$bin" "$stage/usr/bin/nvmemu"
+    install -m 0644 "$E2E_DIR/guest/userspace.sh" "$stage/e2e/userspace.sh"
+    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >>"$RUN/initrd-us"
+    rm -rf "$stage"
+    us_modules_cpio "$RUN/us-modules.cpio"
+    cat "$RUN/us-modules.cpio" >>"$RUN/initrd-us"
+
+    log "guest 3: nvmemu's driver in guest userspace (uio_pci_generic, vfio-pci), then nvme again"
+    E2E_APPEND="intel_iommu=on iommu=pt ${E2E_APPEND:-}" \
+        run_guest userspace "$LIMIT" "$RUN/initrd-us" -no-reboot \
+        -device intel-iommu,caching-mode=on -device "$(nvmemu_device)" || rc=$?
+    server_alive "during the userspace guest" || return 1
+    expect_phases userspace "$rc" userspace || { show_server_log; return 1; }
+    sed -n 's/.*E2E-US-IOPS driver=\([^ ]*\) iops=\([0-9]*\).*/\1 \2/p' "$RUN/userspace.console" |
+        tr -d '\r' | while read -r drv iops; do
+        log "guest 4k randread iodepth 16 IOPS (TCG): $drv $iops"
+    done
+    # The server still serves a host client after the guest's drivers came and went.
+    "$bin" bench --socket "$RUN/sock" --rw=write --bs=4k --iodepth=16 --size=4M --offset=64M \
+        --verify=crc32c >"$RUN/host-job-j2.txt" 2>&1 || {
+        cat "$RUN/host-job-j2.txt" >&2
+        log "FAIL: host-side job J after the guest"
+        return 1
+    }
+}
