@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! A userspace NVMe driver that attaches to any vfio-user NVMe server (nvmemu's own target,
-//! SPDK's `nvmf_tgt` with the VFIOUSER transport).
+//! SPDK's `nvmf_tgt` with the VFIOUSER transport), or to an NVMe PCI function of this machine
+//! bound to `uio_pci_generic` or `vfio-pci` ([`Controller::attach_pci`], `transport::pci`).
 //!
 //! Owns: controller bring-up and shutdown (NVMe Base 1.4, 7.6), the admin queue, I/O queue
 //! pairs with PRP lists, the DMA memory pool, and the `Transport` seam to a device.

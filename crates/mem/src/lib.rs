@@ -5,6 +5,8 @@
 //! page, DMA buffers), anonymous mappings (the malloc namespace: lazy, or populated up front after a check against
 //! `/proc/meminfo`, with its residency read from `/proc/self/smaps`), bounds-checked raw-pointer access
 //! to them (copies and atomics), and the table that turns a client's IOVA into a place in one of those mappings.
+//! Also the Linux VFIO ioctls a userspace driver on a PCI function needs (`vfio`), since an
+//! ioctl that passes a pointer is `unsafe`.
 //! May depend on: no internal crate. Must never: hand out a Rust reference (`&[u8]`, `&T`) into
 //! memory another process can write, or let a mapping be unmapped while a `MmapRegion` handle
 //! to it exists.

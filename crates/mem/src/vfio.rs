@@ -11,7 +11,7 @@ use std::ffi::CStr;
 use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use rustix::ioctl::{Ioctl, IoctlOutput, Opcode, opcode};
-use zerocopy::{FromZeros, Immutable, IntoBytes, KnownLayout};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::MemError;
 use crate::mmap::MmapRegion;
@@ -42,7 +42,7 @@ const IOMMU_UNMAP_DMA: Opcode = vfio_op(14);
 
 /// `struct vfio_group_status`.
 #[repr(C)]
-#[derive(Debug, Default, IntoBytes, FromZeros, KnownLayout, Immutable)]
+#[derive(Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 struct GroupStatus {
     argsz: u32,
     flags: u32,
@@ -51,7 +51,7 @@ const _: () = assert!(size_of::<GroupStatus>() == 8);
 
 /// `struct vfio_region_info` (capability chain not requested).
 #[repr(C)]
-#[derive(Debug, Default, Clone, Copy, IntoBytes, FromZeros, KnownLayout, Immutable)]
+#[derive(Debug, Default, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct RegionInfo {
     argsz: u32,
     /// `VFIO_REGION_INFO_FLAG_*`.
@@ -67,7 +67,7 @@ const _: () = assert!(size_of::<RegionInfo>() == 32);
 
 /// `struct vfio_iommu_type1_dma_map`.
 #[repr(C)]
-#[derive(Debug, IntoBytes, FromZeros, KnownLayout, Immutable)]
+#[derive(Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
 struct DmaMap {
     argsz: u32,
     flags: u32,
@@ -79,7 +79,7 @@ const _: () = assert!(size_of::<DmaMap>() == 32);
 
 /// `struct vfio_iommu_type1_dma_unmap` (without the trailing bitmap).
 #[repr(C)]
-#[derive(Debug, IntoBytes, FromZeros, KnownLayout, Immutable)]
+#[derive(Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
 struct DmaUnmap {
     argsz: u32,
     flags: u32,
@@ -117,6 +117,12 @@ unsafe impl Ioctl for VfioCall {
 
 fn err(op: &'static str) -> impl FnOnce(rustix::io::Errno) -> MemError {
     move |e| crate::memfd::os(op, e)
+}
+
+/// `argsz` of a VFIO argument struct (all are a few dozen bytes).
+#[allow(clippy::cast_possible_truncation)]
+const fn argsz<T>() -> u32 {
+    size_of::<T>() as u32
 }
 
 /// Pointer to `v` as the untyped ioctl argument.
@@ -165,7 +171,7 @@ pub fn set_iommu(container: BorrowedFd<'_>, model: u32) -> Result<(), MemError> 
 /// `VFIO_GROUP_GET_STATUS`: the group's flags (`VFIO_GROUP_FLAGS_VIABLE`, ...).
 pub fn group_flags(group: BorrowedFd<'_>) -> Result<u32, MemError> {
     let mut st = GroupStatus {
-        argsz: size_of::<GroupStatus>() as u32,
+        argsz: argsz::<GroupStatus>(),
         flags: 0,
     };
     let call = VfioCall {
@@ -213,7 +219,7 @@ pub fn group_device_fd(group: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Me
 /// `VFIO_DEVICE_GET_REGION_INFO` for region `index` (0-5 BARs, 7 config space).
 pub fn region_info(device: BorrowedFd<'_>, index: u32) -> Result<RegionInfo, MemError> {
     let mut info = RegionInfo {
-        argsz: size_of::<RegionInfo>() as u32,
+        argsz: argsz::<RegionInfo>(),
         index,
         ..RegionInfo::default()
     };
@@ -231,7 +237,7 @@ pub fn region_info(device: BorrowedFd<'_>, index: u32) -> Result<RegionInfo, Mem
 /// kernel pins the pages; they stay pinned (even if `region` is dropped) until unmapped.
 pub fn map_dma(container: BorrowedFd<'_>, region: &MmapRegion, iova: u64) -> Result<(), MemError> {
     let mut map = DmaMap {
-        argsz: size_of::<DmaMap>() as u32,
+        argsz: argsz::<DmaMap>(),
         flags: 0b11, // VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE
         vaddr: region.addr() as u64,
         iova,
@@ -250,7 +256,7 @@ pub fn map_dma(container: BorrowedFd<'_>, region: &MmapRegion, iova: u64) -> Res
 /// `VFIO_IOMMU_UNMAP_DMA` of exactly `[iova, iova + size)`.
 pub fn unmap_dma(container: BorrowedFd<'_>, iova: u64, size: u64) -> Result<(), MemError> {
     let mut unmap = DmaUnmap {
-        argsz: size_of::<DmaUnmap>() as u32,
+        argsz: argsz::<DmaUnmap>(),
         flags: 0,
         iova,
         size,
