@@ -60,8 +60,8 @@ EXP_VID=$VID
 US_SECONDS=${NVMEMU_US_SECONDS:-5}"
     stage=$(mktemp -d "$RUN/us.XXXXXX")
     mkdir -p "$stage/usr/bin" "$stage/e2e"
-    install -m 0755 "$bin" "$stage/usr/bin/nvmemu"
-    install -m 0644 "$E2E_DIR/guest/userspace.sh" "$stage/e2e/userspace.sh"
+    install -m 0755 "$bin" "$stage/usr/bin/nvmemu" || die "cannot stage $bin"
+    install -m 0644 "$E2E_DIR/guest/userspace.sh" "$stage/e2e/userspace.sh" || die "cannot stage guest/userspace.sh"
     (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >>"$RUN/initrd-us"
     rm -rf "$stage"
     us_modules_cpio "$RUN/us-modules.cpio"

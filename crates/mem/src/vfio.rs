@@ -278,11 +278,11 @@ mod tests {
     #[test]
     fn opcodes_match_the_uapi_header() {
         // _IO(';', 100 + n) = (0x3B << 8) | (100 + n).
-        assert_eq!(GET_API_VERSION as u32, 0x3B64);
-        assert_eq!(GROUP_GET_DEVICE_FD as u32, 0x3B6A);
-        assert_eq!(DEVICE_GET_REGION_INFO as u32, 0x3B6C);
-        assert_eq!(IOMMU_MAP_DMA as u32, 0x3B71);
-        assert_eq!(IOMMU_UNMAP_DMA as u32, 0x3B72);
+        assert_eq!(GET_API_VERSION, 0x3B64);
+        assert_eq!(GROUP_GET_DEVICE_FD, 0x3B6A);
+        assert_eq!(DEVICE_GET_REGION_INFO, 0x3B6C);
+        assert_eq!(IOMMU_MAP_DMA, 0x3B71);
+        assert_eq!(IOMMU_UNMAP_DMA, 0x3B72);
     }
 
     #[test]

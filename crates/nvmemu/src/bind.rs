@@ -157,13 +157,13 @@ pub fn run(args: &BindArgs) -> Result<()> {
 fn run_in(sys: &Sysfs, args: &BindArgs) -> Result<()> {
     let addr = args.device;
     let want = args.driver.name();
-    if args.driver != BindDriver::Nvme {
-        if let Some(before) = sys.reserve_hugepages(args.hugepages)? {
-            println!(
-                "reserved {} huge pages of 2 MiB (undo: echo {before} > /sys/{HUGEPAGES_2M})",
-                args.hugepages
-            );
-        }
+    if args.driver != BindDriver::Nvme
+        && let Some(before) = sys.reserve_hugepages(args.hugepages)?
+    {
+        println!(
+            "reserved {} huge pages of 2 MiB (undo: echo {before} > /sys/{HUGEPAGES_2M})",
+            args.hugepages
+        );
     }
     if args.noiommu {
         sys.write(Path::new(NOIOMMU), "Y").with_context(|| {
