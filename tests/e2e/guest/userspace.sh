@@ -44,6 +44,17 @@ userspace_round() {
         --offset="${off}M" --verify=crc32c
 }
 
+# userspace_iops NAME: our driver's 4k random-read IOPS, reported as driver=nvmemu-NAME.
+userspace_iops() {
+    if out=$(nvmemu bench --device "$ADDR" --rw=randread --bs=4k --iodepth=16 --size=64M \
+        --runtime="${US_SECONDS}s" --time_based --output-format=json 2>&1); then
+        echo "E2E-US-IOPS driver=nvmemu-$1 iops=$(echo "$out" | iops_of)"
+    else
+        echo "$out" | tail -5
+        fail "bench --device randread via $1"
+    fi
+}
+
 scenario_userspace() {
     for m in $(cat /e2e/modules/order); do
         insmod "/e2e/modules/$m" || echo "E2E: insmod $m failed"
@@ -72,24 +83,12 @@ scenario_userspace() {
     check "bench --device via uio_pci_generic: job J (write, verify crc32c) from guest userspace" \
         nvmemu bench --device "$ADDR" --rw=write --bs=4k --iodepth=16 --size="${US_J_SIZE_MB}M" \
         --offset="${US_J_OFFSET_MB}M" --verify=crc32c
-    if out=$(nvmemu bench --device "$ADDR" --rw=randread --bs=4k --iodepth=16 --size=64M \
-        --runtime="${US_SECONDS}s" --time_based --output-format=json 2>&1); then
-        echo "E2E-US-IOPS driver=nvmemu-uio iops=$(echo "$out" | iops_of)"
-    else
-        echo "$out" | tail -5
-        fail "bench --device randread via uio_pci_generic"
-    fi
+    userspace_iops uio
 
     if [ -n "$(ls /sys/kernel/iommu_groups 2>/dev/null)" ]; then
         check "nvmemu bind $ADDR vfio-pci" nvmemu bind "$ADDR" vfio-pci --hugepages 32
         userspace_round vfio-pci 32
-        if out=$(nvmemu bench --device "$ADDR" --rw=randread --bs=4k --iodepth=16 --size=64M \
-            --runtime="${US_SECONDS}s" --time_based --output-format=json 2>&1); then
-            echo "E2E-US-IOPS driver=nvmemu-vfio iops=$(echo "$out" | iops_of)"
-        else
-            echo "$out" | tail -5
-            fail "bench --device randread via vfio-pci"
-        fi
+        userspace_iops vfio
     else
         fail "no IOMMU groups in the guest: vfio-pci was not tried"
     fi
