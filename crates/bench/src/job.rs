@@ -68,10 +68,10 @@ pub enum JobState {
 /// Counters a job publishes for the live status line (Relaxed: display only).
 #[derive(Debug, Default)]
 pub struct Progress {
-    /// Bytes completed per direction since the job started.
-    pub bytes: [AtomicU64; 2],
+    /// Bytes completed per direction (read, write, trim) since the job started.
+    pub bytes: [AtomicU64; 3],
     /// I/Os completed per direction since the job started.
-    pub ios: [AtomicU64; 2],
+    pub ios: [AtomicU64; 3],
     /// A [`JobState`] as `u8`.
     pub state: AtomicU8,
 }
@@ -627,7 +627,7 @@ pub fn run_job(
                 if recording {
                     out.stats.count_complete(n);
                 }
-                for d in 0..2 {
+                for d in 0..3 {
                     if let (Some(p), Some(v)) = (progress.bytes.get(d), done_bytes.get(d)) {
                         p.store(*v, Ordering::Relaxed);
                     }

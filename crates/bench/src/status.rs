@@ -14,9 +14,9 @@ pub struct StatusInput<'a> {
     /// Workload (selects the run character).
     pub rw: RwMode,
     /// Bytes per second over the last interval, read / write.
-    pub rate: [u64; 2],
+    pub rate: [u64; 3],
     /// IOPS over the last interval, read / write.
-    pub iops: [u64; 2],
+    pub iops: [u64; 3],
     /// Seconds since start.
     pub elapsed_s: u64,
     /// Estimated seconds left, when known.
@@ -80,9 +80,9 @@ pub fn format_status(i: &StatusInput<'_>) -> String {
         _ => "-.-%".to_string(),
     };
     let mut s = format!("Jobs: {running} (f={running}): [{runs}][{perc}]");
-    let has: Vec<usize> = (0..2).filter(|&d| i.rate[d] > 0 || i.iops[d] > 0).collect();
+    let has: Vec<usize> = (0..3).filter(|&d| i.rate[d] > 0 || i.iops[d] > 0).collect();
     if !has.is_empty() {
-        let c = ['r', 'w'];
+        let c = ['r', 'w', 't'];
         let rates: Vec<String> = has
             .iter()
             .map(|&d| {
@@ -116,8 +116,8 @@ mod tests {
         let s = format_status(&StatusInput {
             states: &states,
             rw: RwMode::Randread,
-            rate: [1_325_400_064, 0],
-            iops: [2_589_123, 0],
+            rate: [1_325_400_064, 0, 0],
+            iops: [2_589_123, 0, 0],
             elapsed_s: 9,
             eta_s: Some(11),
         });
@@ -133,8 +133,8 @@ mod tests {
         let s = format_status(&StatusInput {
             states: &states,
             rw: RwMode::Randrw,
-            rate: [4096 * 1000, 4096 * 1000],
-            iops: [1000, 1000],
+            rate: [4096 * 1000, 4096 * 1000, 0],
+            iops: [1000, 1000, 0],
             elapsed_s: 0,
             eta_s: None,
         });
@@ -145,5 +145,21 @@ mod tests {
             "{s}"
         );
         assert_eq!(eta_to_str(3725), "01h:02m:05s");
+    }
+
+    #[test]
+    fn trims_show_as_t() {
+        let s = format_status(&StatusInput {
+            states: &[JobState::Running],
+            rw: RwMode::Randtrim,
+            rate: [0, 0, 64 << 20],
+            iops: [0, 0, 1024],
+            elapsed_s: 1,
+            eta_s: None,
+        });
+        assert!(
+            s.starts_with("Jobs: 1 (f=1): [d(1)][-.-%][t=64.0MiB/s][t=1024 IOPS]"),
+            "{s}"
+        );
     }
 }

@@ -40,8 +40,8 @@ pub(crate) fn status_loop<T>(
     let show = show_status(opts);
     let mut measuring = false;
     let mut last = Instant::now();
-    let mut last_bytes = [0u64; 2];
-    let mut last_ios = [0u64; 2];
+    let mut last_bytes = [0u64; 3];
+    let mut last_ios = [0u64; 3];
     let mut last_len: usize = 0;
     let total_bytes: u64 = plans.iter().map(|p| p.size_bytes).sum();
     while !handles.iter().all(thread::JoinHandle::is_finished) {
@@ -60,16 +60,16 @@ pub(crate) fn status_loop<T>(
         }
         let dt = last.elapsed().as_secs_f64().max(1e-3);
         last = Instant::now();
-        let mut bytes = [0u64; 2];
-        let mut ios = [0u64; 2];
+        let mut bytes = [0u64; 3];
+        let mut ios = [0u64; 3];
         for p in progress {
-            for d in 0..2 {
+            for d in 0..3 {
                 bytes[d] += p.bytes[d].load(Ordering::Relaxed);
                 ios[d] += p.ios[d].load(Ordering::Relaxed);
             }
         }
-        let rate = [0, 1].map(|d| f2u((bytes[d] - last_bytes[d]) as f64 / dt));
-        let iops = [0, 1].map(|d| f2u((ios[d] - last_ios[d]) as f64 / dt));
+        let rate = [0, 1, 2].map(|d| f2u((bytes[d] - last_bytes[d]) as f64 / dt));
+        let iops = [0, 1, 2].map(|d| f2u((ios[d] - last_ios[d]) as f64 / dt));
         last_bytes = bytes;
         last_ios = ios;
         let elapsed = started.elapsed().as_secs();
