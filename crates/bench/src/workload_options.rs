@@ -48,8 +48,9 @@ pub struct WorkloadOptions {
     /// I/Os issued between two thinktime pauses (caps the queue depth, as in fio).
     #[arg(long = "thinktime_blocks", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub thinktime_blocks: u32,
-    /// Bandwidth cap per job in bytes/s: one value for every direction, or READ,WRITE[,TRIM]
-    /// (an empty part is unlimited). Submissions are paced, not bursts.
+    /// Bandwidth cap per job in bytes/s: READ[,WRITE[,TRIM]]; the last value also applies to
+    /// the directions after it unless a comma ends the list, an empty part is unlimited
+    /// (rate=1m: all, rate=,1m: writes and trims, rate=1m,: reads). Submissions are paced.
     #[arg(long = "rate", value_parser = parse_rate)]
     pub rate: Option<DirRates>,
     /// IOPS cap per job, per direction as rate.

@@ -66,21 +66,22 @@ impl DirBlockSizes {
 
 /// fio's comma form: `A` for every direction, `A,B` reads then writes (trims as
 /// writes), `A,B,C`; an empty part takes the first one.
+/// fio's comma form: `A` for every direction, `A,B` reads then writes (trims as
+/// writes: the last value applies to the directions after it), `A,B,C`; an empty part
+/// takes the first one.
 fn per_direction<T: Clone>(
     s: &str,
     parse: impl Fn(&str) -> Result<T, OptionError>,
 ) -> Result<[T; 3], OptionError> {
-    let parts: Vec<&str> = s.split(',').collect();
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     let first = parse(parts.first().copied().unwrap_or(""))?;
-    let at = |i: usize, fallback: &T| -> Result<T, OptionError> {
-        match parts.get(i).map(|p| p.trim()) {
+    let at = |d: usize| -> Result<T, OptionError> {
+        match parts.get(d).or(parts.last()) {
             Some(p) if !p.is_empty() => parse(p),
-            _ => Ok(fallback.clone()),
+            _ => Ok(first.clone()),
         }
     };
-    let w = at(1, &first)?;
-    let t = at(2, &w)?;
-    Ok([first, w, t])
+    Ok([first.clone(), at(1)?, at(2)?])
 }
 
 fn parse_split(s: &str) -> Result<BlockSizes, OptionError> {
@@ -250,19 +251,18 @@ fn parse_rates(
     one: impl Fn(&str) -> Result<u64, OptionError>,
 ) -> Result<DirRates, OptionError> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    let get = |i: usize| -> Result<Option<u64>, OptionError> {
-        match parts.get(i) {
-            Some(p) if !p.is_empty() => one(p).map(|v| (v > 0).then_some(v)),
-            _ => Ok(None),
+    // fio's rule for per-direction lists: the last value given applies to the directions
+    // after it unless a comma ends the list (`rate=1m` caps all, `rate=500k,1m` caps reads
+    // at 500k and writes and trims at 1m, `rate=,1m,` only writes, `rate=1m,` only reads);
+    // an empty part is unlimited.
+    let mut out = [None; 3];
+    for (d, slot) in out.iter_mut().enumerate() {
+        let part = parts.get(d).or(parts.last()).copied().unwrap_or("");
+        if !part.is_empty() {
+            *slot = Some(one(part)?).filter(|&v| v > 0);
         }
-    };
-    // One value limits every direction; with commas, each names its own (fio: `rate=,1m`
-    // caps only writes, `rate=1m,` only reads).
-    if parts.len() == 1 {
-        let v = get(0)?;
-        return Ok(DirRates([v, v, v]));
     }
-    Ok(DirRates([get(0)?, get(1)?, get(2)?]))
+    Ok(DirRates(out))
 }
 
 /// Parses `rate`: bytes per second per direction (`1m`, `500k,1m`, `,1m`).
@@ -421,12 +421,17 @@ mod tests {
             parse_rate("1m").unwrap(),
             DirRates([Some(1 << 20), Some(1 << 20), Some(1 << 20)])
         );
+        // The last value applies to the directions after it unless a comma ends the list.
         assert_eq!(
             parse_rate("500k,1m").unwrap(),
-            DirRates([Some(500 << 10), Some(1 << 20), None])
+            DirRates([Some(500 << 10), Some(1 << 20), Some(1 << 20)])
         );
         assert_eq!(
             parse_rate(",1m").unwrap(),
+            DirRates([None, Some(1 << 20), Some(1 << 20)])
+        );
+        assert_eq!(
+            parse_rate(",1m,").unwrap(),
             DirRates([None, Some(1 << 20), None])
         );
         assert_eq!(
