@@ -104,6 +104,13 @@ impl PciTransport {
         };
         let (access, bar0, config, dma, keep) = match sysfs::bound_driver(addr)?.as_deref() {
             Some("uio_pci_generic") => {
+                if let Some(kind) = sysfs::translating_iommu(addr) {
+                    return Err(TransportError::Setup(format!(
+                        "{addr} sits behind an IOMMU that translates its DMA ({kind} domain), so \
+                         uio's physical addresses would miss: bind it to vfio-pci instead, or \
+                         boot with iommu=pt"
+                    )));
+                }
                 let dir = sysfs::device_dir(addr);
                 let file = open_rw(&dir.join("resource0"))?;
                 let size = file

@@ -35,6 +35,17 @@ pub fn iommu_group(addr: PciAddress) -> Option<String> {
     link_name(device_dir(addr).join("iommu_group"))
 }
 
+/// The domain type of `addr`'s IOMMU group when it translates DMA (`DMA`, `DMA-FQ`), so
+/// physical addresses do not reach memory; `None` without a group or in an identity domain.
+pub fn translating_iommu(addr: PciAddress) -> Option<String> {
+    let group = iommu_group(addr)?;
+    let path = PathBuf::from("/sys/kernel/iommu_groups")
+        .join(group)
+        .join("type");
+    let kind = std::fs::read_to_string(path).ok()?.trim().to_string();
+    kind.starts_with("DMA").then_some(kind)
+}
+
 fn link_name(link: PathBuf) -> Option<String> {
     let target = std::fs::read_link(link).ok()?;
     Some(target.file_name()?.to_string_lossy().into_owned())
