@@ -44,6 +44,7 @@ mod pace;
 mod pasted;
 mod plan;
 pub mod plot;
+pub mod plot_time;
 pub mod report;
 mod result;
 mod runner;

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `nvmemu bench --plot FILE`: an SVG of a finished run, drawn from its JSON report.
+//! `nvmemu bench --plot FILE` and `nvmemu plot`: an SVG of finished runs, drawn from
+//! their JSON reports.
 //!
-//! Two panels: the completion latency percentile curve of every job and direction
-//! (latency on a log scale against the percentile on a "nines" scale, so 99 %, 99.9 % and
-//! 99.99 % are evenly spaced, as HdrHistogram plots do), and, when the report carries a
-//! latency breakdown, one stacked bar of the layers. The SVG is written by hand (a few
-//! dozen elements), which keeps a plotting library and its font stack out of the build.
+//! The completion latency percentile curve of every job and direction (latency on a log
+//! scale against the percentile on a "nines" scale, so 99 %, 99.9 % and 99.99 % are evenly
+//! spaced, as HdrHistogram plots do); when the report carries a latency breakdown, one
+//! stacked bar of the layers; IOPS and mean latency over time ([`crate::plot_time`]); and
+//! a line per run with its IOPS, machine, namespace and date. Several reports are drawn
+//! over each other. The SVG is written by hand (a few dozen elements), which keeps a
+//! plotting library and its font stack out of the build.
 //!
 //! The input is the JSON report ([`crate::render_json`], ideally JSON+ so the histogram
 //! bins give the full curve; without bins the fixed fio percentiles are used). A breakdown
@@ -77,18 +80,47 @@ const COLORS: [&str; 8] = [
 
 /// Draws the report in `json` as an SVG document.
 pub fn render_svg(json: &str) -> Result<String, PlotError> {
-    let doc: Value = serde_json::from_str(json)?;
-    let curves = curves(&doc);
+    render_runs(&[(String::new(), json.to_string())])
+}
+
+/// Draws several reports `(label, json)` over each other: their percentile curves in one
+/// chart, their IOPS and latency over time in the panels below, one line per run saying
+/// what it was. A latency breakdown is drawn for a single report only.
+pub fn render_runs(runs: &[(String, String)]) -> Result<String, PlotError> {
+    let docs = runs
+        .iter()
+        .map(|(label, json)| Ok((label.as_str(), serde_json::from_str::<Value>(json)?)))
+        .collect::<Result<Vec<(&str, Value)>, PlotError>>()?;
+    let mut curves = Vec::new();
+    let mut series = Vec::new();
+    for (label, doc) in &docs {
+        for mut c in self::curves(doc) {
+            if !label.is_empty() {
+                c.label = format!("{label}: {}", c.label);
+            }
+            curves.push(c);
+        }
+        series.extend(crate::plot_time::series(doc, label));
+    }
     if curves.is_empty() {
         return Err(PlotError::NoLatencies);
     }
-    let layers = breakdown(&doc);
-    let height = CHART_H
-        + if layers.is_empty() {
-            0.0
-        } else {
-            BAR_H + LEGEND_ROW * layers.len() as f64
-        };
+    let layers = match docs.as_slice() {
+        [(_, doc)] => breakdown(doc),
+        _ => Vec::new(),
+    };
+    let bar_h = if layers.is_empty() {
+        0.0
+    } else {
+        BAR_H + LEGEND_ROW * layers.len() as f64
+    };
+    let time_h = if series.is_empty() {
+        0.0
+    } else {
+        2.0 * crate::plot_time::PANEL_H
+    };
+    let lines_h = crate::plot_time::RUN_LINE_H * docs.len() as f64 + 12.0;
+    let height = CHART_H + bar_h + time_h + lines_h;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -98,9 +130,23 @@ pub fn render_svg(json: &str) -> Result<String, PlotError> {
         s,
         r#"<rect x="0" y="0" width="{W}" height="{height}" fill="white"/>"#
     );
-    chart(&mut s, &doc, &curves);
+    let title = match docs.as_slice() {
+        [(_, doc)] => title_of(doc),
+        _ => format!("nvmemu bench: {} runs", docs.len()),
+    };
+    chart(&mut s, &title, &curves);
     if !layers.is_empty() {
         bar(&mut s, &layers, CHART_H);
+    }
+    let top = CHART_H + bar_h;
+    crate::plot_time::panels(&mut s, &series, top, (LEFT, W - RIGHT), &COLORS);
+    for (i, (label, doc)) in docs.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            r#"<text x="{LEFT}" y="{:.1}">{}</text>"#,
+            top + time_h + 14.0 + crate::plot_time::RUN_LINE_H * i as f64,
+            esc(&crate::plot_time::run_line(doc, label))
+        );
     }
     s.push_str("</svg>\n");
     Ok(s)
@@ -250,7 +296,7 @@ fn layers_of(v: &Value) -> Vec<Layer> {
         .collect()
 }
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -278,7 +324,7 @@ pub fn fmt_ns(ns: f64) -> String {
     .replace(".000", "")
 }
 
-fn chart(s: &mut String, doc: &Value, curves: &[Curve]) {
+fn chart(s: &mut String, title: &str, curves: &[Curve]) {
     let (x0, x1) = (LEFT, W - RIGHT);
     let (y0, y1) = (TOP, CHART_H - BOTTOM);
     let max_samples = curves.iter().map(|c| c.samples).max().unwrap_or(1);
@@ -291,12 +337,11 @@ fn chart(s: &mut String, doc: &Value, curves: &[Curve]) {
     let px = |f: f64| x0 + nines(f).min(xmax) / xmax * (x1 - x0);
     let py = |ns: f64| y1 - (ns.max(1.0).log10() - dlo) / (dhi - dlo) * (y1 - y0);
 
-    let title = title_of(doc);
     let _ = writeln!(
         s,
         r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
         (x0 + x1) / 2.0,
-        esc(&title)
+        esc(title)
     );
     // Grid: decades of latency, nines of percentile.
     let mut d = dlo;

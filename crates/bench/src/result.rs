@@ -167,6 +167,8 @@ pub struct MachineInfo {
     pub jobs_cpus: Vec<Option<usize>>,
     /// CPUs of the target pollers.
     pub target_cpus: Vec<usize>,
+    /// What was measured, as the caller describes it (`malloc 1 GiB, 512 B LBA`).
+    pub namespace: String,
 }
 
 /// A finished run; every report is a pure function of this.

@@ -187,6 +187,7 @@ pub fn run_stage(
             cpus: sysinfo::online_cpus(),
             jobs_cpus: cpus,
             target_cpus: target_cpus.to_vec(),
+            namespace: String::new(),
         },
     })
 }

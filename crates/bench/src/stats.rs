@@ -168,10 +168,29 @@ pub struct DirStats {
     pub bw: RunningStat,
     /// IOPS samples, one per 500 ms.
     pub iops: RunningStat,
+    /// The same samples over time, with the window's mean clat: what `--plot` draws.
+    pub series: Vec<SeriesPoint>,
+    origin_ns: u64,
     last_sample_ns: u64,
     bytes_at_sample: u64,
     ios_at_sample: u64,
+    clat_at_sample: (u64, u128),
 }
+
+/// One 500 ms sample of a direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeriesPoint {
+    /// End of the window, ms after ramp_time.
+    pub t_ms: u64,
+    /// I/Os per second in the window.
+    pub iops: u64,
+    /// Mean completion latency in the window, ns (0 without completions).
+    pub clat_ns: u64,
+}
+
+/// Samples kept without growing: 128 s of 500 ms windows (longer runs grow the list
+/// once per doubling, never per I/O).
+const SERIES_PREALLOC: usize = 256;
 
 impl DirStats {
     /// Forgets every sample and restarts the 500 ms sampling at `now_ns`.
@@ -183,9 +202,13 @@ impl DirStats {
         self.lat = RunningStat::default();
         self.bw = RunningStat::default();
         self.iops = RunningStat::default();
+        self.series.clear();
+        self.series.reserve(SERIES_PREALLOC);
+        self.origin_ns = now_ns;
         self.last_sample_ns = now_ns;
         self.bytes_at_sample = 0;
         self.ios_at_sample = 0;
+        self.clat_at_sample = (0, 0);
     }
 
     /// Takes a bandwidth / IOPS sample if 500 ms passed since the last one.
@@ -199,6 +222,18 @@ impl DirStats {
         let di = self.total_ios - self.ios_at_sample;
         self.bw.add(db * 1000 / spent_ms / 1024);
         self.iops.add(di * 1000 / spent_ms);
+        let (n0, sum0) = self.clat_at_sample;
+        let (n, sum) = (self.clat.stat.n, self.clat.stat.sum);
+        let clat_ns = sum
+            .saturating_sub(sum0)
+            .checked_div(u128::from(n.saturating_sub(n0)))
+            .map_or(0, |m| u64::try_from(m).unwrap_or(u64::MAX));
+        self.series.push(SeriesPoint {
+            t_ms: now_ns.saturating_sub(self.origin_ns) / 1_000_000,
+            iops: di * 1000 / spent_ms,
+            clat_ns,
+        });
+        self.clat_at_sample = (n, sum);
         self.last_sample_ns = now_ns;
         self.bytes_at_sample = self.io_bytes;
         self.ios_at_sample = self.total_ios;

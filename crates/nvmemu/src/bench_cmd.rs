@@ -315,7 +315,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     } else {
         String::new()
     };
-    let result = match &lead.socket {
+    let mut result = match &lead.socket {
         _ if let Some(addr) = lead.device => {
             run_stages(&plan, &stop, lead.nsid, &addr.to_string(), |needs| {
                 crate::bench_device::attach(addr, needs)
@@ -350,6 +350,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         None => run_embedded(&lead, &plan, &stop, false)?.0,
     };
+    result.machine.namespace = namespace_of(&lead);
     out.write(&(header + &render(&result, format)))?;
     if let Some(path) = &lead.plot {
         let json = nvmemu_bench::render_json(&result, true);
@@ -444,6 +445,33 @@ fn print_ceiling(r: &CeilingResult, json: bool) {
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         print!("{}", r.render_text());
+    }
+}
+
+/// What the run measured, for the report's machine section and the plot.
+fn namespace_of(args: &BenchArgs) -> String {
+    if let Some(addr) = &args.device {
+        return format!("nsid {} on PCI {addr}", args.nsid);
+    }
+    match &args.socket {
+        Some(dir) => format!("nsid {} at {}", args.nsid, dir.join("cntrl").display()),
+        None => {
+            let kind = match args.ns.kind {
+                crate::ns_spec::NsKind::Null => "null",
+                crate::ns_spec::NsKind::Malloc => "malloc",
+            };
+            format!(
+                "in-process {kind} {}, {} B LBA",
+                nvmemu_bench::report::num::num2str(
+                    args.ns.size,
+                    4,
+                    1,
+                    true,
+                    nvmemu_bench::report::num::Unit::Byte
+                ),
+                args.ns.lba
+            )
+        }
     }
 }
 

@@ -14,6 +14,7 @@ mod engine;
 mod id_print;
 mod identify;
 mod ns_spec;
+mod plot_cmd;
 mod serve;
 mod signals;
 mod size;
@@ -37,6 +38,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run fio-style jobs through the userspace driver (default: against an in-process target).
     Bench(Box<bench_cmd::BenchArgs>),
+    /// Draw saved bench JSON reports over each other as one SVG.
+    Plot(plot_cmd::PlotArgs),
     /// Print Identify Controller and Namespace data like nvme-cli's id-ctrl and id-ns.
     Identify(identify::IdentifyArgs),
     /// Bind a PCI function to uio_pci_generic or vfio-pci (for bench/identify --device) or
@@ -64,6 +67,7 @@ fn main() {
         Command::Bench(args) => bench_cmd::run(&args),
         Command::Identify(args) => identify::run(&args),
         Command::Bind(args) => bind::run(&args),
+        Command::Plot(args) => plot_cmd::run(&args),
         Command::Rpc(args) => std::process::exit(nvmemu_rpc::cli::run(&args)),
         Command::Stat(args) => stat::run(&args),
     };

@@ -332,3 +332,56 @@ fn averaged_iops_logs_add_up_to_the_ios_done() {
         "log {sum} vs {ios} I/Os"
     );
 }
+
+#[test]
+fn plots_draw_time_and_overlay_saved_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, depth) in [("a.json", "--iodepth=8"), ("b.json", "--iodepth=2")] {
+        let out = bench_in(
+            dir.path(),
+            &[
+                "--runtime=1200ms",
+                "--time_based",
+                depth,
+                "--output-format=json",
+                "--plot=one.svg",
+            ],
+        );
+        std::fs::write(dir.path().join(name), ok(&out)).unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let ts = &v["jobs"][0]["time_series"]["read"];
+        assert!(ts["t_ms"].as_array().unwrap().len() >= 2, "{ts}");
+        assert!(
+            v["machine"]["namespace"]
+                .as_str()
+                .unwrap()
+                .contains("malloc")
+        );
+    }
+    let one = std::fs::read_to_string(dir.path().join("one.svg")).unwrap();
+    assert!(one.contains("IOPS over time"), "the run over time");
+    assert!(one.contains(" IOPS · "), "the run's line");
+    assert!(
+        one.contains("in-process malloc 16.0MiB, 512 B LBA"),
+        "its namespace"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_nvmemu"))
+        .current_dir(dir.path())
+        .args(["plot", "a.json", "b.json", "-o", "ab.svg"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let ab = std::fs::read_to_string(dir.path().join("ab.svg")).unwrap();
+    assert!(ab.contains("nvmemu bench: 2 runs"));
+    for run in ["a.json: ", "b.json: "] {
+        assert!(ab.contains(&format!(">{run}")), "{run} has its line");
+    }
+    // Two runs, one job each: a percentile curve and two time curves per run.
+    assert_eq!(ab.matches("<path ").count(), 6, "{ab}");
+    let err = Command::new(env!("CARGO_BIN_EXE_nvmemu"))
+        .current_dir(dir.path())
+        .args(["plot", "missing.json"])
+        .output()
+        .unwrap();
+    assert!(common::one_line_failure(&err).contains("cannot read missing.json"));
+}

@@ -95,6 +95,29 @@ fn dir_json(d: &DirStats, runtime_ms: u64, agg: u64, bins: bool, list: &[f64]) -
     })
 }
 
+/// Our addition: each direction's 500 ms samples (`t_ms`, `iops`, `clat_mean_ns`), which
+/// `--plot` and `nvmemu plot` draw over time.
+fn time_series(dirs: &[DirStats]) -> Value {
+    let mut o = Map::new();
+    for (name, d) in ["read", "write"].iter().zip(dirs) {
+        if d.series.is_empty() {
+            continue;
+        }
+        let col = |f: fn(&crate::stats::SeriesPoint) -> u64| -> Vec<u64> {
+            d.series.iter().map(f).collect()
+        };
+        o.insert(
+            (*name).to_string(),
+            json!({
+                "t_ms": col(|p| p.t_ms),
+                "iops": col(|p| p.iops),
+                "clat_mean_ns": col(|p| p.clat_ns),
+            }),
+        );
+    }
+    Value::Object(o)
+}
+
 fn keyed(labels: &[&str], vals: Vec<f64>) -> Value {
     Value::Object(
         labels
@@ -167,6 +190,7 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
             "first_errors": first,
         },
         "cpu": j.cpu,
+        "time_series": time_series(&st.dirs),
         "error_text": j.error_text().filter(|_| j.errno() != 0),
     })
 }
@@ -204,6 +228,7 @@ pub fn render_json(r: &BenchResult, plus: bool) -> String {
             "cpus": m.cpus,
             "jobs_cpus": m.jobs_cpus,
             "target_cpus": m.target_cpus,
+            "namespace": m.namespace,
         },
     });
     serde_json::to_string_pretty(&root).unwrap_or_else(|_| "{}".into())
