@@ -14,7 +14,7 @@ cargo fuzz list | grep -x "$target" >/dev/null || { echo "fuzz: no target '$targ
 cargo +nightly fuzz build --release "$target" >/dev/null
 binary=target/x86_64-unknown-linux-gnu/release/$target
 scratch=${FUZZ_SCRATCH:-$(mktemp -d)}
-mkdir -p "$scratch"
+mkdir -p "$scratch" "corpus/$target"
 log=$scratch.log
 t0=$SECONDS
 "$binary" "$scratch" "corpus/$target" -max_len=4096 -print_final_stats=1 \
