@@ -13,6 +13,7 @@ use nvmemu_rpc::methods::histogram::{
     NsLatency, PollerLoad, QueueLatency,
 };
 use nvmemu_rpc::{Errno, RpcError};
+use nvmemu_spec::Qid;
 use serde_json::Value;
 
 use super::{State, to_value};
@@ -87,11 +88,12 @@ fn tsc_rate() -> u64 {
 
 pub(crate) fn get_histogram(st: &State, target: &Target, name: &str) -> Result<Value, RpcError> {
     let (bdev, _) = st.bdevs.get(name).ok_or_else(|| no_bdev(name))?;
-    let Some(&g) = st.histograms.get(bdev) else {
-        return Err(RpcError::invalid_params(format!(
-            "Histogram of bdev {bdev} is not enabled (bdev_enable_histogram)"
-        )));
-    };
+    // Not enabled: empty buckets of the default granularity, as SPDK v25.05 answers.
+    let g = st
+        .histograms
+        .get(bdev)
+        .copied()
+        .unwrap_or(DEFAULT_GRANULARITY);
     let mut total = LayerSet::new(g);
     for (_, _, timing) in snapshots(target) {
         for (_, q, names) in timing.iter().flat_map(|t| &t.queues) {
@@ -159,7 +161,22 @@ fn controller_view(
     let mut all = LayerSet::new(g);
     let mut per_ns: BTreeMap<u32, (String, LayerSet)> = BTreeMap::new();
     let mut queues = Vec::new();
-    for (qid, c) in stats.queues.iter().filter(|(q, _)| q.0 != 0) {
+    // Queues that exist now, and queues deleted since they were timed (a client that left).
+    let mut qids: Vec<Qid> = stats.queues.iter().map(|(q, _)| *q).collect();
+    qids.extend(
+        timing
+            .iter()
+            .flat_map(|t| t.queues.iter().map(|(q, ..)| *q)),
+    );
+    qids.retain(|q| q.0 != 0);
+    qids.sort_unstable_by_key(|q| q.0);
+    qids.dedup();
+    for qid in &qids {
+        let commands = stats
+            .queues
+            .iter()
+            .find(|(q, _)| q == qid)
+            .map_or(0, |(_, c)| c.commands);
         let t = timing.and_then(|t| t.queues.iter().find(|(q, ..)| q == qid));
         let mut q_all = LayerSet::new(g);
         let mut namespaces = Vec::new();
@@ -183,7 +200,7 @@ fn controller_view(
         all.merge(&q_all);
         queues.push(QueueLatency {
             qid: qid.0,
-            commands: c.commands,
+            commands,
             depth_looks: looks,
             depth_sum: depth,
             depth_mean: if looks == 0 {

@@ -69,7 +69,8 @@ pub struct BdevGetHistogramParams {
 }
 
 /// The `bdev_get_histogram` result: the target total (doorbell seen to interrupt) of every
-/// command on the bdev's namespaces since it was enabled.
+/// command on the bdev's namespaces since it was enabled (empty buckets while it is not,
+/// as SPDK answers). Keys as SPDK v25.05's, plus `bucket_shift` for older clients.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BdevHistogram {
     /// Base64 of the bucket counts, each a little-endian u64, range 0 first.
@@ -123,7 +124,7 @@ pub struct NsLatency {
 pub struct QueueLatency {
     /// Submission queue id.
     pub qid: u16,
-    /// Commands completed on it (always counted, timing on or off).
+    /// Commands completed on it (always counted, timing on or off; 0 once it is deleted).
     pub commands: u64,
     /// Doorbell looks that found work (timing on).
     pub depth_looks: u64,
