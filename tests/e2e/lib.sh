@@ -43,6 +43,7 @@ make_initrd() {
     mkdir -p "$stage/e2e"
     install -m 0755 "$E2E_DIR/guest/init" "$stage/init"
     install -m 0644 "$E2E_DIR/guest/checks.sh" "$stage/e2e/checks.sh"
+    install -m 0644 "$E2E_DIR/guest/latency.sh" "$stage/e2e/latency.sh"
     printf '%s\n' "$config" >"$stage/e2e/config"
     cp "$PROV/base.cpio" "$out"
     (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >>"$out"

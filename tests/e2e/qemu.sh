@@ -11,6 +11,9 @@
 #   tests/e2e/qemu.sh userspace  only the userspace-driver guest (tests/e2e/userspace.sh)
 #   tests/e2e/qemu.sh bench [nvmemu|qemu-nvme|virtio-blk]...
 #                                fio 4k randread iodepth 16 in the guest, for docs/qemu-guest.md
+#   tests/e2e/qemu.sh latency [SVG]
+#                                the QD1 per-layer latency table (guest trace events plus the
+#                                target's histograms; docs/latency.md), and its plot
 #
 # The full test boots one QEMU (2 vCPUs, shared memfd RAM, vfio-user-pci) that runs phase 1
 # (identify, queues and MSI-X, fio verify with io_uring and libaio, second namespace,
@@ -45,6 +48,7 @@ LIMIT=${NVMEMU_E2E_TIMEOUT:-420}
 NS1_BYTES=$((256 << 20))
 NS2_BYTES=$((64 << 20))
 SERVER_PID=""
+BIN=""
 T_START=$SECONDS
 
 cleanup() {
@@ -81,6 +85,8 @@ EXP_NS2_LBADS=12
 EXP_NS2_FMT='4 KiB'
 EXP_QUEUES=${E2E_SMP:-2}
 E2E_SKIP='${NVMEMU_E2E_SKIP:-}'
+E2E_LATENCY=${LATENCY:-0}
+LAT_SECONDS=${NVMEMU_LAT_SECONDS:-2}
 EOF
 }
 
@@ -104,7 +110,7 @@ start_server() {
         --serial "$SERIAL" --model "$MODEL" -r "$RUN/rpc.sock" >"$RUN/nvmemu.log" 2>&1 &
     SERVER_PID=$!
     for ((i = 0; i < 300; i++)); do
-        [[ -S "$RUN/sock/cntrl" ]] && return 0
+        [[ -S "$RUN/sock/cntrl" && -S "$RUN/rpc.sock" ]] && return 0
         kill -0 "$SERVER_PID" 2>/dev/null || break
         sleep 0.1
     done
@@ -131,6 +137,61 @@ nvmemu_device() {
     echo '{"driver":"vfio-user-pci","socket":{"type":"unix","path":"'"$RUN/sock/cntrl"'"}}'
 }
 
+# lat_watch CONSOLE: the target's breakdown at the guest's "E2E-LAT mark=start|stop" lines.
+lat_watch() {
+    local mark
+    for mark in start stop; do
+        until grep -q "E2E-LAT mark=$mark" "$1" 2>/dev/null; do sleep 0.1; done
+        "$BIN" rpc -s "$RUN/rpc.sock" nvmemu_get_latency_breakdown >"$RUN/lat-$mark.json"
+    done
+}
+
+# lat_value LINE KEY: the number after " KEY=" in LINE.
+lat_value() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<"$1"; }
+
+# lat_table NAME [SVG]: the table of guest NAME's QD1 run (its console's E2E-LAT line and
+# the two breakdowns lat_watch took); fails unless every row is there.
+lat_table() {
+    local line row rows out
+    line=$(grep -a '^E2E-LAT fio_lat_ns=' "$RUN/$1.console" | tail -1 | tr -d '\r')
+    if [[ -z "$line" || ! -s "$RUN/lat-stop.json" ]]; then
+        log "FAIL: no latency measurement from $1"
+        return 1
+    fi
+    rows=("guest benchmark (fio lat)=$(lat_value "$line" fio_lat_ns)"
+        "guest block layer=$(lat_value "$line" block_ns)"
+        "guest nvme driver=$(lat_value "$line" nvme_ns)"
+        "transport (+ driver submit)=$(lat_value "$line" setup_to_irq_ns)")
+    out=$(python3 "$REPO_ROOT/scripts/latency_table.py" --before "$RUN/lat-start.json" \
+        --after "$RUN/lat-stop.json" --title "QEMU guest: Linux nvme, fio libaio QD1 4k randread" \
+        ${2:+--plot "$2"} "${rows[@]}") || return 1
+    printf '%s\n' "$out"
+    for row in "guest benchmark" "guest block layer" "guest nvme driver" transport target backend; do
+        if ! grep -q "^  $row" <<<"$out"; then
+            log "FAIL: latency table lacks the row '$row'"
+            return 1
+        fi
+    done
+    log "guest trace: $line"
+}
+
+# run_latency [SVG]: a guest that only runs the QD1 latency measurement.
+run_latency() {
+    local rc=0 watch
+    BIN=$(nvmemu_bin)
+    start_server "$BIN"
+    "$BIN" rpc -s "$RUN/rpc.sock" bdev_enable_histogram ns0n1 || die "bdev_enable_histogram failed"
+    make_initrd "$RUN/initrd-lat" "E2E_SCENARIO=latency
+LAT_SECONDS=${NVMEMU_LAT_SECONDS:-3}"
+    lat_watch "$RUN/latency.console" &
+    watch=$!
+    run_guest latency "$LIMIT" "$RUN/initrd-lat" -no-reboot -device "$(nvmemu_device)" || rc=$?
+    kill "$watch" 2>/dev/null || true
+    wait "$watch" 2>/dev/null || true
+    expect_phases latency "$rc" latency || return 1
+    lat_table latency "${1:-}"
+}
+
 # QEMU's own nvme with the same two namespaces, backed by images in the run directory.
 qemu_nvme_args() {
     [[ -f "$RUN/ns1.img" ]] || truncate -s "$NS1_BYTES" "$RUN/ns1.img"
@@ -150,7 +211,8 @@ run_flow() {
         # shellcheck disable=SC2207 # paths in $RUN have no blanks (mktemp)
         dev=($(qemu_nvme_args "$serial"))
     else
-        start_server "$(nvmemu_bin)"
+        BIN=$(nvmemu_bin)
+        start_server "$BIN"
         dev=(-device "$(nvmemu_device)")
     fi
     make_initrd "$RUN/initrd" "$(flow_config "$model" "$serial" "$vid")"
@@ -166,12 +228,25 @@ run_flow() {
     ((failed == 0)) || return 1
 
     log "guest 2: a fresh QEMU process against the same device: phase 3"
+    local watch=""
+    if [[ $kind == nvmemu ]]; then
+        # Phase 3 ends with the QD1 latency table's measurement (a few seconds of fio).
+        "$BIN" rpc -s "$RUN/rpc.sock" bdev_enable_histogram ns0n1 || return 1
+        make_initrd "$RUN/initrd" "$(LATENCY=1 flow_config "$model" "$serial" "$vid")"
+        lat_watch "$RUN/guest2.console" &
+        watch=$!
+    fi
     rc=0
     run_guest guest2 "$LIMIT" "$RUN/initrd" -no-reboot "${dev[@]}" || rc=$?
+    if [[ -n "$watch" ]]; then
+        kill "$watch" 2>/dev/null || true
+        wait "$watch" 2>/dev/null || true
+    fi
     expect_phases guest2 "$rc" 3 || failed=1
     if [[ $kind == nvmemu ]]; then
         server_alive "during guest 2" || return 1
         ((failed == 0)) || show_server_log
+        if ((failed == 0)) && ! lat_table guest2; then failed=1; fi
     fi
     ((failed == 0)) || return 1
 }
@@ -260,7 +335,11 @@ main() {
         shift
         run_shell "$@"
         ;;
-    *) die "usage: $0 [reference | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]...]" ;;
+    latency)
+        shift
+        run_latency "$@" || exit 1
+        ;;
+    *) die "usage: $0 [reference | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]... | latency [SVG]]" ;;
     esac
 }
 

@@ -262,9 +262,17 @@ scenario_flow() {
         persist verify "$NS2" "$DATA2_OFFSET_MB" "$DATA2_SIZE_MB"
         fio_verify fresh-guest "$NS1" io_uring 4k 32
         fio_verify fresh-guest-libaio "$NS1" libaio 4k-64k 32 --offset=64M
+        [ "${E2E_LATENCY:-0}" = 1 ] && measure_latency
         ;;
     esac
     finish_phase "$phase"
+}
+
+# The QD1 latency table alone (tests/e2e/qemu.sh latency): see latency.sh.
+scenario_latency() {
+    resolve_namespaces >/dev/null
+    measure_latency
+    finish_phase latency
 }
 
 # fio 4k random read, iodepth 16, on BENCH_DEV: the number for docs/qemu-guest.md.
