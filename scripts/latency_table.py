@@ -114,6 +114,16 @@ def main():
         print(f"  {'layer':<40} {'cum ns':>10} {'delta ns':>10} {'%':>7}")
         for name, cum, d, pct in t:
             print(f"  {name:<40} {cum:>10.0f} {d:>10.0f} {pct:>6.1f}%")
+    if not a.json:
+        # Percentiles are cumulative since the histogram was enabled (right before the run in
+        # the scripts here): enough to tell a few slow commands from a slow median.
+        for layer in ("total", "backend"):
+            ls = [l for c in after.get("controllers", []) for l in c.get("layers", [])
+                  if l.get("layer") == layer and l.get("count")]
+            if ls:
+                l = max(ls, key=lambda x: x["count"])
+                print(f"  target {layer}: p50 {l['p50_ns']} ns, p99 {l['p99_ns']} ns, "
+                      f"max {l['max_ns']} ns (since enabled)")
     if a.plot:
         with open(a.plot, "w") as f:
             f.write(svg(a.title, t))
