@@ -21,7 +21,8 @@
 #   BENCH_SKIP_BUILD=1  do not run cargo build (BENCH_BIN or the default path must exist)
 #   BENCH_COMMIT=text   what to record as the commit (when BENCH_BIN was built elsewhere)
 #   BENCH_ONLY=list     run only these sections, comma separated: goals, backends, ctrls,
-#                       fresh, peers, plot (default: all; the others are reported "not measured")
+#                       fresh, peers, timing, plot (default: all; the others are reported
+#                       "not measured")
 #   BENCH_SPDK_PEERS=dir  SPDK's tools for the side-by-side section (default: $NVMEMU_SPDK_PEERS,
 #                       as for tests/peers/spdk.sh; see scripts/bench_peers.py)
 #   CARGO_TARGET_DIR    as for cargo (default: target)
@@ -441,6 +442,23 @@ if wanted("peers"):
         else:
             PEERS_WHY = f"scripts/bench_peers.py exited {done.returncode} (see its stderr above)"
 
+# The cost of target-side timing: bdev_enable_histogram on vs off, interleaved inside
+# scripts/bench_timing.py against one nvmemu serve.
+TIMING_MD, TIMING_WHY = None, "not asked for (BENCH_ONLY)"
+if wanted("timing"):
+    timing_cmd = [sys.executable, os.path.join(args.repo, "scripts", "bench_timing.py"),
+                  "--nvmemu", BIN, "--reps", str(args.reps), "--runtime", str(args.runtime),
+                  "--target-cpu", args.target_cpu, "--client-cpu", args.job_cpu,
+                  "--md", os.path.join(args.results, "timing.md"),
+                  "--json", os.path.join(args.results, "timing.json")]
+    log("target-side timing on vs off: " + " ".join(shlex.quote(x) for x in timing_cmd))
+    done = subprocess.run(timing_cmd, stdout=subprocess.DEVNULL)
+    if done.returncode == 0:
+        with open(os.path.join(args.results, "timing.md")) as f:
+            TIMING_MD = f.read()
+    else:
+        TIMING_WHY = f"scripts/bench_timing.py exited {done.returncode} (see its stderr above)"
+
 # One extra, unmeasured run for the plot (and the layer breakdown when there is one).
 PLOT = None
 if FLAGS["--plot"] and wanted("plot"):
@@ -781,6 +799,13 @@ w(f"Medians of {args.reps} repetitions of {args.runtime} s; each repetition rest
 w("alternating which goes first. Written by `scripts/bench_peers.py` (run by this script).")
 w("")
 w(PEERS_MD if PEERS_MD else f"Not measured: {PEERS_WHY}.")
+w("")
+w("## Target-side timing (issue 17)")
+w("")
+w("What `bdev_enable_histogram` costs (docs/latency.md): the same job with the target's")
+w("per-command timing off and on.")
+w("")
+w(TIMING_MD if TIMING_MD else f"Not measured: {TIMING_WHY}.")
 w("")
 w("## Every run")
 w("")
