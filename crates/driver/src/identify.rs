@@ -173,6 +173,8 @@ pub struct IdentifyNamespace {
     pub nlbaf: u8,
     /// Formatted LBA Size (bits 3:0 select the format).
     pub flbas: u8,
+    /// Deallocate Logical Block Features (bits 2:0: what a deallocated block reads as).
+    pub dlfeat: u8,
     /// LBA formats 0..=15.
     pub lbaf: [LbaFormat; 16],
 }
@@ -196,6 +198,7 @@ impl IdentifyNamespace {
             nsfeat: byte(b, 24),
             nlbaf: byte(b, 25),
             flbas: byte(b, 26),
+            dlfeat: byte(b, 33),
             lbaf,
         }
     }

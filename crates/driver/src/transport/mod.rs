@@ -3,7 +3,7 @@
 //! and PCI config space. The NVMe logic above it never sees a socket.
 
 use std::os::fd::BorrowedFd;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use nvmemu_mem::{Iova, MemError, MmapRegion};
 
@@ -99,6 +99,61 @@ pub trait Transport: Send {
     fn config_read16(&mut self, offset: u64) -> Result<u16, TransportError>;
     /// Write a 16-bit PCI config space register.
     fn config_write16(&mut self, offset: u64, value: u16) -> Result<(), TransportError>;
+}
+
+/// A transport shared with its owner: the driver uses it while the owner sends its own
+/// messages on the same connection (extra DMA maps and unmaps, for soak and hostile tests).
+impl<T: Transport> Transport for Arc<Mutex<T>> {
+    fn read_reg32(&mut self, offset: u64) -> Result<u32, TransportError> {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .read_reg32(offset)
+    }
+    fn read_reg64(&mut self, offset: u64) -> Result<u64, TransportError> {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .read_reg64(offset)
+    }
+    fn write_reg32(&mut self, offset: u64, value: u32) -> Result<(), TransportError> {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .write_reg32(offset, value)
+    }
+    fn write_reg64(&mut self, offset: u64, value: u64) -> Result<(), TransportError> {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .write_reg64(offset, value)
+    }
+    fn map_doorbells(&mut self) -> Result<Arc<MmapRegion>, TransportError> {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .map_doorbells()
+    }
+    fn dma_map(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        fd_offset: u64,
+        iova: Iova,
+        size: u64,
+    ) -> Result<(), TransportError> {
+        let mut t = self.lock().unwrap_or_else(PoisonError::into_inner);
+        t.dma_map(fd, fd_offset, iova, size)
+    }
+    fn dma_unmap(&mut self, iova: Iova, size: u64) -> Result<(), TransportError> {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .dma_unmap(iova, size)
+    }
+    fn config_read16(&mut self, offset: u64) -> Result<u16, TransportError> {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .config_read16(offset)
+    }
+    fn config_write16(&mut self, offset: u64, value: u16) -> Result<(), TransportError> {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .config_write16(offset, value)
+    }
 }
 
 /// Turn on bus mastering and memory decoding and disable INTx, as SPDK's client does
