@@ -9,17 +9,26 @@
 # Usage: scripts/soak.sh [soak options]   (the full run: 10^8 I/Os, 2000 connects, 1000 maps)
 #        SOAK_QUICK=1 scripts/soak.sh     (CI: 2*10^5 I/Os, 200 connects, 100 maps)
 # SOAK_PROFILE=debug builds the debug profile instead of release (faster to build, slower
-# to run). Run the full version niced on a shared machine: nice -n 5 scripts/soak.sh
+# to run); SOAK_BIN_DIR=DIR runs DIR/nvmemu and DIR/soak as they are, building nothing. Run the full version niced on a shared machine: nice -n 5 scripts/soak.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PROFILE=${SOAK_PROFILE:-release}
-if [ "$PROFILE" = release ]; then
-  cargo build -q --release -p nvmemu --bin nvmemu --example soak
+if [ -n "${SOAK_BIN_DIR:-}" ]; then
+  # Binaries built earlier and copied aside (nvmemu and soak), so a long run is not
+  # disturbed by rebuilds in this tree.
+  NVMEMU=$SOAK_BIN_DIR/nvmemu
+  SOAK=$SOAK_BIN_DIR/soak
 else
-  cargo build -q -p nvmemu --bin nvmemu --example soak
+  if [ "$PROFILE" = release ]; then
+    cargo build -q --release -p nvmemu --bin nvmemu --example soak
+  else
+    cargo build -q -p nvmemu --bin nvmemu --example soak
+  fi
+  OUT="${CARGO_TARGET_DIR:-target}/$PROFILE"
+  NVMEMU=$OUT/nvmemu
+  SOAK=$OUT/examples/soak
 fi
-OUT="${CARGO_TARGET_DIR:-target}/$PROFILE"
 QUICK=()
 if [ "${SOAK_QUICK:-}" = 1 ]; then
   QUICK=(--ios 200000 --connects 200 --maps 100)
@@ -37,7 +46,7 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir "$WORK/ctrl"
-RUST_LOG=${RUST_LOG:-warn} "$OUT/nvmemu" serve -r "$WORK/rpc.sock" -m 0x1 \
+RUST_LOG=${RUST_LOG:-warn} "$NVMEMU" serve -r "$WORK/rpc.sock" -m 0x1 \
   --socket-dir "$WORK/ctrl" --ns malloc:size=64M,lba=512 &
 SERVE_PID=$!
 for _ in $(seq 300); do
@@ -48,4 +57,4 @@ done
 [ -S "$WORK/ctrl/cntrl" ] || { echo "nvmemu serve did not listen" >&2; exit 1; }
 
 echo "--- soak against nvmemu serve (pid $SERVE_PID) on $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"
-"$OUT/examples/soak" --socket "$WORK/ctrl" --server-pid "$SERVE_PID" "${QUICK[@]}" "$@"
+"$SOAK" --socket "$WORK/ctrl" --server-pid "$SERVE_PID" "${QUICK[@]}" "$@"
