@@ -301,7 +301,7 @@ impl Device for NvmeFunction {
     fn dma_map(&mut self, map: &DmaMap, fd: Option<OwnedFd>) -> Result<(), Errno> {
         let writable = map.flags & DmaMap::FLAG_WRITE != 0;
         // VERSION advertised `max_dma_maps`; fd-less maps count too (each grows the table).
-        if self.guest.regions().len() >= MAX_DMA_MAPS {
+        if self.guest.len() >= MAX_DMA_MAPS {
             tracing::debug!(target: "guest", "DMA_MAP {:#x}+{:#x}: already {MAX_DMA_MAPS} maps", map.iova, map.size);
             return Err(Errno::NOSPC);
         }

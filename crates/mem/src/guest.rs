@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use crate::region_table::RegionTable;
 use crate::{MemError, MmapRegion};
 
 /// An I/O virtual address as the client's DMA_MAP defined it (guest physical address for
@@ -103,10 +104,12 @@ pub enum DmaError {
     },
 }
 
-/// A snapshot of the client's DMA regions, sorted by IOVA, none overlapping.
+/// A snapshot of the client's DMA regions, sorted by IOVA, none overlapping. Snapshots
+/// share what they have in common, so a new one costs about the square root of the
+/// table's size, not its size (see `region_table`).
 #[derive(Debug, Clone, Default)]
 pub struct GuestMemory {
-    regions: Vec<DmaRegion>,
+    regions: RegionTable,
 }
 
 impl GuestMemory {
@@ -130,40 +133,57 @@ impl GuestMemory {
         if short {
             return Err(bad);
         }
-        let idx = self.regions.partition_point(|r| r.iova.0 < iova);
-        let overlaps_prev = idx
-            .checked_sub(1)
-            .and_then(|i| self.regions.get(i))
+        let overlaps_prev = self
+            .regions
+            .at_or_before(iova)
             .is_some_and(|prev| region_last(prev) >= iova);
         let overlaps_next = self
             .regions
-            .get(idx)
+            .at_or_after(iova)
             .is_some_and(|next| next.iova.0 <= last);
         if overlaps_prev || overlaps_next {
             return Err(DmaError::Overlap { iova, size });
         }
-        let mut regions = self.regions.clone();
-        // idx <= len: partition_point never returns more than the length.
-        regions.insert(idx, region);
-        Ok(GuestMemory { regions })
+        Ok(GuestMemory {
+            regions: self.regions.with(region),
+        })
     }
 
     /// A copy of this table without the region that is exactly `[iova, iova + size)`.
     pub fn without_region(&self, iova: Iova, size: u64) -> Result<GuestMemory, DmaError> {
-        let idx = self
+        let missing = DmaError::NoSuchRegion { iova: iova.0, size };
+        let exact = self
             .regions
-            .binary_search_by_key(&iova, |r| r.iova)
-            .ok()
-            .filter(|&i| self.regions.get(i).is_some_and(|r| r.size == size))
-            .ok_or(DmaError::NoSuchRegion { iova: iova.0, size })?;
-        let mut regions = self.regions.clone();
-        regions.remove(idx);
+            .at_or_before(iova.0)
+            .is_some_and(|r| r.iova == iova && r.size == size);
+        if !exact {
+            return Err(missing);
+        }
+        let regions = self.regions.without(iova.0).ok_or(missing)?;
         Ok(GuestMemory { regions })
     }
 
+    /// Number of regions.
+    pub fn len(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Whether the table has no region.
+    pub fn is_empty(&self) -> bool {
+        self.regions.len() == 0
+    }
+
     /// The regions, sorted by IOVA.
-    pub fn regions(&self) -> &[DmaRegion] {
-        &self.regions
+    pub fn regions(&self) -> impl Iterator<Item = &DmaRegion> {
+        self.regions.iter()
+    }
+
+    /// The region holding `iova`, if any. O(log regions), no allocation.
+    #[inline]
+    pub fn region_at(&self, iova: Iova) -> Option<&DmaRegion> {
+        self.regions
+            .at_or_before(iova.0)
+            .filter(|r| iova.0 - r.iova.0 < r.size)
     }
 
     /// Resolve `[iova, iova + len)` to a mapping and the offset inside it. The range must lie
@@ -180,12 +200,11 @@ impl GuestMemory {
         access: Access,
     ) -> Result<(&Arc<MmapRegion>, u64), DmaError> {
         let not_mapped = DmaError::NotMapped { iova: iova.0, len };
-        let idx = self.regions.partition_point(|r| r.iova <= iova);
-        let region = idx
-            .checked_sub(1)
-            .and_then(|i| self.regions.get(i))
+        let region = self
+            .regions
+            .at_or_before(iova.0)
             .ok_or(not_mapped.clone())?;
-        // partition_point guarantees region.iova <= iova, so this cannot underflow.
+        // at_or_before guarantees region.iova <= iova, so this cannot underflow.
         let offset = iova.0 - region.iova.0;
         if offset >= region.size || len > region.size - offset {
             return Err(not_mapped);
@@ -264,7 +283,7 @@ mod tests {
     }
 
     fn iovas(g: &GuestMemory) -> Vec<u64> {
-        g.regions().iter().map(|r| r.iova.0).collect()
+        g.regions().map(|r| r.iova.0).collect()
     }
 
     #[test]

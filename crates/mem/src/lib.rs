@@ -27,6 +27,7 @@ mod guest;
 mod memfd;
 mod meminfo;
 mod mmap;
+mod region_table;
 pub mod vfio;
 
 pub use backing::{MEMORY_HEADROOM, PROGRESS_INTERVAL, PageKind, Progress};

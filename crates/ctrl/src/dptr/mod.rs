@@ -119,13 +119,8 @@ impl<'m, F: FnMut(Chunk<'m>) -> Result<(), Status>> Coalesce<'m, F> {
 
 /// Bytes from `addr` to the end of the DMA region holding it (slow path only).
 fn region_remaining(mem: &GuestMemory, addr: u64) -> Option<u64> {
-    let regions = mem.regions();
-    let idx = regions
-        .partition_point(|r| r.iova.0 <= addr)
-        .checked_sub(1)?;
-    let r = regions.get(idx)?;
-    let end = r.iova.0.checked_add(r.size)?;
-    (addr < end).then(|| end - addr)
+    let r = mem.region_at(Iova(addr))?;
+    Some(r.size - (addr - r.iova.0))
 }
 
 /// Walk `len` bytes described by `dptr`. `access` is the device's direction on the data:
