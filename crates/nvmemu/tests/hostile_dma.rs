@@ -344,12 +344,29 @@ fn client_vanishing_with_io_in_flight_leaves_the_server_serving() {
 
 #[test]
 fn shrinking_a_dma_mapped_memfd_under_io_fails_that_command_and_the_server_serves_on() {
+    shrink_under_io(HostMem::new(1 << 20, DATA_IOVA));
+}
+
+/// The same with a hugetlbfs memfd (MFD_HUGETLB, 2 MiB pages: what SPDK's clients map): the
+/// recovery maps a replacement of the mapping's own page size.
+#[test]
+fn shrinking_a_dma_mapped_hugetlb_memfd_under_io_fails_that_command_and_the_server_serves_on() {
+    match HostMem::hugetlb(2 << 20, DATA_IOVA) {
+        Ok(data) => shrink_under_io(data),
+        Err(why) => eprintln!("SKIPPED: no hugetlbfs memfd to test with: {why}"),
+    }
+}
+
+/// Data I/O into `data` until its file is truncated to nothing under the server: the
+/// command that touched the vanished pages fails with Data Transfer Error, the controller
+/// goes fatal, another controller on the same poller serves on, and so does this one for
+/// the next client.
+fn shrink_under_io(data: HostMem) {
     let t = common::start_default();
     // A second controller on the same (only) poller, with its client attached throughout.
     let dir2 = common::add_controller(&t);
     let mut other = nvmemu_driver::Controller::attach(dir2.path(), common::opts(1)).unwrap();
     let (mut c, shared) = common::attach_shared(&t, 1);
-    let data = HostMem::new(1 << 20, DATA_IOVA);
     shared.with_client(|cl| data.dma_map(cl).unwrap());
     let mut q = c.take_qpair().unwrap();
     let ok = Arc::new(AtomicU32::new(0));

@@ -481,6 +481,18 @@ impl HostMem {
         HostMem { fd, map, iova }
     }
 
+    /// A hugetlbfs memfd of `size` bytes (a multiple of 2 MiB), or why there is none: no
+    /// hugetlbfs, or too few free huge pages (the mapping reserves them).
+    pub fn hugetlb(size: u64, iova: u64) -> Result<HostMem, String> {
+        let flags = rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::HUGETLB;
+        let fd = rustix::fs::memfd_create("nvmemu-test-huge", flags)
+            .map_err(|e| format!("memfd_create(MFD_HUGETLB): {e}"))?;
+        rustix::fs::ftruncate(&fd, size).map_err(|e| format!("ftruncate: {e}"))?;
+        let map = MmapRegion::map_shared(fd.as_fd(), 0, size, Protection::ReadWrite)
+            .map_err(|e| format!("{e} (free huge pages in /proc/meminfo: HugePages_Free)"))?;
+        Ok(HostMem { fd, map, iova })
+    }
+
     pub fn size(&self) -> u64 {
         self.map.len()
     }
