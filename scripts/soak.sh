@@ -7,7 +7,7 @@
 # command or growth.
 #
 # Usage: scripts/soak.sh [soak options]   (the full run: 10^8 I/Os, 2000 connects, 1000 maps)
-#        SOAK_QUICK=1 scripts/soak.sh     (CI: 2*10^5 I/Os, 200 connects, 100 maps)
+#        SOAK_QUICK=1 scripts/soak.sh     (CI: 10^5 I/Os, 200 connects, 100 maps)
 # SOAK_PROFILE=debug builds the debug profile instead of release (faster to build, slower
 # to run); SOAK_BIN_DIR=DIR runs DIR/nvmemu and DIR/soak as they are, building nothing. Run the full version niced on a shared machine: nice -n 5 scripts/soak.sh
 set -euo pipefail
@@ -31,7 +31,7 @@ else
 fi
 QUICK=()
 if [ "${SOAK_QUICK:-}" = 1 ]; then
-  QUICK=(--ios 200000 --connects 200 --maps 100)
+  QUICK=(--ios 100000 --connects 200 --maps 100)
 fi
 
 WORK=$(mktemp -d)
