@@ -46,8 +46,14 @@ impl RegionTable {
     /// `iova`).
     #[inline]
     pub(crate) fn at_or_before(&self, iova: u64) -> Option<&DmaRegion> {
-        let c = self.firsts.partition_point(|&f| f <= iova).checked_sub(1)?;
-        let chunk = self.chunks.get(c)?;
+        // Up to CHUNK regions (every client seen so far) make one chunk: skip the index.
+        let chunk = match self.chunks.as_slice() {
+            [only] => only,
+            chunks => {
+                let c = self.firsts.partition_point(|&f| f <= iova).checked_sub(1)?;
+                chunks.get(c)?
+            }
+        };
         let i = chunk.partition_point(|r| r.iova.0 <= iova).checked_sub(1)?;
         chunk.get(i)
     }
