@@ -38,6 +38,10 @@ struct Args {
     /// Verified random I/Os (reads, writes, Write Zeroes, Deallocate).
     #[arg(long, default_value_t = 100_000_000)]
     ios: u64,
+    /// Stop submitting I/O after this many seconds even if fewer than --ios are done
+    /// (the figures then say how many were).
+    #[arg(long)]
+    runtime: Option<u64>,
     /// I/O queue pairs used at once.
     #[arg(long, default_value_t = 4)]
     queues: u16,
@@ -101,6 +105,7 @@ fn main() -> anyhow::Result<()> {
         ns.nsid,
         &mut shadow,
         args.ios,
+        args.runtime.map(std::time::Duration::from_secs),
         args.seed,
         block,
     )?;

@@ -65,13 +65,16 @@ struct Slot {
 }
 
 /// Run `total` verified commands over `qpairs` against namespace `nsid` (blocks of
-/// `block` bytes), with I/O buffers from `pool`.
+/// `block` bytes), with I/O buffers from `pool`; with `runtime`, submit nothing new once it
+/// has passed (and report what was done).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     qpairs: &mut [IoQpair],
     pool: &DmaPool,
     nsid: Nsid,
     shadow: &mut Shadow,
     total: u64,
+    runtime: Option<Duration>,
     seed: u64,
     block: u32,
 ) -> anyhow::Result<IoTotals> {
@@ -99,11 +102,15 @@ pub fn run(
     let mut submitted = 0u64;
     let start = Instant::now();
     let mut report_at = start + Duration::from_secs(10);
-    while t.ios() < total {
+    loop {
+        let stop = submitted >= total || runtime.is_some_and(|r| start.elapsed() >= r);
+        if stop && t.ios() + t.failed >= submitted {
+            break;
+        }
         for ((q, qslots), qbufs) in qpairs.iter_mut().zip(slots.iter_mut()).zip(&bufs) {
             let mut queued = 0;
             for (token, slot) in qslots.iter_mut().enumerate() {
-                if slot.is_some() || submitted >= total {
+                if slot.is_some() || stop || submitted >= total {
                     continue;
                 }
                 let Some(s) = pick(&mut rng, shadow) else {
