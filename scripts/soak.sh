@@ -34,16 +34,7 @@ if [ "${SOAK_QUICK:-}" = 1 ]; then
   QUICK=(--ios 100000 --connects 200 --maps 100)
 fi
 
-WORK=$(mktemp -d)
-SERVE_PID=
-cleanup() {
-  if [ -n "$SERVE_PID" ] && kill -0 "$SERVE_PID" 2>/dev/null; then
-    kill -TERM "$SERVE_PID" 2>/dev/null || true
-    wait "$SERVE_PID" 2>/dev/null || true
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+. scripts/lib/server_cleanup.sh
 
 mkdir "$WORK/ctrl"
 RUST_LOG=${RUST_LOG:-warn} "$NVMEMU" serve -r "$WORK/rpc.sock" -m 0x1 \

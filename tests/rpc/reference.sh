@@ -16,18 +16,8 @@ if [ -z "$BIN" ]; then
 fi
 TRADDR=${NVMEMU_TRADDR:-/tmp/vfu-test}
 NQN=nqn.2016-06.io.spdk:cnode1
-WORK=$(mktemp -d)
+. scripts/lib/server_cleanup.sh
 SOCK=$WORK/rpc.sock
-SERVE_PID=
-
-cleanup() {
-  if [ -n "$SERVE_PID" ] && kill -0 "$SERVE_PID" 2>/dev/null; then
-    kill -TERM "$SERVE_PID" 2>/dev/null || true
-    wait "$SERVE_PID" 2>/dev/null || true
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 
 start_serve() {
   "$BIN" serve -r "$SOCK" -m 0x1 "$@" &

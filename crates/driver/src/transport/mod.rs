@@ -3,7 +3,7 @@
 //! and PCI config space. The NVMe logic above it never sees a socket.
 
 use std::os::fd::BorrowedFd;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nvmemu_mem::{Iova, MemError, MmapRegion};
 
@@ -105,29 +105,19 @@ pub trait Transport: Send {
 /// messages on the same connection (extra DMA maps and unmaps, for soak and hostile tests).
 impl<T: Transport> Transport for Arc<Mutex<T>> {
     fn read_reg32(&mut self, offset: u64) -> Result<u32, TransportError> {
-        self.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .read_reg32(offset)
+        locked(self).read_reg32(offset)
     }
     fn read_reg64(&mut self, offset: u64) -> Result<u64, TransportError> {
-        self.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .read_reg64(offset)
+        locked(self).read_reg64(offset)
     }
     fn write_reg32(&mut self, offset: u64, value: u32) -> Result<(), TransportError> {
-        self.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .write_reg32(offset, value)
+        locked(self).write_reg32(offset, value)
     }
     fn write_reg64(&mut self, offset: u64, value: u64) -> Result<(), TransportError> {
-        self.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .write_reg64(offset, value)
+        locked(self).write_reg64(offset, value)
     }
     fn map_doorbells(&mut self) -> Result<Arc<MmapRegion>, TransportError> {
-        self.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .map_doorbells()
+        locked(self).map_doorbells()
     }
     fn dma_map(
         &mut self,
@@ -136,24 +126,23 @@ impl<T: Transport> Transport for Arc<Mutex<T>> {
         iova: Iova,
         size: u64,
     ) -> Result<(), TransportError> {
-        let mut t = self.lock().unwrap_or_else(PoisonError::into_inner);
-        t.dma_map(fd, fd_offset, iova, size)
+        locked(self).dma_map(fd, fd_offset, iova, size)
     }
     fn dma_unmap(&mut self, iova: Iova, size: u64) -> Result<(), TransportError> {
-        self.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .dma_unmap(iova, size)
+        locked(self).dma_unmap(iova, size)
     }
     fn config_read16(&mut self, offset: u64) -> Result<u16, TransportError> {
-        self.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .config_read16(offset)
+        locked(self).config_read16(offset)
     }
     fn config_write16(&mut self, offset: u64, value: u16) -> Result<(), TransportError> {
-        self.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .config_write16(offset, value)
+        locked(self).config_write16(offset, value)
     }
+}
+
+/// The shared transport, whoever panicked while holding it last (a transport has no
+/// invariant a panic could break halfway that the next request would not report).
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Turn on bus mastering and memory decoding and disable INTx, as SPDK's client does

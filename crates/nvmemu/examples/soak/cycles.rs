@@ -24,6 +24,13 @@ const MAP_BYTES: u64 = 64 << 10;
 /// Where map cycles place their memfd (alternating between two IOVAs, so the table's
 /// order changes), far from the driver's pool.
 const MAP_IOVA: u64 = 0x40_0000_0000;
+/// The cycles' controllers: one small queue pair and a 1 MiB pool.
+const SMALL: AttachOptions = AttachOptions {
+    io_queues: 1,
+    queue_depth: 8,
+    dma_pool_bytes: 1 << 20,
+    reply_timeout: nvmemu_vfio_user::DEFAULT_REPLY_TIMEOUT,
+};
 
 /// Run `warm-up + cycles` cycles of `cycle`, sampling process `pid` around them.
 fn sampled(
@@ -68,14 +75,8 @@ pub fn connect_cycles(
 ) -> anyhow::Result<Flatness> {
     let mut rng = Rng::new(seed);
     let blocks = 4096 / block;
-    let opts = AttachOptions {
-        io_queues: 1,
-        queue_depth: 8,
-        dma_pool_bytes: 1 << 20,
-        ..AttachOptions::default()
-    };
     sampled("connect/disconnect", pid, cycles, |_| {
-        let mut c = Controller::attach(dir, opts).context("attach")?;
+        let mut c = Controller::attach(dir, SMALL).context("attach")?;
         let buf = c.alloc_dma(4096)?;
         let mut q = c.take_qpair().context("no I/O queue")?;
         let lba = rng.below(shadow.blocks() - u64::from(blocks) + 1);
@@ -106,13 +107,7 @@ pub fn map_cycles(
     let shared = Arc::new(Mutex::new(
         VfioUserTransport::connect(&dir.join("cntrl")).context("connect")?,
     ));
-    let opts = AttachOptions {
-        io_queues: 1,
-        queue_depth: 8,
-        dma_pool_bytes: 1 << 20,
-        ..AttachOptions::default()
-    };
-    let mut c = Controller::attach_with(Box::new(shared.clone()), opts).context("attach")?;
+    let mut c = Controller::attach_with(Box::new(shared.clone()), SMALL).context("attach")?;
     let mut q = c.take_qpair().context("no I/O queue")?;
     let window = MAP_BYTES / u64::from(block);
     let blocks = 4096 / block;

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use nvmemu_bdev::Bdev;
 use nvmemu_ctrl::{ControllerConfig, Namespace};
 use nvmemu_device::{Backoff, ControllerId, ControllerSpec, Target, TargetConfig};
-use nvmemu_driver::{AttachOptions, Controller, Transport, TransportError, VfioUserTransport};
-use nvmemu_mem::{Iova, MmapRegion, Protection};
+use nvmemu_driver::{AttachOptions, Controller, VfioUserTransport};
+use nvmemu_mem::{MmapRegion, Protection};
 use nvmemu_spec::opcode::{AdminOpcode, IoOpcode};
 use nvmemu_spec::regs::{self, cc, csts};
 use nvmemu_spec::{Cqe, Lba, Nsid, Qid, Sqe, Status};
@@ -418,46 +418,11 @@ impl SharedTransport {
     }
 }
 
-impl Transport for SharedTransport {
-    fn read_reg32(&mut self, offset: u64) -> Result<u32, TransportError> {
-        self.0.lock().unwrap().read_reg32(offset)
-    }
-    fn read_reg64(&mut self, offset: u64) -> Result<u64, TransportError> {
-        self.0.lock().unwrap().read_reg64(offset)
-    }
-    fn write_reg32(&mut self, offset: u64, value: u32) -> Result<(), TransportError> {
-        self.0.lock().unwrap().write_reg32(offset, value)
-    }
-    fn write_reg64(&mut self, offset: u64, value: u64) -> Result<(), TransportError> {
-        self.0.lock().unwrap().write_reg64(offset, value)
-    }
-    fn map_doorbells(&mut self) -> Result<Arc<MmapRegion>, TransportError> {
-        self.0.lock().unwrap().map_doorbells()
-    }
-    fn dma_map(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        fd_offset: u64,
-        iova: Iova,
-        size: u64,
-    ) -> Result<(), TransportError> {
-        self.0.lock().unwrap().dma_map(fd, fd_offset, iova, size)
-    }
-    fn dma_unmap(&mut self, iova: Iova, size: u64) -> Result<(), TransportError> {
-        self.0.lock().unwrap().dma_unmap(iova, size)
-    }
-    fn config_read16(&mut self, offset: u64) -> Result<u16, TransportError> {
-        self.0.lock().unwrap().config_read16(offset)
-    }
-    fn config_write16(&mut self, offset: u64, value: u16) -> Result<(), TransportError> {
-        self.0.lock().unwrap().config_write16(offset, value)
-    }
-}
-
 /// Attach our driver over a shared transport.
 pub fn attach_shared(t: &TestTarget, io_queues: u16) -> (Controller, SharedTransport) {
     let shared = SharedTransport::connect(t);
-    let c = Controller::attach_with(Box::new(shared.clone()), opts(io_queues)).unwrap();
+    // The driver's transport is the shared one itself (`Arc<Mutex<T>>` is a Transport).
+    let c = Controller::attach_with(Box::new(shared.0.clone()), opts(io_queues)).unwrap();
     (c, shared)
 }
 
