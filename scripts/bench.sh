@@ -420,11 +420,10 @@ LOAD_END = loadavg()
 # The side-by-side section: nvmemu's and SPDK's targets with both clients, interleaved
 # inside scripts/bench_peers.py (each repetition restarts both targets).
 PEERS_MD, PEERS_WHY = None, "not asked for (BENCH_ONLY)"
-PEERS_DIR = (os.environ.get("BENCH_SPDK_PEERS") or os.environ.get("NVMEMU_SPDK_PEERS")
-             or os.path.join(args.repo, "..", "shared", "peers", "spdk"))
+PEERS_DIR = os.environ.get("BENCH_SPDK_PEERS") or os.environ.get("NVMEMU_SPDK_PEERS") or ""
 if wanted("peers"):
     if not os.path.isdir(PEERS_DIR):
-        PEERS_WHY = f"no SPDK peers at {PEERS_DIR} (set BENCH_SPDK_PEERS)"
+        PEERS_WHY = f"no SPDK peers at {PEERS_DIR!r} (set NVMEMU_SPDK_PEERS: docs/spdk-peers.md)"
     else:
         peers_cmd = [sys.executable, os.path.join(args.repo, "scripts", "bench_peers.py"),
                      "--nvmemu", BIN, "--peers", PEERS_DIR, "--reps", str(args.reps),
@@ -800,7 +799,7 @@ w("alternating which goes first. Written by `scripts/bench_peers.py` (run by thi
 w("")
 w(PEERS_MD if PEERS_MD else f"Not measured: {PEERS_WHY}.")
 w("")
-w("## Target-side timing (issue 17)")
+w("## Target-side timing: IOPS with it on and off")
 w("")
 w("What `bdev_enable_histogram` costs (docs/latency.md): the same job with the target's")
 w("per-command timing off and on.")

@@ -12,8 +12,8 @@
 # NVMEMU_LAT_SECONDS (3) of 4 KiB random reads at QD1 on CPU 0, reads the breakdown again
 # and prints layer / cumulative ns / delta ns / % (scripts/latency_table.py): the client's
 # mean latency, the target (doorbell seen to interrupt signalled) and the backend.
-# Environment: NVMEMU_BIN (default target/release/nvmemu, built if missing), SPDK_PEERS
-# (SPDK's tools; default ../shared/peers/spdk beside the repository).
+# Environment: NVMEMU_BIN (default target/release/nvmemu, built if missing),
+# NVMEMU_SPDK_PEERS (SPDK's tools, docs/spdk-peers.md).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 client=${1:-}
@@ -57,9 +57,9 @@ nvmemu)
     name="nvmemu bench (driver, mean latency)"
     ;;
 spdk)
-    peers=${SPDK_PEERS:-$ROOT/../shared/peers/spdk}
+    peers=${NVMEMU_SPDK_PEERS:-}
     [[ -x "$peers/bin/spdk_nvme_perf" ]] || {
-        echo "no spdk_nvme_perf under $peers (set SPDK_PEERS)" >&2
+        echo "no spdk_nvme_perf under $peers (set NVMEMU_SPDK_PEERS: docs/spdk-peers.md)" >&2
         exit 1
     }
     "$peers/setup.sh" >/dev/null

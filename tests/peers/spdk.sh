@@ -15,14 +15,14 @@
 #
 # Usage: tests/peers/spdk.sh [path/to/nvmemu]   (default: cargo build --release -p nvmemu)
 # Environment:
-#   NVMEMU_SPDK_PEERS  the SPDK tools (default ../shared/peers/spdk beside the repository);
+#   NVMEMU_SPDK_PEERS  the SPDK tools (docs/spdk-peers.md; .ci/run sets it to the CI machine's);
 #                      missing: skipped in one line, except under CI=true where it fails
 #   NVMEMU_PEERS_KEEP=1  keep the run directory (logs, JSON) even when every check passes
 # Needs root (hugepages, apt-get for the tools' libraries).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-PEERS=${NVMEMU_SPDK_PEERS:-../shared/peers/spdk}
+PEERS=${NVMEMU_SPDK_PEERS:-}
 if [ ! -x "$PEERS/bin/nvmf_tgt" ]; then
   if [ "${CI:-}" = true ]; then
     echo "tests/peers/spdk.sh: FAILED: no SPDK peer tools at $PEERS (CI never skips this step)" >&2

@@ -28,7 +28,7 @@
 //! together ([`PendingLatencies`]). Nothing else on the hot path allocates, locks or
 //! makes a syscall.
 //!
-//! Hook for a per-layer latency breakdown (issue 5): every slot carries its
+//! Hook for a per-layer latency breakdown: every slot carries its
 //! `start_ns` (before `submit`) and `issue_ns` (after `ring`); an engine that can
 //! report device-side timestamps would add them to [`Slot`] at reap.
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Soak and leak check against a running `nvmemu serve` (issue 15): verified random I/O
+//! Soak and leak check against a running `nvmemu serve`: verified random I/O
 //! through nvmemu's own driver, then connect/disconnect cycles and DMA map/unmap cycles with
 //! the server's fd count and RSS sampled before and after. `scripts/soak.sh` starts the
 //! server and runs this; see BENCHMARKS.md for the full run's figures.
