@@ -6,7 +6,7 @@
 //! Owns: controller bring-up and shutdown (NVMe Base 1.4, 7.6), the admin queue, I/O queue
 //! pairs with PRP lists, the DMA memory pool, and the `Transport` seam to a device.
 //! May depend on: `nvmemu-spec`, `nvmemu-mem`, `nvmemu-vfio-user`. Must never: depend on the
-//! emulated controller (`ctrl`, `target`, `bdev`), use `unsafe`, or trust what the device
+//! emulated controller (`ctrl`, `device`, `bdev`), use `unsafe`, or trust what the device
 //! writes back (CQEs, identify data): bad values become errors, never panics.
 //!
 //! # Model
