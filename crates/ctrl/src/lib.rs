@@ -6,7 +6,7 @@
 //! (Identify, queues, features, log pages, AER, Doorbell Buffer Config) and the NVM I/O
 //! commands on namespaces backed by [`nvmemu_bdev::Bdev`]s.
 //! May depend on: nvmemu-spec, nvmemu-mem, nvmemu-bdev. Must never: see a socket, a
-//! vfio-user message or a thread; the target crate owns those and drives a [`Controller`]
+//! vfio-user message or a thread; the device crate owns those and drives a [`Controller`]
 //! from one poller thread (`mmio_read`/`mmio_write` for BAR0 accesses, `poll` for the rings).
 //!
 //! Everything the host writes (registers, doorbells, SQEs, PRP lists, SGLs) is validated
