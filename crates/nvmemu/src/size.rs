@@ -2,29 +2,12 @@
 //! Sizes as fio and SPDK users write them: `4G`, `512M`, `4096`, `1GiB`, `4k`.
 //! Suffixes are powers of 1024, as fio's default (`kb_base=1024`).
 
-/// Parse a size in bytes; a bare number is bytes.
+/// Parse a size in bytes; a bare number is bytes. The same grammar as `nvmemu bench`'s
+/// sizes, with an error that says what a size looks like.
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, suffix) = t.split_at(digits_end);
-    let value: u64 = num
-        .parse()
-        .map_err(|_| format!("'{text}' is not a size (e.g. 512, 4k, 64M, 4G)"))?;
-    let shift = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => {
-            return Err(format!(
-                "'{text}' has an unknown size suffix (use k, M, G or T)"
-            ));
-        }
-    };
-    value
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("'{text}' is too large"))
+    nvmemu_bench::parse_size(text).map_err(|_| {
+        format!("'{text}' is not a size (a number with k, M, G, T or P, e.g. 512, 4k, 64M, 4G)")
+    })
 }
 
 #[cfg(test)]
