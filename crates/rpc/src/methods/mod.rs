@@ -206,11 +206,18 @@ impl Request {
 }
 
 /// Decodes `params` into `T`; absent or `null` decodes as `{}` (so optional-only methods
-/// accept no params and required fields report "missing field `x`").
+/// accept no params and required fields report "missing field `x`"). Positional params (an
+/// array) are refused as SPDK's decoder does: serde would otherwise fill the struct's
+/// fields in declaration order, so `["x", 60000]` would become a name and a timeout.
 fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
     let value = match params {
         None | Some(Value::Null) => Value::Object(serde_json::Map::new()),
-        Some(v) => v,
+        Some(v @ Value::Object(_)) => v,
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "Invalid parameters: params must be an object",
+            ));
+        }
     };
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
@@ -273,6 +280,16 @@ mod tests {
         let e = Request::decode("bdev_frobnicate", None).unwrap_err();
         assert_eq!(e.code, METHOD_NOT_FOUND);
         assert!(e.message.contains("bdev_frobnicate"));
+    }
+
+    #[test]
+    fn positional_params_are_refused() {
+        // serde would read ["x", 60000] as name "x" and a 60 s timeout.
+        let e = Request::decode("bdev_get_bdevs", Some(json!(["x", 60000]))).unwrap_err();
+        assert_eq!(e.code, INVALID_PARAMS);
+        assert!(e.message.contains("must be an object"), "{}", e.message);
+        let e = Request::decode("bdev_malloc_create", Some(json!([8, 512]))).unwrap_err();
+        assert_eq!(e.code, INVALID_PARAMS);
     }
 
     #[test]
