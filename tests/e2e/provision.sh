@@ -5,7 +5,8 @@
 #   - a Debian trixie tree (debootstrap minbase) with QEMU >= 10.1.1 from trixie-backports,
 #     busybox-static, fio, nvme-cli and kmod;
 #   - the guest kernel: trixie's linux-image-amd64, unpacked with dpkg -x (never installed),
-#     plus the uncompressed vmlinux cut out of the bzImage (PVH boot is faster);
+#     plus the uncompressed vmlinux cut out of the bzImage (PVH boot is faster), and its vfio
+#     module rebuilt with no-IOMMU mode (see build_noiommu_vfio);
 #   - base.cpio: an uncompressed initramfs with busybox, fio, nvme-cli (and the shared libraries
 #     they need) and the decompressed nvme / virtio-blk modules. The test scripts themselves are
 #     not in it: tests/e2e/lib.sh appends a small second cpio archive on every run.
@@ -134,6 +135,7 @@ log "guest kernel package: $KPKG"
 rm -rf "$TREE/tmp/kernel-deb" && mkdir -p "$TREE/tmp/kernel-deb"
 in_tree sh -c "cd /tmp/kernel-deb && apt-get download -qq '$KPKG'" >>"$WORK/apt.log" 2>&1 ||
     die "apt-get download $KPKG failed"
+KPKG_VER=$(dpkg-deb -f "$TREE"/tmp/kernel-deb/*.deb Version)
 in_tree apt-get clean
 unmount_all
 
@@ -147,12 +149,68 @@ QEMU_VER=$("$TREE$LOADER" \
     "$TREE/usr/bin/qemu-system-x86_64" --version | head -1)
 log "QEMU: $QEMU_VER"
 
+# --- vfio.ko with no-IOMMU mode -------------------------------------------------------------
+# Debian builds vfio without CONFIG_VFIO_NOIOMMU, the mode a userspace driver uses on a machine
+# (or guest) without an IOMMU. Rebuild only the vfio module, from this kernel's own source
+# package against its own headers, with that option on: no exported symbol's type changes, so
+# the packaged vfio-pci and vfio_iommu_type1 load on top of it (modversions agree). Unsigned:
+# the kernel only taints itself (no CONFIG_MODULE_SIG_FORCE). The build tools go into the tree
+# and out again; the module replaces vfio.ko.xz in the unpacked kernel.
+build_noiommu_vfio() {
+    local config="$WORK/kernel/boot/config-$KVER" deps hdr common kbuild cc srcpkg ko
+    local src=/tmp/vfio-noiommu debs=/tmp/vfio-debs
+    if grep -q '^CONFIG_VFIO_NOIOMMU=y' "$config"; then
+        log "vfio: the kernel has no-IOMMU mode"
+        return 0
+    fi
+    grep -q '^CONFIG_VFIO=m' "$config" || die "vfio is not a module in $KVER: cannot add no-IOMMU mode"
+    hdr=linux-headers-$KVER
+    srcpkg=linux-source-$(echo "$KVER" | cut -d. -f1,2)
+    mount_for_apt
+    deps=$(in_tree apt-cache depends "$hdr=$KPKG_VER" | awk '$1 == "Depends:" { print $2 }')
+    common=$(grep -m1 -- '-common$' <<<"$deps") kbuild=$(grep -m1 '^linux-kbuild-' <<<"$deps")
+    cc=$(grep -m1 '^gcc-' <<<"$deps")
+    [[ -n $common && -n $kbuild && -n $cc ]] || die "cannot resolve what $hdr needs (got: $deps)"
+    log "vfio: building with no-IOMMU mode from $srcpkg $KPKG_VER ($cc)"
+    rm -rf "$TREE$src" "$TREE$debs" && mkdir -p "$TREE$src" "$TREE$debs"
+    {
+        in_tree apt-get install -y -qq --no-install-recommends make "$cc" &&
+            in_tree sh -c "cd $debs && apt-get download -qq '$hdr=$KPKG_VER' '$common=$KPKG_VER' \
+                '$kbuild=$KPKG_VER' '$srcpkg=$KPKG_VER'"
+    } >>"$WORK/apt.log" 2>&1 || { tail -30 "$WORK/apt.log" >&2; die "apt-get for the vfio build failed"; }
+    # The headers' symlinks are absolute: unpack them where the chroot sees them.
+    for deb in "$TREE$debs"/linux-headers-*.deb "$TREE$debs"/linux-kbuild-*.deb; do
+        dpkg-deb -x "$deb" "$TREE"
+    done
+    dpkg-deb --fsys-tarfile "$TREE$debs/${srcpkg}_"*.deb | tar -xO "./usr/src/$srcpkg.tar.xz" |
+        tar -xJ -C "$TREE$src" --strip-components=3 --wildcards --no-wildcards-match-slash \
+            "$srcpkg/drivers/vfio/*.[ch]" "$srcpkg/drivers/vfio/Makefile" ||
+        die "cannot unpack drivers/vfio from $srcpkg"
+    # vfio.ko's objects as the kernel's Makefile lists them (the headers' config picks them).
+    { echo 'ccflags-y += -DCONFIG_VFIO_NOIOMMU=1'; echo 'obj-m += vfio.o'
+      grep -E '^vfio-' "$TREE$src/Makefile"; } >"$TREE$src/Kbuild"
+    # No BTF for the module: that needs pahole, and loading does not.
+    in_tree make -C "/usr/src/$hdr" M="$src" CONFIG_DEBUG_INFO_BTF_MODULES= modules \
+        >"$WORK/vfio-build.log" 2>&1 || { tail -30 "$WORK/vfio-build.log" >&2; die "building vfio.ko failed"; }
+    ko=$(find "$MODDIR/kernel/drivers/vfio" -maxdepth 1 -name 'vfio.ko*' | head -1)
+    [[ -n $ko ]] || die "no vfio.ko in $MODDIR/kernel/drivers/vfio"
+    rm -f "$ko"
+    xz -c --check=crc32 "$TREE$src/vfio.ko" >"$MODDIR/kernel/drivers/vfio/vfio.ko.xz"
+    in_tree apt-get purge -y -qq --autoremove make "$cc" >>"$WORK/apt.log" 2>&1 || true
+    in_tree apt-get clean
+    rm -rf "$TREE$src" "$TREE$debs" "$TREE/usr/src/$hdr" "$TREE/usr/src/$common" \
+        "$TREE/usr/src/$kbuild" "$TREE/usr/lib/$kbuild"
+    unmount_all
+    log "vfio: no-IOMMU mode built ($(modinfo -F parm "$MODDIR/kernel/drivers/vfio/vfio.ko.xz" | cut -d: -f1))"
+}
+
 # --- kernel: bzImage and the uncompressed vmlinux inside it ---------------------------------
 BZ=$(ls "$WORK"/kernel/boot/vmlinuz-* | head -1)
 KVER=${BZ##*/vmlinuz-}
 MODDIR="$WORK/kernel/usr/lib/modules/$KVER"
 [[ -d "$MODDIR" ]] || MODDIR="$WORK/kernel/lib/modules/$KVER"
 [[ -d "$MODDIR" ]] || die "no modules for $KVER"
+build_noiommu_vfio
 # The package ships no modules.dep (depmod runs at install time): generate it.
 [[ -e "$WORK/kernel/lib" ]] || ln -s usr/lib "$WORK/kernel/lib"
 depmod -b "$WORK/kernel" "$KVER" || die "depmod failed"

@@ -8,7 +8,7 @@
 #                                (validates the harness itself; needs no nvmemu)
 #   tests/e2e/qemu.sh shell [nvmemu|qemu-nvme]
 #                                an interactive guest (serial console on this terminal)
-#   tests/e2e/qemu.sh userspace  only the userspace-driver guest (tests/e2e/userspace.sh)
+#   tests/e2e/qemu.sh userspace  only the userspace-driver guests (tests/e2e/userspace.sh)
 #   tests/e2e/qemu.sh bench [nvmemu|qemu-nvme|virtio-blk]...
 #                                fio 4k randread iodepth 16 in the guest, for docs/qemu-guest.md
 #   tests/e2e/qemu.sh latency [SVG]
@@ -19,8 +19,9 @@
 # (identify, queues and MSI-X, fio verify with io_uring and libaio, second namespace,
 # controller reset, write data), reboots the guest and runs phase 2 (data reads back); then a
 # second QEMU process against the same, still running server runs phase 3 (data still there,
-# fio verify); then a third QEMU runs nvmemu's own driver inside the guest (uio_pci_generic,
-# vfio-pci) and hands the function back to nvme (tests/e2e/userspace.sh). Any failure exits
+# fio verify); then two more QEMU processes run nvmemu's own driver inside the guest
+# (uio_pci_generic and vfio-pci no-IOMMU without an IOMMU, vfio-pci type1 behind a virtual
+# Intel IOMMU) and hand the function back to nvme (tests/e2e/userspace.sh). Any failure exits
 # non-zero with the guest console in the log.
 #
 # Environment:

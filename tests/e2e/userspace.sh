@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Host side of the e2e "userspace" scenario, sourced by tests/e2e/qemu.sh: nvmemu's own
-# driver inside the guest on the emulated function (uio_pci_generic, then vfio-pci behind a
-# virtual IOMMU), then the kernel nvme driver again; guest/userspace.sh runs the checks.
-#
-# The guest gets an Intel vIOMMU (intel_iommu=on iommu=pt: the kernel's own drivers keep
-# identity mappings, a vfio-pci group gets a real DMA domain) so that VFIO's type1 path is
-# exercised; Debian's kernel has no VFIO no-IOMMU mode (CONFIG_VFIO_NOIOMMU unset).
+# driver inside the guest on the emulated function, then the kernel nvme driver again;
+# guest/userspace.sh runs the checks. Two boots:
+#   - no IOMMU (the reference set-up): uio_pci_generic, then vfio-pci in no-IOMMU mode (the
+#     guest's vfio module is rebuilt with CONFIG_VFIO_NOIOMMU by provision.sh: Debian's lacks it);
+#   - an Intel vIOMMU (intel_iommu=on iommu=pt: the kernel's own drivers keep identity
+#     mappings, a vfio-pci group gets a real DMA domain): vfio-pci through VFIO's type1 path.
 
 US_MODULES="uio_pci_generic vfio_iommu_type1 vfio_pci"
 
@@ -41,9 +41,32 @@ us_modules_cpio() {
     rm -rf "$stage"
 }
 
-# run_userspace: one guest boot against a fresh nvmemu serve.
+# userspace_boot NAME IOMMU [qemu args...]: one guest boot of the scenario (US_IOMMU=IOMMU, see
+# guest/userspace.sh) with the files and modules run_userspace staged; logs the guest's IOPS.
+userspace_boot() {
+    local name=$1 iommu=$2 rc=0
+    shift 2
+    make_initrd "$RUN/initrd-$name" "E2E_SCENARIO=userspace
+E2E_RUN=$RUN_ID
+EXP_MODEL='$MODEL'
+EXP_SERIAL='$SERIAL'
+EXP_VID=$VID
+US_IOMMU=$iommu
+US_SECONDS=${NVMEMU_US_SECONDS:-5}"
+    cat "$RUN/us-files.cpio" "$RUN/us-modules.cpio" >>"$RUN/initrd-$name"
+    # An IOMMU device must come before the PCI devices it translates for.
+    run_guest "$name" "$LIMIT" "$RUN/initrd-$name" -no-reboot "$@" -device "$(nvmemu_device)" || rc=$?
+    server_alive "during the $name guest" || return 1
+    expect_phases "$name" "$rc" userspace || { show_server_log; return 1; }
+    sed -n 's/.*E2E-US-IOPS driver=\([^ ]*\) iops=\([0-9]*\).*/\1 \2/p' "$RUN/$name.console" |
+        tr -d '\r' | while read -r drv iops; do
+        log "guest 4k randread iodepth 16 IOPS (TCG): $drv $iops"
+    done
+}
+
+# run_userspace: the two guest boots against a fresh nvmemu serve.
 run_userspace() {
-    local bin rc=0 stage iops
+    local bin stage
     bin=$(nvmemu_bin)
     [[ -n "$SERVER_PID" ]] || start_server "$bin"
     # Job J from the host, through the socket: the bytes the guest must reproduce.
@@ -52,33 +75,21 @@ run_userspace() {
         cat "$RUN/host-job-j.txt" >&2
         die "host-side job J through $RUN/sock failed"
     }
-    make_initrd "$RUN/initrd-us" "E2E_SCENARIO=userspace
-E2E_RUN=$RUN_ID
-EXP_MODEL='$MODEL'
-EXP_SERIAL='$SERIAL'
-EXP_VID=$VID
-US_SECONDS=${NVMEMU_US_SECONDS:-5}"
     stage=$(mktemp -d "$RUN/us.XXXXXX")
     mkdir -p "$stage/usr/bin" "$stage/e2e"
     install -m 0755 "$bin" "$stage/usr/bin/nvmemu" || die "cannot stage $bin"
     install -m 0644 "$E2E_DIR/guest/userspace.sh" "$stage/e2e/userspace.sh" || die "cannot stage guest/userspace.sh"
-    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >>"$RUN/initrd-us"
+    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$RUN/us-files.cpio"
     rm -rf "$stage"
     us_modules_cpio "$RUN/us-modules.cpio"
-    cat "$RUN/us-modules.cpio" >>"$RUN/initrd-us"
 
-    log "guest 3: nvmemu's driver in guest userspace (uio_pci_generic, vfio-pci), then nvme again"
+    log "guest 3: nvmemu's driver in guest userspace without an IOMMU (uio_pci_generic, vfio-pci no-IOMMU), then nvme again"
+    userspace_boot userspace none || return 1
+    log "guest 4: nvmemu's driver through vfio-pci behind a virtual Intel IOMMU, then nvme again"
     # no_timer_check: under a loaded TCG host the kernel's boot-time timer check can miss its
     # window, and with interrupt remapping (which VFIO's type1 wants) that is a panic.
     E2E_APPEND="intel_iommu=on iommu=pt no_timer_check ${E2E_APPEND:-}" \
-        run_guest userspace "$LIMIT" "$RUN/initrd-us" -no-reboot \
-        -device intel-iommu,caching-mode=on -device "$(nvmemu_device)" || rc=$?
-    server_alive "during the userspace guest" || return 1
-    expect_phases userspace "$rc" userspace || { show_server_log; return 1; }
-    sed -n 's/.*E2E-US-IOPS driver=\([^ ]*\) iops=\([0-9]*\).*/\1 \2/p' "$RUN/userspace.console" |
-        tr -d '\r' | while read -r drv iops; do
-        log "guest 4k randread iodepth 16 IOPS (TCG): $drv $iops"
-    done
+        userspace_boot userspace-viommu intel -device intel-iommu,caching-mode=on || return 1
     # Job J's blocks as our driver wrote them from guest userspace, read back on the host:
     # --verify_only replays the job without writing and checks every block.
     "$bin" bench --socket "$RUN/sock" --rw=write --bs=4k --iodepth=16 --size=4M --offset=64M \

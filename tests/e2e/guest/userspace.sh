@@ -3,9 +3,11 @@
 #
 # Scenario "userspace" (sourced by checks.sh when the host added it to the initramfs, with
 # /usr/bin/nvmemu and the uio / vfio modules): nvmemu's own driver drives the emulated
-# function from guest userspace, as in the uio_pci_generic + hugepages set-up the device is
-# built for, then through vfio-pci behind the guest's IOMMU, then the kernel's nvme driver
-# takes the function back.
+# function from guest userspace, then the kernel's nvme driver takes the function back.
+# US_IOMMU says which guest this is:
+#   none:  no IOMMU, as in the uio_pci_generic + hugepages set-up the device is built for:
+#          uio_pci_generic, then vfio-pci in no-IOMMU mode (both DMA to physical addresses);
+#   intel: the guest has a virtual Intel IOMMU: vfio-pci with type1 DMA mappings.
 #
 # Data check across drivers: the host wrote job J (nvmemu bench --rw=write --verify=crc32c,
 # bs 4k, 4 MiB at US_J_OFFSET_MB) through the socket before this boot. Its bytes depend
@@ -61,8 +63,26 @@ scenario_userspace() {
     done
     resolve_namespaces >/dev/null
     ADDR=$(nvmemu_function) && ok "nvmemu function at $ADDR" || fail "no PCI function with vendor $EXP_VID"
+    case $US_IOMMU in
+    none) userspace_without_iommu ;;
+    intel) userspace_with_iommu ;;
+    *) fail "US_IOMMU='$US_IOMMU': expected none or intel" ;;
+    esac
 
-    # The kernel driver first: its IOPS, and the host's job J.
+    check "nvmemu bind $ADDR nvme" nvmemu bind "$ADDR" nvme
+    wait_for /dev/nvme0n1 60 && ok "nvme driver attached again" || fail "no /dev/nvme0n1 after rebinding to nvme"
+    resolve_namespaces >/dev/null
+    [ "$US_IOMMU" = none ] &&
+        check_equal "job J read by the kernel driver after our driver wrote it" "$host_md5" "$(region_md5)"
+    check "kernel driver: fio randwrite+verify after the userspace rounds" \
+        fio --name=after --filename="$NS1" --ioengine=io_uring --direct=1 --rw=randwrite --bs=4k \
+        --iodepth=16 --size=8M --offset=96M --verify=crc32c --do_verify=1 --verify_fatal=1
+    finish_phase userspace
+}
+
+# No IOMMU: the kernel driver's IOPS and job J, then uio_pci_generic (which writes job J
+# again), then vfio-pci in no-IOMMU mode.
+userspace_without_iommu() {
     if out=$(fio --name=kernel --filename="$NS1" --ioengine=io_uring --direct=1 --rw=randread \
         --bs=4k --iodepth=16 --time_based --runtime="$US_SECONDS" --size=64M \
         --output-format=terse --terse-version=3 2>&1); then
@@ -85,20 +105,21 @@ scenario_userspace() {
         --offset="${US_J_OFFSET_MB}M" --verify=crc32c
     userspace_iops uio
 
+    [ -z "$(ls /sys/kernel/iommu_groups 2>/dev/null)" ] && ok "no IOMMU groups in this guest" ||
+        fail "IOMMU groups in a guest without an IOMMU: no-IOMMU mode would not be used"
+    check "nvmemu bind $ADDR vfio-pci --noiommu" nvmemu bind "$ADDR" vfio-pci --noiommu --hugepages 32
+    [ -e /dev/vfio/noiommu-0 ] && ok "/dev/vfio/noiommu-0 exists" || fail "no /dev/vfio/noiommu-0 after binding"
+    userspace_round vfio-pci-noiommu 32
+    userspace_iops vfio-noiommu
+}
+
+# A virtual Intel IOMMU: vfio-pci with a type1 container (DMA to IOVAs the IOMMU maps).
+userspace_with_iommu() {
     if [ -n "$(ls /sys/kernel/iommu_groups 2>/dev/null)" ]; then
         check "nvmemu bind $ADDR vfio-pci" nvmemu bind "$ADDR" vfio-pci --hugepages 32
-        userspace_round vfio-pci 32
+        userspace_round vfio-pci 48
         userspace_iops vfio
     else
         fail "no IOMMU groups in the guest: vfio-pci was not tried"
     fi
-
-    check "nvmemu bind $ADDR nvme" nvmemu bind "$ADDR" nvme
-    wait_for /dev/nvme0n1 60 && ok "nvme driver attached again" || fail "no /dev/nvme0n1 after rebinding to nvme"
-    resolve_namespaces >/dev/null
-    check_equal "job J read by the kernel driver after our driver wrote it" "$host_md5" "$(region_md5)"
-    check "kernel driver: fio randwrite+verify after the userspace rounds" \
-        fio --name=after --filename="$NS1" --ioengine=io_uring --direct=1 --rw=randwrite --bs=4k \
-        --iodepth=16 --size=8M --offset=96M --verify=crc32c --do_verify=1 --verify_fatal=1
-    finish_phase userspace
 }
