@@ -342,9 +342,16 @@ impl Device for NvmeFunction {
         let table = if unmap.is_all() {
             GuestMemory::new()
         } else {
-            self.guest
-                .without_region(Iova(unmap.iova), unmap.size)
-                .map_err(dma_errno)?
+            let (table, removed) = self
+                .guest
+                .without_range(Iova(unmap.iova), unmap.size)
+                .map_err(dma_errno)?;
+            if removed == 0 {
+                // QEMU with a virtual IOMMU unmaps ranges it never mapped; like the kernel's
+                // VFIO, that succeeds and changes nothing.
+                return Ok(());
+            }
+            table
         };
         self.publish_guest_memory(table)
     }

@@ -78,13 +78,15 @@ pub enum DmaError {
         /// Size of the new region.
         size: u64,
     },
-    /// DMA_UNMAP named a range that is not exactly one existing region.
-    #[error("no region is exactly {iova:#x} + {size:#x}")]
-    NoSuchRegion {
+    /// DMA_UNMAP named a range that cuts through a region (only whole regions unmap).
+    #[error("unmapping {iova:#x} + {size:#x} would split the region at {region:#x}")]
+    SplitsRegion {
         /// First IOVA named.
         iova: u64,
         /// Size named.
         size: u64,
+        /// The first IOVA of the region the range cuts through.
+        region: u64,
     },
     /// Zero size, `iova + size` wraps past the end of the address space, or the region is
     /// larger than the mapping backing it.
@@ -149,18 +151,40 @@ impl GuestMemory {
         })
     }
 
-    /// A copy of this table without the region that is exactly `[iova, iova + size)`.
-    pub fn without_region(&self, iova: Iova, size: u64) -> Result<GuestMemory, DmaError> {
-        let missing = DmaError::NoSuchRegion { iova: iova.0, size };
-        let exact = self
-            .regions
-            .at_or_before(iova.0)
-            .is_some_and(|r| r.iova == iova && r.size == size);
-        if !exact {
-            return Err(missing);
+    /// A copy of this table without every region inside `[iova, iova + size)`, as the
+    /// kernel's VFIO type1 unmaps: a range that holds no region removes nothing (QEMU with a
+    /// virtual IOMMU unmaps whole address-space ranges it never mapped), one that cuts through
+    /// a region changes nothing and fails. Also returns how many regions went.
+    pub fn without_range(&self, iova: Iova, size: u64) -> Result<(GuestMemory, usize), DmaError> {
+        let bad = DmaError::BadRange { iova: iova.0, size };
+        let last = last_byte(iova.0, size).ok_or(bad)?;
+        let splits = |r: &DmaRegion| DmaError::SplitsRegion {
+            iova: iova.0,
+            size,
+            region: r.iova.0,
+        };
+        if let Some(prev) = self.regions.at_or_before(iova.0)
+            && prev.iova.0 < iova.0
+            && region_last(prev) >= iova.0
+        {
+            return Err(splits(prev));
         }
-        let regions = self.regions.without(iova.0).ok_or(missing)?;
-        Ok(GuestMemory { regions })
+        let mut regions = self.regions.clone();
+        let mut removed = 0;
+        let mut next = self.regions.at_or_after(iova.0);
+        while let Some(r) = next.filter(|r| r.iova.0 <= last) {
+            let r_last = region_last(r);
+            if r_last > last {
+                return Err(splits(r));
+            }
+            regions = regions.without(r.iova.0).ok_or_else(|| splits(r))?;
+            removed += 1;
+            next = match r_last.checked_add(1) {
+                Some(after) => self.regions.at_or_after(after),
+                None => None,
+            };
+        }
+        Ok((GuestMemory { regions }, removed))
     }
 
     /// Number of regions.
@@ -356,30 +380,60 @@ mod tests {
     }
 
     #[test]
-    fn unmap_needs_an_exact_match() {
+    fn unmap_takes_whole_regions_in_the_range() {
         let g = GuestMemory::new()
             .with_region(mapped(0x1000, 0x1000, true))
             .unwrap()
             .with_region(mapped(0x2000, 0x1000, true))
+            .unwrap()
+            .with_region(mapped(0x5000, 0x1000, true))
             .unwrap();
+        let splits = |iova, size, region| DmaError::SplitsRegion { iova, size, region };
+        // Cutting through a region, at its start, its end or inside: nothing changes.
         assert_eq!(
-            g.without_region(Iova(0x1000), 0x2000).unwrap_err(),
-            DmaError::NoSuchRegion {
-                iova: 0x1000,
-                size: 0x2000
-            }
+            g.without_range(Iova(0x1800), 0x800).unwrap_err(),
+            splits(0x1800, 0x800, 0x1000)
         );
         assert_eq!(
-            g.without_region(Iova(0x1800), 0x800).unwrap_err(),
-            DmaError::NoSuchRegion {
-                iova: 0x1800,
-                size: 0x800
-            }
+            g.without_range(Iova(0x1000), 0x1800).unwrap_err(),
+            splits(0x1000, 0x1800, 0x2000)
         );
-        let g2 = g.without_region(Iova(0x1000), 0x1000).unwrap();
-        assert_eq!(iovas(&g2), [0x2000]);
-        assert_eq!(iovas(&g), [0x1000, 0x2000], "the old snapshot is untouched");
-        assert!(g2.without_region(Iova(0x1000), 0x1000).is_err());
+        assert_eq!(
+            g.without_range(Iova(0x0), 0x5800).unwrap_err(),
+            splits(0x0, 0x5800, 0x5000)
+        );
+        // Exactly one region.
+        let (g2, n) = g.without_range(Iova(0x1000), 0x1000).unwrap();
+        assert_eq!((iovas(&g2), n), (vec![0x2000, 0x5000], 1));
+        assert_eq!(
+            iovas(&g),
+            [0x1000, 0x2000, 0x5000],
+            "the old snapshot is untouched"
+        );
+        // A range holding two regions and a gap takes both; one holding none takes nothing.
+        let (g3, n) = g.without_range(Iova(0x0), 0x4000).unwrap();
+        assert_eq!((iovas(&g3), n), (vec![0x5000], 2));
+        let (g4, n) = g2.without_range(Iova(0x1000), 0x1000).unwrap();
+        assert_eq!((iovas(&g4), n), (vec![0x2000, 0x5000], 0));
+        // Zero size and wrap-around are bad ranges; the whole address space is not.
+        assert!(matches!(
+            g.without_range(Iova(0x1000), 0),
+            Err(DmaError::BadRange { .. })
+        ));
+        assert!(matches!(
+            g.without_range(Iova(u64::MAX), 2),
+            Err(DmaError::BadRange { .. })
+        ));
+        let (g5, n) = g.without_range(Iova(0), u64::MAX).unwrap();
+        assert_eq!((g5.len(), n), (0, 3));
+    }
+
+    #[test]
+    fn unmap_reaches_a_region_at_the_top_of_the_address_space() {
+        let top = 1u64 << 63;
+        let g = GuestMemory::new().with_region(nofd(top, top)).unwrap();
+        let (g2, n) = g.without_range(Iova(top), top).unwrap();
+        assert_eq!((g2.len(), n), (0, 1));
     }
 
     #[test]

@@ -31,7 +31,8 @@ pub(crate) fn decode_map(
         return Err(Errno::INVAL);
     }
     let fd = fds.pop();
-    let overflows = wire.addr.checked_add(wire.size).is_none()
+    // A range may end exactly at the top of the address space (last byte 2^64 - 1).
+    let overflows = wire.addr.checked_add(wire.size - 1).is_none()
         || (fd.is_some() && wire.offset.checked_add(wire.size).is_none());
     if overflows {
         return Err(Errno::INVAL);
@@ -67,7 +68,9 @@ pub(crate) fn decode_unmap(payload: &[u8]) -> Result<(DmaUnmap, DmaUnmapWire), E
     }
     let valid = match wire.flags {
         DmaUnmap::FLAG_ALL => wire.addr == 0 && wire.size == 0,
-        0 => wire.size != 0 && wire.addr.checked_add(wire.size).is_some(),
+        // QEMU with a virtual IOMMU unmaps up to the top of the address space: addr + size
+        // may be exactly 2^64.
+        0 => wire.size != 0 && wire.addr.checked_add(wire.size - 1).is_some(),
         _ => false,
     };
     if !valid {
@@ -130,6 +133,9 @@ mod tests {
             decode_unmap(&unmap_wire(0, u64::MAX, 2)).err(),
             Some(Errno::INVAL)
         );
+        // Up to the top of the address space, as QEMU's vIOMMU sends: 0xfef00000 + size = 2^64.
+        let top = decode_unmap(&unmap_wire(0, 0xfef0_0000, 0u64.wrapping_sub(0xfef0_0000)));
+        assert_eq!(top.unwrap().0.size, 0xffff_ffff_0110_0000);
         assert_eq!(
             decode_unmap(&unmap_wire(0, 0x1000, 0x1000)).unwrap().0.iova,
             0x1000
@@ -163,5 +169,7 @@ mod tests {
             Some(Errno::INVAL)
         );
         assert_eq!(decode_map(&[0; 31], vec![]).err(), Some(Errno::INVAL));
+        // The last page of the address space is a valid range.
+        assert!(decode_map(&w(3, u64::MAX - 0xfff, 0x1000), vec![]).is_ok());
     }
 }
