@@ -201,7 +201,9 @@ build_noiommu_vfio() {
     rm -rf "$TREE$src" "$TREE$debs" "$TREE/usr/src/$hdr" "$TREE/usr/src/$common" \
         "$TREE/usr/src/$kbuild" "$TREE/usr/lib/$kbuild"
     unmount_all
-    log "vfio: no-IOMMU mode built ($(modinfo -F parm "$MODDIR/kernel/drivers/vfio/vfio.ko.xz" | cut -d: -f1))"
+    modinfo -F parm "$MODDIR/kernel/drivers/vfio/vfio.ko.xz" | grep -q '^enable_unsafe_noiommu_mode:' ||
+        die "the rebuilt vfio.ko has no enable_unsafe_noiommu_mode parameter"
+    log "vfio: no-IOMMU mode built"
 }
 
 # --- kernel: bzImage and the uncompressed vmlinux inside it ---------------------------------
