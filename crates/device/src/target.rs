@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use nvmemu_bdev::Bdev;
 use nvmemu_ctrl::{Controller, ControllerConfig, ControllerStats, Namespace};
 use nvmemu_spec::Nsid;
-use nvmemu_vfio_user::{Deadlines, Listener, StopSignal};
+use nvmemu_vfio_user::{Deadlines, Listener, StopHandle};
 
 use crate::ControllerId;
 use crate::function::{NvmeFunction, create_doorbells};
@@ -82,7 +82,7 @@ struct ControllerEntry {
     id: ControllerId,
     poller: usize,
     socket_dir: PathBuf,
-    stop: StopSignal,
+    stop: StopHandle,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -152,7 +152,7 @@ impl Target {
                 })
             })
             .map_err(|_| TargetError::Poller)?;
-        let stop = StopSignal::new().map_err(TargetError::Spawn)?;
+        let stop = StopHandle::new().map_err(TargetError::Spawn)?;
         let thread = {
             let stop = stop.clone();
             let deadlines = self.deadlines;
@@ -298,7 +298,7 @@ impl Drop for Target {
 }
 
 fn stop_entry(entry: &mut ControllerEntry) {
-    entry.stop.fire();
+    entry.stop.stop();
     if let Some(t) = entry.thread.take() {
         let _ = t.join();
     }

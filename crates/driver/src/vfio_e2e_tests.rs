@@ -4,7 +4,7 @@
 //! I/O through the mmapped doorbells, shutdown and DMA_UNMAP.
 
 use nvmemu_spec::{Lba, Nsid};
-use nvmemu_vfio_user::StopSignal;
+use nvmemu_vfio_user::StopHandle;
 
 use crate::test_utils::{FakeConfig, serve_fake};
 use crate::{AttachOptions, Controller, PCI_COMMAND_MASTER, Transport, VfioUserTransport};
@@ -12,7 +12,7 @@ use crate::{AttachOptions, Controller, PCI_COMMAND_MASTER, Transport, VfioUserTr
 #[test]
 fn attach_io_and_shutdown_over_vfio_user() {
     let dir = tempfile::tempdir().unwrap();
-    let stop = StopSignal::new().unwrap();
+    let stop = StopHandle::new().unwrap();
     let (h, server) = serve_fake(dir.path(), FakeConfig::default(), stop.clone()).unwrap();
     let opts = AttachOptions {
         io_queues: 2,
@@ -39,14 +39,14 @@ fn attach_io_and_shutdown_over_vfio_user() {
     assert!(h.dma_maps().is_empty(), "DMA_UNMAP sent on shutdown");
     assert_eq!(h.cc_csts().1 & 0xC, 0x8, "CSTS.SHST complete");
     drop(ctrl);
-    stop.fire();
+    stop.stop();
     server.join().unwrap();
 }
 
 #[test]
 fn transport_rejects_register_accesses_outside_the_register_page() {
     let dir = tempfile::tempdir().unwrap();
-    let stop = StopSignal::new().unwrap();
+    let stop = StopHandle::new().unwrap();
     let (_h, server) = serve_fake(dir.path(), FakeConfig::default(), stop.clone()).unwrap();
     let mut t = VfioUserTransport::connect(&dir.path().join("cntrl")).unwrap();
     assert_eq!(t.bar0_info().sparse.len(), 1);
@@ -60,6 +60,6 @@ fn transport_rejects_register_accesses_outside_the_register_page() {
     let db = t.map_doorbells().unwrap();
     assert_eq!(db.len(), 0x1000);
     drop(t);
-    stop.fire();
+    stop.stop();
     server.join().unwrap();
 }

@@ -7,6 +7,8 @@ use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
+use nvmemu_sockfile::{StopHandle, Wake};
+use rustix::event::PollFlags;
 use serde_json::Value;
 
 use crate::dispatch::{Caller, Handler, error_reply, handle_message_for};
@@ -14,7 +16,6 @@ use crate::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
 use crate::framer::{FrameError, Framer};
 use crate::limits::Limits;
 use crate::slot::Slot;
-use crate::stop::{StopHandle, Wake};
 
 /// Serves one connection until EOF, an error that closes it, a missed deadline or stop.
 pub fn serve_connection(
@@ -57,7 +58,7 @@ fn run(
     let mut request_started: Option<Instant> = None;
     loop {
         let deadline = request_started.map(|t| t + limits.request);
-        match stop.wait(&stream, deadline)? {
+        match stop.wait(&stream, PollFlags::IN, deadline)? {
             Wake::Stopped => return Ok(()),
             Wake::TimedOut => {
                 let ms = limits.request.as_millis();
@@ -68,7 +69,7 @@ fn run(
                 );
                 return close_with(&mut stream, &err);
             }
-            Wake::Readable => {}
+            Wake::Ready => {}
         }
         let n = match stream.read(&mut chunk) {
             Ok(0) => return Ok(()),

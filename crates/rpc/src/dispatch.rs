@@ -10,12 +10,12 @@
 
 use std::os::fd::BorrowedFd;
 
+use nvmemu_sockfile::{StopHandle, peer_gone};
 use serde_json::{Map, Value, json};
 
 use crate::config_format::SpdkConfig;
 use crate::error::RpcError;
 use crate::methods::{METHODS, Request};
-use crate::stop::{StopHandle, peer_gone};
 
 /// Most requests in one batch; a longer batch gets one `-32600` error and none of it runs
 /// (100,000 requests in 6 MiB would otherwise make a reply of 55 MiB).

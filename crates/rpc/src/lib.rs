@@ -36,7 +36,6 @@ mod limits;
 pub mod methods;
 mod server;
 mod slot;
-mod stop;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
 
@@ -56,6 +55,5 @@ pub use error::{
 pub use framer::{FrameError, Framer, MAX_MESSAGE_BYTES};
 pub use limits::{Limits, MAX_CONNECTIONS, MAX_REQUEST_BYTES};
 pub use methods::{METHODS, Request};
-pub use nvmemu_sockfile::{Access, BindError};
+pub use nvmemu_sockfile::{Access, BindError, StopHandle};
 pub use server::{DEFAULT_SOCKET, RpcSocket, serve, serve_on};
-pub use stop::StopHandle;

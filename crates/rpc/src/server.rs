@@ -35,14 +35,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use nvmemu_sockfile::{Access, BindError, SocketFile};
+use nvmemu_sockfile::{Access, BindError, SocketFile, StopHandle, Wake};
+use rustix::event::PollFlags;
 
 use crate::conn::serve_slot;
 use crate::dispatch::{Handler, error_reply};
 use crate::error::{Errno, RpcError};
 use crate::limits::Limits;
 use crate::slot::{Activity, Slot};
-use crate::stop::{StopHandle, Wake};
 
 /// Default socket path of `nvmemu serve`.
 pub const DEFAULT_SOCKET: &str = "/var/tmp/nvmemu.sock";
@@ -178,7 +178,7 @@ fn accept_loop(
     limits: &Limits,
     pool: &mut Pool,
 ) -> io::Result<()> {
-    while stop.wait(listener, None)? == Wake::Readable {
+    while stop.wait(listener, PollFlags::IN, None)? == Wake::Ready {
         loop {
             let stream = match listener.accept() {
                 Ok((s, _)) => s,

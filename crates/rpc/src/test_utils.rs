@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use nvmemu_sockfile::StopHandle;
 use serde_json::{Value, json};
 
 use crate::dispatch::Handler;
@@ -19,7 +20,6 @@ use crate::methods::nvmf::{
     DEFAULT_MODEL_NUMBER, DEFAULT_SERIAL_NUMBER, ListenAddress, ListenerInfo, NamespaceInfo,
     NvmfCreateSubsystemParams, NvmfStats, SubsystemInfo, TransportInfo, VfioUserDefaults,
 };
-use crate::stop::StopHandle;
 
 #[derive(Debug, Clone)]
 struct FakeBdev {

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //! nvmemu-sockfile: listening UNIX socket files that have their final mode (and group) from
 //! the moment they appear at their path, for the vfio-user `<dir>/cntrl` sockets and the
-//! JSON-RPC socket.
+//! JSON-RPC socket; and blocking on such a socket until it is ready, the server is stopped
+//! ([`StopHandle`]) or a deadline passes ([`wait`]).
 //!
-//! **Owns:** creating, checking and removing those socket files. **Depends on:** no internal
-//! crate (the design note in `docs/architecture.md`, "Local access", says why this is a crate:
-//! `nvmemu-vfio-user` and `nvmemu-rpc` both need it and may not depend on each other).
+//! **Owns:** creating, checking and removing those socket files; the servers' stop signal and
+//! their socket waits. **Depends on:** no internal crate (the design note in
+//! `docs/architecture.md`, "Local access", says why this is a crate: `nvmemu-vfio-user` and
+//! `nvmemu-rpc` both need it and may not depend on each other).
 //! **Never:** changes the mode of a path that someone else can swap, replaces a file it did
 //! not create, or uses `unsafe`.
 //!
@@ -29,6 +31,10 @@
 //!    meanwhile (nothing is ever replaced), and the private name and directory are removed.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+mod stop;
+
+pub use stop::{StopHandle, Wake, peer_gone, wait};
 
 use std::ffi::OsStr;
 use std::fmt;

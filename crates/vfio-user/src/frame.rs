@@ -15,6 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+use nvmemu_sockfile::Wake;
 use rustix::event::PollFlags;
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
@@ -23,8 +24,8 @@ use rustix::net::{
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::Errno;
+use crate::StopHandle;
 use crate::error::FrameError;
-use crate::stop::{Readiness, StopSignal};
 use crate::wire::{HEADER_SIZE, Header, MAX_FDS};
 
 /// Control buffer size for [`MAX_FDS`] descriptors.
@@ -57,7 +58,7 @@ pub(crate) enum Incoming {
     },
     /// The peer closed the socket between messages.
     Eof,
-    /// The stop signal fired.
+    /// The stop handle was stopped.
     Stopped,
 }
 
@@ -101,8 +102,8 @@ pub(crate) struct Limits {
     /// Once a message's first byte arrived, the rest must follow within this.
     pub message: Option<Duration>,
     /// A reply must be taken by the peer within this; with it, sends never block past it
-    /// and give up when `stop` fires.
-    pub send: Option<(Duration, StopSignal)>,
+    /// and give up when `stop` is stopped.
+    pub send: Option<(Duration, StopHandle)>,
 }
 
 impl AsFd for Channel {
@@ -142,7 +143,7 @@ impl Channel {
     }
 
     /// Receives the next message. `stop`, if given, is polled next to the socket.
-    pub fn recv(&mut self, stop: Option<&StopSignal>) -> Result<Incoming, FrameError> {
+    pub fn recv(&mut self, stop: Option<&StopHandle>) -> Result<Incoming, FrameError> {
         let mut fds = FdCollector::default();
         let mut raw = [0u8; HEADER_SIZE];
         let mut got = 0;
@@ -217,7 +218,7 @@ impl Channel {
         &mut self,
         len: usize,
         fds: &mut FdCollector,
-        stop: Option<&StopSignal>,
+        stop: Option<&StopHandle>,
         deadline: Option<Instant>,
     ) -> Result<bool, FrameError> {
         let mut chunk = [0u8; DRAIN_CHUNK];
@@ -244,19 +245,19 @@ impl Channel {
         &mut self,
         buf: &mut [u8],
         fds: &mut FdCollector,
-        stop: Option<&StopSignal>,
+        stop: Option<&StopHandle>,
         deadline: Option<Instant>,
         what: &'static str,
     ) -> Result<Read, FrameError> {
-        let readiness = match (stop, deadline) {
-            (Some(stop), _) => stop.wait(self.stream.as_fd(), PollFlags::IN, deadline)?,
-            (None, Some(d)) => crate::stop::wait_socket(self.stream.as_fd(), PollFlags::IN, d)?,
-            (None, None) => Readiness::Socket,
+        let wake = match (stop, deadline) {
+            // Nothing to wait for but the socket: the blocking recvmsg does that.
+            (None, None) => Wake::Ready,
+            _ => nvmemu_sockfile::wait(&self.stream, PollFlags::IN, stop, deadline)?,
         };
-        match readiness {
-            Readiness::Socket => {}
-            Readiness::Stopped => return Ok(Read::Stopped),
-            Readiness::TimedOut => return Err(FrameError::ReadTimedOut { what }),
+        match wake {
+            Wake::Ready => {}
+            Wake::Stopped => return Ok(Read::Stopped),
+            Wake::TimedOut => return Err(FrameError::ReadTimedOut { what }),
         }
         let mut space = [MaybeUninit::<u8>::uninit(); CMSG_SPACE];
         let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -340,7 +341,7 @@ impl Channel {
 
     /// Run one send call until it makes progress: retried on EINTR, and with a deadline
     /// (non-blocking sends) retried once the socket is writable, until the deadline passes
-    /// or the stop signal fires.
+    /// or `stop` is stopped.
     fn send_until(
         &self,
         deadline: Option<Instant>,
@@ -350,10 +351,10 @@ impl Channel {
             match (op(), deadline, &self.limits.send) {
                 (Err(Errno::INTR), _, _) => {}
                 (Err(Errno::AGAIN), Some(d), Some((limit, stop))) => {
-                    match stop.wait(self.stream.as_fd(), PollFlags::OUT, Some(d))? {
-                        Readiness::Socket => {}
-                        Readiness::Stopped => return Err(FrameError::Stopped),
-                        Readiness::TimedOut => {
+                    match stop.wait(&self.stream, PollFlags::OUT, Some(d))? {
+                        Wake::Ready => {}
+                        Wake::Stopped => return Err(FrameError::Stopped),
+                        Wake::TimedOut => {
                             return Err(FrameError::SendTimedOut { limit: *limit });
                         }
                     }

@@ -53,10 +53,10 @@ mod fuzz;
 mod listener;
 mod serve;
 mod server;
-mod stop;
 mod types;
 pub mod wire;
 
+pub use nvmemu_sockfile::StopHandle;
 pub use rustix::io::Errno;
 
 pub use client::{Client, DEFAULT_REPLY_TIMEOUT, RawReply, ServerCaps};
@@ -66,7 +66,6 @@ pub use fuzz::fuzz_server_input;
 pub use listener::{DEFAULT_SOCKET_MODE, Listener, SOCKET_NAME};
 pub use serve::serve_clients;
 pub use server::{Deadlines, serve_connection};
-pub use stop::StopSignal;
 pub use types::{
     DeviceInfo, DmaMap, DmaUnmap, IrqAction, IrqData, IrqDataType, IrqInfo, OwnedRegionInfo,
     RegionInfo, SetIrqs, SparseArea,

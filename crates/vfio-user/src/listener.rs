@@ -2,13 +2,13 @@
 //! The server's listening socket, `<dir>/cntrl` (the name SPDK's client connects to).
 
 use std::io;
-use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 
-use nvmemu_sockfile::{Access, SocketFile};
+use nvmemu_sockfile::{Access, SocketFile, Wake};
+use rustix::event::PollFlags;
 
-use crate::stop::{Readiness, StopSignal};
+use crate::StopHandle;
 
 /// File name of the socket inside the listen directory.
 pub const SOCKET_NAME: &str = "cntrl";
@@ -42,10 +42,10 @@ impl Listener {
         self.file.path()
     }
 
-    /// Waits for the next client; `None` once `stop` fires. The stream is blocking.
-    pub fn accept(&self, stop: &StopSignal) -> io::Result<Option<UnixStream>> {
+    /// Waits for the next client; `None` once `stop` is stopped. The stream is blocking.
+    pub fn accept(&self, stop: &StopHandle) -> io::Result<Option<UnixStream>> {
         loop {
-            if stop.wait_readable(self.listener.as_fd())? == Readiness::Stopped {
+            if stop.wait(&self.listener, PollFlags::IN, None)? == Wake::Stopped {
                 return Ok(None);
             }
             match self.listener.accept() {
@@ -95,7 +95,7 @@ mod tests {
         let err = Listener::bind(&alias, DEFAULT_SOCKET_MODE).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
         let _c = UnixStream::connect(first.path()).unwrap();
-        let stop = StopSignal::new().unwrap();
+        let stop = StopHandle::new().unwrap();
         assert!(first.accept(&stop).unwrap().is_some());
     }
 
@@ -112,7 +112,7 @@ mod tests {
     fn accept_returns_client_then_none_on_stop() {
         let dir = tempfile::tempdir().unwrap();
         let l = Listener::bind(dir.path(), 0o640).unwrap();
-        let stop = StopSignal::new().unwrap();
+        let stop = StopHandle::new().unwrap();
         let _c = UnixStream::connect(l.path()).unwrap();
         assert!(l.accept(&stop).unwrap().is_some());
         let s2 = stop.clone();
@@ -120,7 +120,7 @@ mod tests {
             let r = l.accept(&s2).unwrap();
             r.is_none()
         });
-        stop.fire();
+        stop.stop();
         assert!(t.join().unwrap());
     }
 }

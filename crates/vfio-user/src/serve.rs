@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use tracing::info;
 
 use crate::Errno;
+use crate::StopHandle;
 use crate::device::Device;
 use crate::frame::{Channel, Incoming, Limits};
 use crate::listener::Listener;
 use crate::server::{Deadlines, serve_connection};
-use crate::stop::StopSignal;
 use crate::wire::{Command, Header, msg_flags};
 
 /// Longest wait for a refused client's VERSION, so a silent one cannot keep the doorman
@@ -33,12 +33,12 @@ const REFUSAL_MAX_PAYLOAD: usize = 4096;
 /// because the control thread has not yet seen its old connection close.
 const HANDOVER_GRACE: Duration = Duration::from_secs(1);
 
-/// Serve the clients of `listener` one at a time against `device` until `stop` fires.
+/// Serve the clients of `listener` one at a time against `device` until `stop` is stopped.
 /// Clients who connect while one is attached are refused with EBUSY (see the module docs).
 pub fn serve_clients(
     listener: &Listener,
     device: &mut dyn Device,
-    stop: &StopSignal,
+    stop: &StopHandle,
     deadlines: &Deadlines,
 ) {
     // Rendezvous: a hand-over succeeds only while this thread waits in `recv`, i.e. while
@@ -65,7 +65,7 @@ pub fn serve_clients(
                     chain(&e)
                 ),
             }
-            if stop.is_fired() {
+            if stop.is_stopped() {
                 break;
             }
         }
@@ -74,12 +74,12 @@ pub fn serve_clients(
     });
 }
 
-/// Accept clients until `stop` fires: hand each to the control thread once it is free
+/// Accept clients until `stop` is stopped: hand each to the control thread once it is free
 /// (waiting at most [`HANDOVER_GRACE`]), refuse it otherwise.
 fn doorman(
     listener: &Listener,
     handover: mpsc::SyncSender<UnixStream>,
-    stop: &StopSignal,
+    stop: &StopHandle,
     deadlines: &Deadlines,
 ) {
     loop {
@@ -99,7 +99,7 @@ fn doorman(
                 Err(mpsc::TrySendError::Disconnected(_)) => return,
                 Err(mpsc::TrySendError::Full(back)) => stream = back,
             }
-            if stop.is_fired() {
+            if stop.is_stopped() {
                 return;
             }
             if since.elapsed() >= HANDOVER_GRACE {
@@ -116,7 +116,7 @@ fn doorman(
 }
 
 /// Answer the refused client's VERSION (if it sends one soon) with EBUSY, then close.
-fn refuse(stream: UnixStream, stop: &StopSignal, deadlines: &Deadlines) {
+fn refuse(stream: UnixStream, stop: &StopHandle, deadlines: &Deadlines) {
     let wait = deadlines.version.min(REFUSAL_WAIT);
     let mut channel = Channel::new(stream, REFUSAL_MAX_PAYLOAD).with_limits(Limits {
         idle_deadline: Some(Instant::now() + wait),

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Listener + serve_connection + StopSignal working together.
+//! Listener + serve_connection + StopHandle working together.
 #![allow(
     clippy::unwrap_used,
     clippy::cast_sign_loss,
@@ -13,13 +13,13 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 
 use common::{Call, Calls, FakeDevice, Harness};
-use nvmemu_vfio_user::{Client, DEFAULT_SOCKET_MODE, Listener, StopSignal, serve_connection};
+use nvmemu_vfio_user::{Client, DEFAULT_SOCKET_MODE, Listener, StopHandle, serve_connection};
 
 #[test]
 fn stop_unblocks_serve_connection_and_disconnects_the_device() {
     let (s, h) = Harness::start();
     let _client = Client::from_stream(s).unwrap();
-    h.stop.fire();
+    h.stop.stop();
     let calls = h.calls.clone();
     assert!(h.join().is_ok());
     assert!(matches!(
@@ -39,7 +39,7 @@ fn listener_serves_clients_one_after_another_until_stopped() {
     assert!(meta.file_type().is_socket());
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
 
-    let stop = StopSignal::new().unwrap();
+    let stop = StopHandle::new().unwrap();
     let calls: Calls = Arc::new(Mutex::new(Vec::new()));
     let (s2, c2) = (stop.clone(), calls.clone());
     let server = std::thread::spawn(move || {
@@ -72,7 +72,7 @@ fn listener_serves_clients_one_after_another_until_stopped() {
         }
         std::thread::yield_now();
     }
-    stop.fire();
+    stop.stop();
     assert_eq!(server.join().unwrap(), 3);
     assert!(
         !path.exists(),

@@ -16,7 +16,7 @@ use nvmemu_device::poller::{PolledController, PollerState};
 use nvmemu_device::{ControllerId, Deadlines, NvmeFunction, create_doorbells};
 use nvmemu_spec::Nsid;
 use nvmemu_vfio_user::wire::{DeviceInfoWire, msg_flags};
-use nvmemu_vfio_user::{Client, Command, Header, RawReply, StopSignal};
+use nvmemu_vfio_user::{Client, Command, Header, RawReply, StopHandle};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -67,7 +67,7 @@ impl Harness {
         );
         let (streams, incoming) = mpsc::channel::<UnixStream>();
         let control = std::thread::spawn(move || {
-            let stop = StopSignal::new().expect("stop signal");
+            let stop = StopHandle::new().expect("stop handle");
             for stream in incoming {
                 let _ = nvmemu_vfio_user::serve_connection(
                     stream,

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use nvmemu_mem::Iova;
 use nvmemu_vfio_user::{
     DEFAULT_SOCKET_MODE, Device, DeviceInfo, DmaMap, DmaUnmap, Errno, IrqData, IrqInfo, Listener,
-    RegionInfo, SetIrqs, SparseArea, StopSignal, serve_connection,
+    RegionInfo, SetIrqs, SparseArea, StopHandle, serve_connection,
 };
 
 use super::{FakeConfig, FakeHandle, FakeTransport};
@@ -141,11 +141,11 @@ impl Device for FakeVfioDevice {
 }
 
 /// Serve one fake device at `<dir>/cntrl` for one client, on a new thread. The thread ends
-/// when the client disconnects or `stop` fires.
+/// when the client disconnects or `stop` is stopped.
 pub fn serve_fake(
     dir: &Path,
     config: FakeConfig,
-    stop: StopSignal,
+    stop: StopHandle,
 ) -> std::io::Result<(FakeHandle, JoinHandle<()>)> {
     let listener = Listener::bind(dir, DEFAULT_SOCKET_MODE)?;
     let (mut dev, handle) = FakeVfioDevice::new(config);

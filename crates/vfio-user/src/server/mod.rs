@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use tracing::debug;
 
 use crate::Errno;
+use crate::StopHandle;
 use crate::device::Device;
 use crate::error::{ConnectionError, FrameError};
 use crate::frame::{Channel, Frame, Incoming, Limits};
-use crate::stop::StopSignal;
 use crate::wire::{Command, Header, MAX_PAYLOAD, msg_flags};
 
 /// Where a connection is in the protocol.
@@ -77,7 +77,7 @@ impl Default for Deadlines {
     }
 }
 
-/// Serves one client until it disconnects, misses a deadline or `stop` fires.
+/// Serves one client until it disconnects, misses a deadline or `stop` is stopped.
 ///
 /// Returns `Ok` on a clean EOF between messages or when stopped, and an error when the socket
 /// fails, the client closes it in the middle of a message or misses one of `deadlines`. Calls
@@ -85,7 +85,7 @@ impl Default for Deadlines {
 pub fn serve_connection(
     stream: UnixStream,
     device: &mut dyn Device,
-    stop: &StopSignal,
+    stop: &StopHandle,
     deadlines: &Deadlines,
 ) -> Result<(), ConnectionError> {
     let result = run(stream, device, stop, deadlines);
@@ -99,7 +99,7 @@ pub fn serve_connection(
 fn run(
     stream: UnixStream,
     device: &mut dyn Device,
-    stop: &StopSignal,
+    stop: &StopHandle,
     deadlines: &Deadlines,
 ) -> Result<(), ConnectionError> {
     // Blocking reads after polling (readiness, stop and deadlines are handled there);

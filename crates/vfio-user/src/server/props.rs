@@ -12,7 +12,7 @@ use zerocopy::IntoBytes;
 
 use crate::fuzz::AcceptAll;
 use crate::wire::{Header, msg_flags};
-use crate::{Client, Deadlines, StopSignal, serve_connection};
+use crate::{Client, Deadlines, StopHandle, serve_connection};
 
 #[derive(Debug, Clone)]
 struct Msg {
@@ -58,7 +58,7 @@ proptest! {
     ) {
         let (ours, theirs) = UnixStream::pair().unwrap();
         let server = std::thread::spawn(move || {
-            let stop = StopSignal::new().unwrap();
+            let stop = StopHandle::new().unwrap();
             serve_connection(theirs, &mut AcceptAll, &stop, &Deadlines::default())
         });
         let mut client = Client::unnegotiated(ours, Duration::from_secs(10)).unwrap();

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 
 use nvmemu_vfio_user::{
     ConnectionError, Device, DeviceInfo, DmaMap, DmaUnmap, Errno, Header, IrqData, IrqInfo,
-    RegionInfo, SetIrqs, SparseArea, StopSignal, serve_connection,
+    RegionInfo, SetIrqs, SparseArea, StopHandle, serve_connection,
 };
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -221,7 +221,7 @@ impl Device for FakeDevice {
 /// A server thread serving a [`FakeDevice`] on one end of a socketpair.
 pub struct Harness {
     pub calls: Calls,
-    pub stop: StopSignal,
+    pub stop: StopHandle,
     thread: Option<JoinHandle<Result<(), ConnectionError>>>,
 }
 
@@ -230,7 +230,7 @@ impl Harness {
     pub fn start() -> (UnixStream, Harness) {
         let (client, server) = UnixStream::pair().unwrap();
         let calls: Calls = Arc::default();
-        let stop = StopSignal::new().unwrap();
+        let stop = StopHandle::new().unwrap();
         let (c, s) = (calls.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             let mut dev = FakeDevice::new(c);
@@ -269,7 +269,7 @@ impl Harness {
 impl Drop for Harness {
     fn drop(&mut self) {
         if let Some(t) = self.thread.take() {
-            self.stop.fire();
+            self.stop.stop();
             let _ = t.join();
         }
     }
