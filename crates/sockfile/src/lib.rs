@@ -231,8 +231,6 @@ pub fn bind(path: &Path, access: Access) -> Result<(UnixListener, SocketFile), B
     ))
 }
 
-/// What tells our file from a successor's at the same path: device and inode (which a
-/// file system may reuse at once) and the inode's change time.
 /// Whether [`bind`] could create a socket at `path` now: `Ok` if nothing is there or a
 /// stale socket of ours (which `bind` would replace), else the error `bind` would give.
 /// Lets a program refuse a taken path before doing slow work; `bind` checks again.
@@ -265,6 +263,8 @@ fn open_parent(path: &Path) -> Result<(OwnedFd, &OsStr), BindError> {
     Ok((dir, name))
 }
 
+/// What tells our file from a successor's at the same path: device and inode (which a
+/// file system may reuse at once) and the inode's change time.
 fn identity(st: &Stat) -> Identity {
     (st.st_dev, st.st_ino, st.st_ctime, st.st_ctime_nsec)
 }
