@@ -354,6 +354,7 @@ fn ctrl_c_stops_the_run_and_still_reports() {
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let out = child.wait_with_output().unwrap();
     let err = reader.join().unwrap();
+    assert!(out.status.success(), "{}: {err}", out.status);
     let v = json_of(&out);
     let job = &v["jobs"][0];
     assert_eq!(job["error"], 0, "{err}");
