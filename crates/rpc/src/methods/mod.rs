@@ -6,6 +6,7 @@ pub mod bdev;
 pub mod framework;
 pub mod histogram;
 pub mod nvmf;
+mod object_only;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -316,6 +317,24 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.message.contains("namespace.bdev_name"), "{}", e.message);
+    }
+
+    #[test]
+    fn nested_objects_given_as_arrays_are_refused() {
+        let e = Request::decode(
+            "nvmf_subsystem_add_ns",
+            Some(json!({"nqn": "q", "namespace": ["b"]})),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, INVALID_PARAMS);
+        assert!(e.message.contains("`namespace`"), "{}", e.message);
+        assert!(e.message.contains("expected an object"), "{}", e.message);
+        let e = Request::decode(
+            "nvmf_subsystem_add_listener",
+            Some(json!({"nqn": "q", "listen_address": ["VFIOUSER", "/t"]})),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("`listen_address`"), "{}", e.message);
     }
 
     #[test]

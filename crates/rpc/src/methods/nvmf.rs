@@ -197,6 +197,7 @@ pub struct NvmfSubsystemAddNsParams {
     /// Subsystem NQN.
     pub nqn: String,
     /// The namespace to add.
+    #[serde(deserialize_with = "super::object_only::object_only")]
     pub namespace: NamespaceParams,
     /// Parent target name.
     #[serde(default)]
@@ -272,6 +273,7 @@ pub struct NvmfSubsystemAddListenerParams {
     /// Subsystem NQN.
     pub nqn: String,
     /// Where to listen.
+    #[serde(deserialize_with = "super::object_only::object_only")]
     pub listen_address: ListenAddress,
     /// Parent target name.
     #[serde(default)]
@@ -294,6 +296,7 @@ pub struct NvmfSubsystemRemoveListenerParams {
     /// Subsystem NQN.
     pub nqn: String,
     /// The listener to remove.
+    #[serde(deserialize_with = "super::object_only::object_only")]
     pub listen_address: ListenAddress,
     /// Parent target name.
     #[serde(default)]
