@@ -242,6 +242,14 @@ impl DmaPool {
         Ok((fd, region, size))
     }
 
+    /// A pool laid out as a physical one, whose 2 MiB pages the device sees at `bases`, on
+    /// ordinary memory: tests the placement rules where no huge pages are reserved.
+    #[cfg(test)]
+    pub(crate) fn with_huge_page_addrs(bytes: u64, bases: Vec<u64>) -> DmaPool {
+        let (fd, region, size) = Self::map(bytes).unwrap();
+        Self::from_parts(fd, region, size, DeviceAddrs::pages(HUGE_PAGE, bases))
+    }
+
     fn from_parts(fd: OwnedFd, region: MmapRegion, size: u64, addrs: DeviceAddrs) -> DmaPool {
         DmaPool {
             inner: Arc::new(PoolInner {
@@ -262,6 +270,12 @@ impl DmaPool {
     /// The memfd backing the pool (passed to DMA_MAP).
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.inner.fd.as_fd()
+    }
+
+    /// The most one allocation may span (`None`: the whole pool), as the device sees it
+    /// contiguous only within each huge page of a physical pool.
+    pub(crate) fn contiguous_limit(&self) -> Option<u64> {
+        self.inner.addrs.contiguous_limit()
     }
 
     /// Device address of the first byte.
@@ -560,18 +574,23 @@ mod tests {
 
     #[test]
     fn physical_pool_buffers_stay_inside_one_huge_page() {
-        // The resolver stands in for pagemap: pages in reverse order, 1 GiB apart.
-        let pool = match DmaPool::physical(4 << 20, |r, page| {
+        // Pages in reverse order, 1 GiB apart, as pagemap might give them.
+        let pool = DmaPool::with_huge_page_addrs(4 << 20, vec![2 << 30, 1 << 30]);
+        physical_placement(&pool);
+        // The same on real huge pages where the machine has them, with a resolver standing in
+        // for pagemap; without them the error must say how to reserve them.
+        match DmaPool::physical(4 << 20, |r, page| {
             Ok((0..r.len() / page).rev().map(|i| (i + 1) << 30).collect())
         }) {
-            Ok(p) => p,
-            // No huge pages on this machine: the error must say how to reserve them.
+            Ok(pool) => physical_placement(&pool),
             Err(e @ DmaAllocError::NoHugePages { .. }) => {
                 assert!(e.to_string().contains("nr_hugepages"));
-                return;
             }
             Err(e) => panic!("{e}"),
-        };
+        }
+    }
+
+    fn physical_placement(pool: &DmaPool) {
         assert_eq!(pool.iova(), Iova(2 << 30));
         let a = pool.alloc(1 << 20).unwrap();
         let b = pool.alloc(1 << 20).unwrap();

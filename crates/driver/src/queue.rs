@@ -10,7 +10,7 @@ use std::sync::Arc;
 use nvmemu_mem::{Iova, MemError, MmapRegion};
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
-use crate::dma::{DmaBuf, DmaPool};
+use crate::dma::{DmaAllocError, DmaBuf, DmaPool};
 use crate::error::NvmeError;
 use crate::prp::{self, PrpListSink, Prps};
 
@@ -64,22 +64,41 @@ impl Doorbells {
     }
 }
 
+/// `count` PRP lists of `each` bytes, packed back to back in as few allocations as the pool
+/// allows (one, unless its device addresses are contiguous only within each huge page).
+fn alloc_lists(pool: &DmaPool, count: u16, each: u64) -> Result<Vec<DmaBuf>, DmaAllocError> {
+    let count = u64::from(count);
+    let per_alloc = pool
+        .contiguous_limit()
+        .map_or(count, |limit| (limit / each).max(1));
+    let mut lists = Vec::new();
+    let mut left = count;
+    while left > 0 {
+        let n = left.min(per_alloc);
+        let chunk = pool.alloc(n * each)?;
+        for i in 0..n {
+            lists.push(chunk.slice(i * each, each)?);
+        }
+        left -= n;
+    }
+    Ok(lists)
+}
+
 /// Where one slot's PRP list goes.
 struct SlotList<'a> {
     buf: &'a DmaBuf,
-    offset: u64,
     len: u64,
 }
 
 impl PrpListSink for SlotList<'_> {
     fn iova(&self) -> u64 {
-        self.buf.iova().0 + self.offset
+        self.buf.iova().0
     }
     fn len(&self) -> u64 {
         self.len
     }
     fn write_entry(&mut self, offset: u64, value: u64) -> Result<(), MemError> {
-        self.buf.write_obj(self.offset + offset, &value)
+        self.buf.write_obj(offset, &value)
     }
 }
 
@@ -109,8 +128,10 @@ pub(crate) struct Ring {
     slots: Vec<Slot>,
     /// Free slot indices (a stack).
     free: Vec<u16>,
-    /// PRP list space, `list_bytes` per slot.
-    prp: Option<DmaBuf>,
+    /// PRP list space: `list_bytes` per slot (none when `list_bytes` is 0), in as many
+    /// allocations as needed: a pool of physical huge pages hands out at most 2 MiB at once,
+    /// less than a deep queue's lists can take together.
+    prp_lists: Vec<DmaBuf>,
     list_bytes: u64,
     /// Registered buffers commands can name by index (`push_fixed`).
     fixed: Vec<DmaBuf>,
@@ -132,10 +153,10 @@ impl Ring {
         let sq = pool.alloc(u64::from(depth) * SQE_BYTES)?;
         let cq = pool.alloc(u64::from(cq_depth) * CQE_BYTES)?;
         let nslots = depth - 1;
-        let prp = if list_bytes > 0 {
-            Some(pool.alloc(u64::from(nslots) * list_bytes)?)
+        let prp_lists = if list_bytes > 0 {
+            alloc_lists(pool, nslots, list_bytes)?
         } else {
-            None
+            Vec::new()
         };
         Ok(Ring {
             qid,
@@ -152,7 +173,7 @@ impl Ring {
             db,
             slots: (0..nslots).map(|_| Slot::Free).collect(),
             free: (0..nslots).rev().collect(),
-            prp,
+            prp_lists,
             list_bytes,
             fixed: Vec::new(),
         })
@@ -291,11 +312,10 @@ impl Ring {
             if bytes > len {
                 return Err(NvmeError::BufferTooSmall { needed: bytes, len });
             }
-            let Prps { prp1, prp2 } = match &self.prp {
+            let Prps { prp1, prp2 } = match self.prp_lists.get(usize::from(slot)) {
                 Some(space) => {
                     let mut list = SlotList {
                         buf: space,
-                        offset: u64::from(slot) * self.list_bytes,
                         len: self.list_bytes,
                     };
                     prp::build(iova.0, bytes, &mut list)?

@@ -216,11 +216,12 @@ fn data_pointer_built_in_the_slot_list() {
     let sqe = sqe_at(&ring, 0);
     assert_eq!(sqe.dptr1, buf.iova().0);
     let list_iova = sqe.dptr2;
-    let (space, _) = ring.prp.as_ref().map(|p| (p.iova().0, ())).unwrap();
-    assert_eq!(list_iova, space + u64::from(cid.0) * 64);
-    let prp = ring.prp.as_ref().unwrap();
-    let off = list_iova - prp.iova().0;
-    let entries: Vec<u64> = (0..3).map(|i| prp.read_obj(off + i * 8).unwrap()).collect();
+    // The slot's own list, packed behind slot 0's.
+    let first = ring.prp_lists[0].iova().0;
+    assert_eq!(list_iova, first + u64::from(cid.0) * 64);
+    let prp = &ring.prp_lists[usize::from(cid.0)];
+    assert_eq!(prp.iova().0, list_iova);
+    let entries: Vec<u64> = (0..3).map(|i| prp.read_obj(i * 8).unwrap()).collect();
     assert_eq!(
         entries,
         vec![
@@ -336,5 +337,24 @@ fn a_deeper_cq_defers_the_head_doorbell_and_never_fills() {
                 "{doorbells} doorbells"
             );
         }
+    }
+}
+
+#[test]
+fn a_deep_queue_fits_a_physical_pool_whose_lists_outgrow_one_huge_page() {
+    // 1023 slots x 8 KiB of list = 8 MiB: more than one 2 MiB page can hold in one piece.
+    let pool = DmaPool::with_huge_page_addrs(16 << 20, (0..8).map(|i| (i + 1) << 30).collect());
+    let dbs = Arc::new(MmapRegion::anonymous(4096).unwrap());
+    let db = Doorbells::new(Arc::clone(&dbs), Qid(1), 0).unwrap();
+    let ring = Ring::new(&pool, Qid(1), 1024, 1024, 8192, db).unwrap();
+    assert_eq!(ring.prp_lists.len(), 1023);
+    for list in &ring.prp_lists {
+        // Each list lies inside one huge page, so the device sees it contiguous.
+        let at = list.iova().0;
+        assert_eq!(
+            at >> 21,
+            (at + 8191) >> 21,
+            "list at {at:#x} crosses a huge page"
+        );
     }
 }

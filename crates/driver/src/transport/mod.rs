@@ -128,6 +128,10 @@ impl<T: Transport> Transport for Arc<Mutex<T>> {
     ) -> Result<(), TransportError> {
         locked(self).dma_map(fd, fd_offset, iova, size)
     }
+    // Forwarded, not the default: the inner transport may make its pool its own way.
+    fn create_dma_pool(&mut self, bytes: u64) -> Result<DmaPool, DriverError> {
+        locked(self).create_dma_pool(bytes)
+    }
     fn dma_unmap(&mut self, iova: Iova, size: u64) -> Result<(), TransportError> {
         locked(self).dma_unmap(iova, size)
     }
