@@ -278,6 +278,21 @@ pub struct Batching {
 }
 
 impl BenchOptions {
+    /// The largest I/O the job can issue: `bs`, or more with `bssplit`/`bsrange` (what its
+    /// buffers and DMA memory must hold).
+    pub fn max_bs(&self) -> u64 {
+        let w = &self.workload;
+        w.bssplit
+            .as_ref()
+            .or(w.bsrange.as_ref())
+            .into_iter()
+            .flat_map(|l| {
+                l.0.iter()
+                    .flat_map(crate::workload_values::BlockSizes::sizes)
+            })
+            .fold(self.bs, u64::max)
+    }
+
     /// The run's time limit: `None` without `--runtime` or with `--runtime=0` (fio: no limit).
     pub fn time_limit(&self) -> Option<Duration> {
         self.runtime.filter(|r| !r.is_zero())

@@ -161,7 +161,7 @@ pub fn attach(
     let attach = AttachOptions {
         io_queues,
         queue_depth,
-        dma_pool_bytes: dma_pool_bytes(opts.numjobs, queue_depth, opts.bs),
+        dma_pool_bytes: dma_pool_bytes(opts.numjobs, queue_depth, opts.max_bs()),
         reply_timeout,
     };
     let ctrl = Controller::attach(dir, attach).map_err(|e| {

@@ -18,7 +18,8 @@ pub fn attach(addr: PciAddress, opts: &BenchOptions) -> Result<Controller> {
     let io_queues = u16::try_from(opts.numjobs)
         .map_err(|_| anyhow!("numjobs {} is too large", opts.numjobs))?;
     let queue_depth = u16::try_from(opts.iodepth.saturating_add(1)).unwrap_or(u16::MAX);
-    let pool = dma_pool_bytes(opts.numjobs, queue_depth, opts.bs).saturating_add(PHYSICAL_SLACK);
+    let pool =
+        dma_pool_bytes(opts.numjobs, queue_depth, opts.max_bs()).saturating_add(PHYSICAL_SLACK);
     let ctrl = attach_with(addr, io_queues, queue_depth, pool)?;
     check_depth(opts.iodepth, ctrl.cap().max_queue_entries())?;
     Ok(ctrl)

@@ -30,7 +30,11 @@ pub fn stage_needs(stage: &[JobSpec]) -> BenchOptions {
         .unwrap_or_default();
     o.numjobs = stage.iter().map(|j| j.args.opts.numjobs).sum();
     o.iodepth = stage.iter().map(|j| j.args.opts.iodepth).max().unwrap_or(1);
-    o.bs = stage.iter().map(|j| j.args.opts.bs).max().unwrap_or(o.bs);
+    o.bs = stage
+        .iter()
+        .map(|j| j.args.opts.max_bs())
+        .max()
+        .unwrap_or(o.bs);
     o
 }
 

@@ -118,6 +118,23 @@ fn bssplit_and_sha256_verify_every_block_through_the_driver() {
 }
 
 #[test]
+fn dma_memory_is_sized_for_the_largest_bssplit_size_not_bs() {
+    // 32 slots of 512 KiB need 16 MiB of DMA memory; sized from bs (4 KiB) it was ~3 MiB
+    // and the queue could not be set up.
+    let v = json_of(&bench(&[
+        "--rw=randwrite",
+        "--verify=crc32c",
+        "--bssplit=4k/50:512k/50",
+        "--size=32m",
+        "--iodepth=32",
+    ]));
+    let job = &v["jobs"][0];
+    assert_eq!(job["error"], 0, "{job}");
+    assert_eq!(job["verify_errors"], 0);
+    assert_eq!(job["write"]["io_bytes"], 32 << 20);
+}
+
+#[test]
 fn trim_deallocates_on_the_device_and_the_blocks_read_back_zeroes() {
     // One external target, three clients: write 4 MiB, trim its first 2 MiB, then replay
     // the trim job with verify_only, which reads the range back expecting zeroes (DLFEAT).
