@@ -172,11 +172,13 @@ fn histograms_count_exactly_the_commands_the_client_submitted() {
     ] {
         let l = layer(&ctrl["layers"], name);
         assert_eq!(l["count"].as_u64(), Some(submitted), "{name}");
-        let (p50, p99, max) = (&l["p50_ns"], &l["p99_ns"], &l["max_ns"]);
-        assert!(
-            p50.as_u64() <= p99.as_u64() && p99.as_u64() <= max.as_u64(),
-            "{l}"
-        );
+        let ns = |key: &str| {
+            l[key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{name}: no {key}: {l}"))
+        };
+        let (p50, p99, max) = (ns("p50_ns"), ns("p99_ns"), ns("max_ns"));
+        assert!(p50 <= p99 && p99 <= max, "{l}");
     }
     // The layers add up to the target total (each sum is converted from ticks on its own,
     // so allow a nanosecond of rounding per layer).
