@@ -266,9 +266,9 @@ fn switching_timing_under_load_loses_no_command() {
             }
             n
         });
-        // Every write is read back and compared: a lost or doubled command fails here.
-        let done = verified_io(&mut c, 400, 4);
-        assert_eq!(done, 800);
+        // Every write is read back and compared: a lost command fails here (the driver's
+        // wait times out), a doubled or misplaced one fails the comparison.
+        verified_io(&mut c, 400, 4);
         stop.store(true, Ordering::Relaxed);
         toggler.join().expect("toggler")
     });
