@@ -48,7 +48,7 @@ done
 [ -S "$WORK/ctrl/cntrl" ] || { echo "nvmemu serve did not listen" >&2; exit 1; }
 
 # The server's poller spins on CPU 0; the client gets the other CPUs. Sharing the poller's
-# CPU costs the client about 75x (10 k instead of 750 k I/Os per second on 2 vCPUs).
+# CPU costs the client about 60x (docs/soak.md: about 10 k instead of 600 k I/Os per second).
 CLIENT_CPUS=()
 if [ "$(nproc)" -ge 2 ]; then
   CLIENT_CPUS=(taskset -c "1-$(($(nproc) - 1))")
