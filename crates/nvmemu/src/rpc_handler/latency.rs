@@ -50,12 +50,15 @@ pub(crate) fn enable(
         .get(&p.name)
         .map(|(n, _)| n.to_owned())
         .ok_or_else(|| no_bdev(&p.name))?;
-    let g = p.granularity.unwrap_or(DEFAULT_GRANULARITY);
-    if p.enable {
-        st.histograms.entry(name.clone()).or_insert(g);
+    let asked = p.granularity.unwrap_or(DEFAULT_GRANULARITY);
+    // Re-enabling keeps the granularity the histograms already have, on every controller
+    // (one that starts timing later must not bucket differently from the others).
+    let g = if p.enable {
+        *st.histograms.entry(name.clone()).or_insert(asked)
     } else {
         st.histograms.remove(&name);
-    }
+        asked
+    };
     set_on_all(target, &name, p.enable, g);
     Ok(Value::Bool(true))
 }
