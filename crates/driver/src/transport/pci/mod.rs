@@ -8,7 +8,7 @@
 //! registers as low then high half, as Linux's `lo_hi_readq` does); nothing here takes an
 //! interrupt: the driver polls.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
@@ -84,14 +84,6 @@ impl std::fmt::Debug for PciTransport {
     }
 }
 
-fn open_rw(path: &std::path::Path) -> Result<File, TransportError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| sysfs::io_error(path, e))
-}
-
 impl PciTransport {
     /// Open the function at `addr` through the driver it is bound to (`uio_pci_generic` or
     /// `vfio-pci`); any other binding is an error that says how to rebind.
@@ -112,12 +104,12 @@ impl PciTransport {
                     )));
                 }
                 let dir = sysfs::device_dir(addr);
-                let file = open_rw(&dir.join("resource0"))?;
+                let file = sysfs::open_rw(&dir.join("resource0"))?;
                 let size = file
                     .metadata()
                     .map_err(|e| sysfs::io_error(&dir.join("resource0"), e))?
                     .len();
-                let config = open_rw(&dir.join("config"))?;
+                let config = sysfs::open_rw(&dir.join("config"))?;
                 (
                     PciAccess::Uio,
                     Bar0 {
@@ -245,12 +237,11 @@ impl Transport for PciTransport {
             Dma::Iommu { container } => {
                 let pool = DmaPool::new(bytes, Iova(DMA_POOL_IOVA))?;
                 vfio_ioctl::map_dma(container.as_fd(), pool.region(), DMA_POOL_IOVA).map_err(
-                    |e| TransportError::Io {
-                        what: "VFIO_IOMMU_MAP_DMA of the DMA pool (locked memory limit? \
-                               raise ulimit -l or run as root)"
+                    vfio::ioctl_failed(
+                        "VFIO_IOMMU_MAP_DMA of the DMA pool (locked memory limit? \
+                         raise ulimit -l or run as root)"
                             .into(),
-                        source: std::io::Error::other(e),
-                    },
+                    ),
                 )?;
                 Ok(pool)
             }
@@ -273,10 +264,7 @@ impl Transport for PciTransport {
         match &self.dma {
             Dma::Physical => Ok(()),
             Dma::Iommu { container } => vfio_ioctl::unmap_dma(container.as_fd(), iova.0, size)
-                .map_err(|e| TransportError::Io {
-                    what: "VFIO_IOMMU_UNMAP_DMA".into(),
-                    source: std::io::Error::other(e),
-                }),
+                .map_err(vfio::ioctl_failed("VFIO_IOMMU_UNMAP_DMA".into())),
         }
     }
 

@@ -51,6 +51,15 @@ fn link_name(link: PathBuf) -> Option<String> {
     Some(target.file_name()?.to_string_lossy().into_owned())
 }
 
+/// Opens `path` for reading and writing (a BAR or config file, a VFIO node).
+pub(super) fn open_rw(path: &std::path::Path) -> Result<std::fs::File, TransportError> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| io_error(path, e))
+}
+
 /// An error for a failed open/read of `path`, with the fix for the usual causes.
 pub fn io_error(path: &std::path::Path, e: io::Error) -> TransportError {
     let hint = match e.kind() {

@@ -3,13 +3,13 @@
 //! group `/dev/vfio/noiommu-N`), IOMMU model, device fd and its regions.
 
 use std::ffi::CString;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 use nvmemu_mem::vfio;
 
-use super::sysfs::{self, NOIOMMU_PARAM};
+use super::sysfs::{self, NOIOMMU_PARAM, open_rw};
 use super::{Bar0, ConfigAccess, Dma, PciAddress};
 use crate::transport::TransportError;
 
@@ -27,15 +27,7 @@ pub(super) struct VfioDevice {
     pub keep: Vec<OwnedFd>,
 }
 
-fn open_rw(path: &Path) -> Result<File, TransportError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| sysfs::io_error(path, e))
-}
-
-fn ioctl_failed(what: String) -> impl FnOnce(nvmemu_mem::MemError) -> TransportError {
+pub(super) fn ioctl_failed(what: String) -> impl FnOnce(nvmemu_mem::MemError) -> TransportError {
     move |e| TransportError::Io {
         what,
         source: std::io::Error::other(e),
