@@ -37,16 +37,19 @@ qemu() {
 }
 
 # make_initrd OUT CONFIG_TEXT: base.cpio + a second archive with /init, the checks and config.
+# Dies on any failure itself: callers run inside `if`, where `set -e` does not apply.
 make_initrd() {
     local out=$1 config=$2 stage
-    stage=$(mktemp -d "$RUN/overlay.XXXXXX")
-    mkdir -p "$stage/e2e"
-    install -m 0755 "$E2E_DIR/guest/init" "$stage/init"
-    install -m 0644 "$E2E_DIR/guest/checks.sh" "$stage/e2e/checks.sh"
-    install -m 0644 "$E2E_DIR/guest/latency.sh" "$stage/e2e/latency.sh"
-    printf '%s\n' "$config" >"$stage/e2e/config"
-    cp "$PROV/base.cpio" "$out"
-    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >>"$out"
+    stage=$(mktemp -d "$RUN/overlay.XXXXXX") || die "cannot make a directory in $RUN"
+    {
+        mkdir -p "$stage/e2e" &&
+            install -m 0755 "$E2E_DIR/guest/init" "$stage/init" &&
+            install -m 0644 "$E2E_DIR/guest/checks.sh" "$stage/e2e/checks.sh" &&
+            install -m 0644 "$E2E_DIR/guest/latency.sh" "$stage/e2e/latency.sh" &&
+            printf '%s\n' "$config" >"$stage/e2e/config" &&
+            cp "$PROV/base.cpio" "$out" &&
+            (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >>"$out"
+    } || die "cannot build the initramfs $out"
     rm -rf "$stage"
 }
 

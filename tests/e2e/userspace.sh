@@ -37,7 +37,8 @@ us_modules_cpio() {
         us_add "$rel"
     done
     log "userspace modules: $(tr '\n' ' ' <"$stage/e2e/modules/order")"
-    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$out"
+    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$out" ||
+        die "cannot pack the userspace modules"
     rm -rf "$stage"
 }
 
@@ -53,7 +54,8 @@ EXP_SERIAL='$SERIAL'
 EXP_VID=$VID
 US_IOMMU=$iommu
 US_SECONDS=${NVMEMU_US_SECONDS:-5}"
-    cat "$RUN/us-files.cpio" "$RUN/us-modules.cpio" >>"$RUN/initrd-$name"
+    cat "$RUN/us-files.cpio" "$RUN/us-modules.cpio" >>"$RUN/initrd-$name" ||
+        die "cannot append the userspace files to $RUN/initrd-$name"
     # An IOMMU device must come before the PCI devices it translates for.
     run_guest "$name" "$LIMIT" "$RUN/initrd-$name" -no-reboot "$@" -device "$(nvmemu_device)" || rc=$?
     server_alive "during the $name guest" || return 1
@@ -85,7 +87,8 @@ run_userspace() {
     mkdir -p "$stage/usr/bin" "$stage/e2e"
     install -m 0755 "$bin" "$stage/usr/bin/nvmemu" || die "cannot stage $bin"
     install -m 0644 "$E2E_DIR/guest/userspace.sh" "$stage/e2e/userspace.sh" || die "cannot stage guest/userspace.sh"
-    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$RUN/us-files.cpio"
+    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$RUN/us-files.cpio" ||
+        die "cannot pack the userspace files"
     rm -rf "$stage"
     us_modules_cpio "$RUN/us-modules.cpio"
 
