@@ -223,6 +223,7 @@ impl Controller {
             .ns_slot(nsid.0)?
             .take()
             .ok_or(CtrlError::NoSuchNamespace { nsid: nsid.0 })?;
+        self.forget_namespace_timing(nsid.0);
         self.refresh_timed_namespaces();
         self.namespace_changed(nsid.0);
         Ok(Arc::clone(ns.bdev()))

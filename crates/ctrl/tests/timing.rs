@@ -2,9 +2,10 @@
 //! Target-side timing (`Controller::set_timing` / `timing`): what is counted, how the layers
 //! relate, and that turning it off removes it.
 
+use nvmemu_ctrl::Namespace;
 use nvmemu_ctrl::test_utils::{TestHost, layout, rw};
 use nvmemu_ctrl::timing::{Layer, TimingSnapshot};
-use nvmemu_spec::Status;
+use nvmemu_spec::{Nsid, Status};
 
 /// Submit `n` one-block reads on queue 1 (at most `per_poll` before each poll) and reap
 /// them all; returns how many completed successfully.
@@ -114,4 +115,29 @@ fn only_the_enabled_bdev_is_timed_and_disabling_drops_everything() {
     assert_eq!(h.ctrl.timing(), None);
     assert_eq!(run_reads(&mut h, 2, 2), 2);
     assert_eq!(h.ctrl.timing(), None);
+}
+
+#[test]
+fn a_namespace_attached_again_at_its_nsid_starts_with_empty_histograms() {
+    let mut h = TestHost::ready(64);
+    assert!(h.ctrl.set_timing("malloc0", true, 7));
+    assert_eq!(run_reads(&mut h, 9, 9), 9);
+    let count = |h: &TestHost| {
+        let snap = h.ctrl.timing().expect("timing on");
+        queue1(&snap)
+            .namespaces
+            .iter()
+            .map(|n| n.layers.get(Layer::Total).count())
+            .sum::<u64>()
+    };
+    assert_eq!(count(&h), 9);
+    // Detached and attached again (the same bdev here, any bdev in general): what was timed
+    // before belongs to the namespace that went, not to the one now at NSID 1.
+    let bdev = h.ctrl.detach_namespace(Nsid(1)).unwrap();
+    h.ctrl
+        .attach_namespace(Namespace::new(Nsid(1), bdev))
+        .unwrap();
+    assert_eq!(count(&h), 0);
+    assert_eq!(run_reads(&mut h, 4, 4), 4);
+    assert_eq!(count(&h), 4);
 }

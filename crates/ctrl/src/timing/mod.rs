@@ -290,8 +290,7 @@ pub struct TimingSnapshot {
     pub granularity: u32,
     /// Bdevs whose namespaces are timed.
     pub bdevs: Vec<String>,
-    /// Per SQ id with any activity, with the bdev name of each namespace (empty when the
-    /// namespace was detached since).
+    /// Per SQ id with any activity, with the bdev name of each namespace.
     pub queues: Vec<(Qid, QueueTiming, Vec<String>)>,
     /// Commands not timed for want of buffer room (expected 0).
     pub dropped: u64,
@@ -332,6 +331,16 @@ impl Controller {
         }
         self.refresh_timed_namespaces();
         uses
+    }
+
+    /// A detached namespace's histograms go with it: a namespace attached later at the same
+    /// NSID (another bdev, say) starts from nothing instead of inheriting them.
+    pub(crate) fn forget_namespace_timing(&mut self, nsid: u32) {
+        if let Some(t) = self.timing.as_deref_mut() {
+            for q in &mut t.queues {
+                q.namespaces.retain(|n| n.nsid != nsid);
+            }
+        }
     }
 
     /// Recompute which NSIDs are timed (after enabling, attaching or detaching).
