@@ -25,8 +25,6 @@ pub struct JobResult {
     pub cpu: Option<usize>,
     /// Unix time the job started, ms.
     pub job_start_ms: u64,
-    /// Configured queue depth.
-    pub iodepth: u32,
     /// The options the job ran with.
     pub options: BenchOptions,
     /// Statistics and errors.

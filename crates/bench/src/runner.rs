@@ -152,7 +152,6 @@ pub fn run_stage(
                 pid: std::process::id(),
                 cpu,
                 job_start_ms: start_ms,
-                iodepth: opts.iodepth,
                 options: (*opts).clone(),
                 output,
             }),

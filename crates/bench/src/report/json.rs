@@ -178,7 +178,7 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
         "latency_ns": keyed(&ranges[..10], pct_dist(&st.lat_buckets.n, total, 0.01)),
         "latency_us": keyed(&ranges[..10], pct_dist(&st.lat_buckets.u, total, 0.01)),
         "latency_ms": keyed(&ranges, pct_dist(&st.lat_buckets.m, total, 0.01)),
-        "latency_depth": j.iodepth,
+        "latency_depth": j.options.iodepth,
         "latency_target": 0,
         "latency_percentile": 100.0,
         "latency_window": 0,

@@ -209,7 +209,7 @@ fn job_status(out: &mut String, shown: &Shown, g: &GroupStats) {
     let _ = writeln!(
         out,
         "     latency   : target=0, window=0, percentile=100.00%, depth={}",
-        j.iodepth
+        j.options.iodepth
     );
     if j.options.verify != crate::options::VerifyMode::Off
         || j.options.workload.verify_pattern.is_some()
