@@ -18,6 +18,7 @@ pub mod mailbox;
 pub mod pci;
 pub mod poller;
 pub mod regions;
+mod resync;
 mod target;
 
 pub use affinity::{CoreMaskError, parse_core_mask};
