@@ -16,6 +16,7 @@ use nvmemu_vfio_user::{
 };
 
 use crate::ControllerId;
+use crate::budget::{ClientBudget, MapUsage};
 use crate::irq::{IrqState, NUM_IRQS};
 use crate::mailbox::Mailbox;
 use crate::pci::config::{BarSizes, ConfigSpace};
@@ -38,6 +39,10 @@ pub struct NvmeFunction {
     call_timeout: Duration,
     /// Whether this side and the poller agree (a timed-out call may still run later).
     link: PollerLink,
+    /// What the client may map, what it has mapped, and whether a refusal was logged.
+    budget: ClientBudget,
+    usage: MapUsage,
+    budget_warned: bool,
 }
 
 /// Create the doorbell memfd (BAR0 file layout: doorbells at file offset 0x1000) and the
@@ -77,7 +82,16 @@ impl NvmeFunction {
             irqs: IrqState::new(msix_vectors),
             call_timeout,
             link: PollerLink::new(id, call_timeout),
+            budget: ClientBudget::default(),
+            usage: MapUsage::default(),
+            budget_warned: false,
         }
+    }
+
+    /// The same function with this per-client map budget.
+    pub fn with_budget(mut self, budget: ClientBudget) -> NvmeFunction {
+        self.budget = budget;
+        self
     }
 
     /// Run `f` on this controller's poller.
@@ -301,6 +315,8 @@ impl Device for NvmeFunction {
         }
         let backing = match fd {
             Some(fd) => {
+                self.usage
+                    .admit(&self.budget, map.size, (self.id, &mut self.budget_warned))?;
                 // A map past the end of the file would SIGBUS on first touch.
                 let st = rustix::fs::fstat(&fd)?;
                 let file_size = u64::try_from(st.st_size).map_err(|_| Errno::INVAL)?;
@@ -322,6 +338,7 @@ impl Device for NvmeFunction {
             }
             None => DmaBacking::NoFd,
         };
+        let mapped = matches!(backing, DmaBacking::Mapped(_));
         let region = DmaRegion {
             iova: Iova(map.iova),
             size: map.size,
@@ -329,7 +346,11 @@ impl Device for NvmeFunction {
             backing,
         };
         let table = self.guest.with_region(region).map_err(dma_errno)?;
-        self.publish_guest_memory(table)
+        self.publish_guest_memory(table)?;
+        if mapped {
+            self.usage.add(map.size);
+        }
+        Ok(())
     }
 
     fn dma_unmap(&mut self, unmap: &DmaUnmap) -> Result<(), Errno> {
@@ -347,7 +368,9 @@ impl Device for NvmeFunction {
             }
             table
         };
-        self.publish_guest_memory(table)
+        self.publish_guest_memory(table)?;
+        self.usage = MapUsage::of(&self.guest);
+        Ok(())
     }
 
     fn reset(&mut self) -> Result<(), Errno> {
@@ -364,6 +387,8 @@ impl Device for NvmeFunction {
         let _ = self.reset_controller();
         let _ = self.publish_guest_memory(GuestMemory::new());
         let _ = self.publish_interrupts();
+        self.usage = MapUsage::default();
+        self.budget_warned = false;
         if !self.link.in_sync() {
             // Nothing reached the poller; this side lets the client's memory go, and the
             // poller is brought to the same state once it answers.

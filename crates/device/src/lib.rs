@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod affinity;
+mod budget;
 mod function;
 mod idle;
 pub mod irq;
@@ -22,6 +23,7 @@ mod resync;
 mod target;
 
 pub use affinity::{CoreMaskError, parse_core_mask};
+pub use budget::ClientBudget;
 pub use mailbox::CALL_TIMEOUT;
 pub use nvmemu_vfio_user::Deadlines;
 pub use poller::{Backoff, PollerStatsSnapshot};

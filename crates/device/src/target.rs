@@ -12,6 +12,7 @@ use nvmemu_spec::Nsid;
 use nvmemu_vfio_user::{Deadlines, Listener, StopHandle};
 
 use crate::ControllerId;
+use crate::budget::ClientBudget;
 use crate::function::{NvmeFunction, create_doorbells};
 use crate::irq::MsixSink;
 use crate::poller::{Backoff, PolledController, Poller, PollerStatsSnapshot};
@@ -31,6 +32,8 @@ pub struct TargetConfig {
     /// a call not answered in time drops that controller's client, and the controller
     /// serves again once its poller answers.
     pub poller_timeout: std::time::Duration,
+    /// What each client may map (fd-backed DMA regions and their bytes).
+    pub client_budget: ClientBudget,
 }
 
 /// One controller to serve.
@@ -95,6 +98,7 @@ pub struct Target {
     next_id: Mutex<u32>,
     deadlines: Deadlines,
     poller_timeout: std::time::Duration,
+    client_budget: ClientBudget,
 }
 
 impl Target {
@@ -116,6 +120,7 @@ impl Target {
             next_id: Mutex::new(0),
             deadlines: config.deadlines,
             poller_timeout: config.poller_timeout,
+            client_budget: config.client_budget,
         })
     }
 
@@ -164,7 +169,8 @@ impl Target {
                 doorbells,
                 msix_vectors,
                 self.poller_timeout,
-            );
+            )
+            .with_budget(self.client_budget);
             std::thread::Builder::new()
                 .name(format!("nvmemu-ctrl{}", id.0))
                 .spawn(move || {
@@ -342,6 +348,7 @@ mod tests {
             backoff: Backoff::default(),
             deadlines: Deadlines::default(),
             poller_timeout: Duration::from_millis(100),
+            client_budget: ClientBudget::default(),
         })
         .expect("target");
         let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -5,12 +5,15 @@
 
 mod common;
 
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nvmemu_driver::{Controller, VfioUserTransport};
 use nvmemu_spec::regs::{self, csts};
 use nvmemu_spec::{DsmRange, Lba, Nsid};
+use nvmemu_vfio_user::{Client, DmaUnmap, Errno};
+use rustix::fs::MemfdFlags;
 
 /// Blocks of the attacker's namespace: 64 MiB of 512-byte blocks.
 const ATTACK_BLOCKS: u64 = 1 << 17;
@@ -19,6 +22,8 @@ const ATTACK_COMMANDS: usize = 32;
 /// The longest an honest operation may take meanwhile: generous for a shared machine, far
 /// below one attack command done in one go (16 GiB of memset).
 const HONEST_BOUND: Duration = Duration::from_secs(1);
+/// Where the attacker's DMA regions go: far above the driver's pool.
+const ATTACK_IOVA: u64 = 0x1000_0000_0000;
 
 #[test]
 fn deallocates_naming_the_namespace_256_times_do_not_stall_a_neighbour_on_the_same_poller() {
@@ -92,4 +97,58 @@ fn deallocates_naming_the_namespace_256_times_do_not_stall_a_neighbour_on_the_sa
     common::assert_serves_next_client(&t);
     drop(hq);
     honest.shutdown().unwrap();
+}
+
+/// A client that maps all it can: one sparse 64 TiB memfd (which, mapped twice, would take
+/// the process's whole address space), then small regions until refused. Its budget stops
+/// it with the exact errno, and an honest client of another controller in the same process
+/// still maps its memory and does verified I/O.
+#[test]
+fn a_client_mapping_all_it_can_is_stopped_by_its_own_budget_and_a_neighbour_still_maps() {
+    let t = common::start_default();
+    let honest_dir = common::add_controller(&t);
+    let budget = nvmemu_device::ClientBudget::default();
+    let mut attacker = Client::connect(&t.socket()).unwrap();
+
+    let huge = rustix::fs::memfd_create("nvmemu-test-sparse", MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&huge, 64 << 40).unwrap();
+    let map = |c: &mut Client, k: u64, size: u64, fd| {
+        c.dma_map(&common::map_req(ATTACK_IOVA + (k << 41), size, 0), Some(fd))
+            .map_err(|e| common::errno_of::<()>(Err(e)))
+    };
+    // Past the byte budget: ENOMEM, as the kernel's VFIO past the locked memory limit.
+    assert_eq!(
+        map(&mut attacker, 0, 64 << 40, huge.as_fd()),
+        Err(Errno::NOMEM)
+    );
+    // Up to it is fine.
+    map(&mut attacker, 1, budget.max_map_bytes, huge.as_fd()).unwrap();
+    assert_eq!(map(&mut attacker, 2, 4096, huge.as_fd()), Err(Errno::NOMEM));
+    attacker
+        .dma_unmap(&DmaUnmap {
+            flags: DmaUnmap::FLAG_ALL,
+            iova: 0,
+            size: 0,
+        })
+        .unwrap();
+
+    // Small maps: exactly the budget's count, then ENOSPC.
+    let small = rustix::fs::memfd_create("nvmemu-test-small", MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&small, 4096).unwrap();
+    let mut mapped = 0u64;
+    let err = loop {
+        let req = common::map_req(ATTACK_IOVA + mapped * 0x2000, 4096, 0);
+        match attacker.dma_map(&req, Some(small.as_fd())) {
+            Ok(()) => mapped += 1,
+            Err(e) => break common::errno_of::<()>(Err(e)),
+        }
+        assert!(mapped <= 65535, "no limit after {mapped} maps");
+    };
+    assert_eq!((mapped, err), (budget.max_maps as u64, Errno::NOSPC));
+
+    // The attacker keeps its maps; the honest client maps its pool and does verified I/O.
+    let mut honest = Controller::attach(honest_dir.path(), common::opts(1)).unwrap();
+    common::verified_io_on(&mut honest);
+    drop(attacker);
+    common::assert_serves_next_client(&t);
 }
