@@ -241,16 +241,45 @@ impl Controller {
         }
     }
 
-    /// Whether a command set aside still has work or a CQE to post: the poller must not
+    /// Whether a command set aside still has work or a CQE to post and the controller
+    /// processes commands (a fatal one does not until it is reset): the poller must not
     /// back off meanwhile.
     pub fn has_deferred_work(&self) -> bool {
-        self.zeroing.busy
+        self.zeroing.busy && self.state.is_ready()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::CtrlEvent;
+    use crate::test_utils::{TestHost, layout, sqe};
+    use nvmemu_spec::DataPtr;
+    use zerocopy::IntoBytes;
+
+    #[test]
+    fn a_fatal_controller_lets_its_poller_back_off() {
+        let mut h = TestHost::ready(16);
+        // Deallocate the whole namespace: set aside after the first pass.
+        let range: [u32; 4] = [0, 1 << 17, 0, 0];
+        h.mem.write(layout::LISTS, range.as_bytes());
+        let prp1 = h.mem.iova(layout::LISTS);
+        h.submit(
+            1,
+            Sqe {
+                nsid: 1,
+                cdw11: 1 << 2,
+                ..sqe(0x09, DataPtr::Prp { prp1, prp2: 0 })
+            },
+        );
+        h.poll();
+        assert!(h.ctrl.has_deferred_work());
+        // Controller Fatal Status: nothing runs until a reset, so there is no work.
+        h.ctrl.apply(CtrlEvent::Fault, None);
+        assert!(!h.ctrl.has_deferred_work());
+        h.ctrl.reset();
+        assert!(!h.ctrl.zeroing.busy);
+    }
 
     fn merged(r: &[(u64, u64)]) -> Vec<(u64, u64)> {
         let m = ByteRanges::merged(r.iter().copied());
