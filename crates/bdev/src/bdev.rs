@@ -257,6 +257,16 @@ impl Bdev {
         Ok(())
     }
 
+    /// One piece of a Deallocate or Write Zeroes (`op`) too large to run in one call: like
+    /// `deallocate`, whatever `op` is (a large Write Zeroes discards on a lazy bdev too).
+    pub(crate) fn zero_piece(&self, op: BdevOp, offset: u64, len: u64) -> Result<(), BdevError> {
+        self.check(op, offset, len)?;
+        if let Some(s) = &self.storage {
+            s.zero(op, offset, len, true)?;
+        }
+        Ok(())
+    }
+
     /// Make completed writes durable. Memory and null backends have nothing volatile to
     /// flush.
     pub(crate) fn flush(&self) -> Result<(), BdevError> {

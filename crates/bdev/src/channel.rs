@@ -10,7 +10,7 @@ use nvmemu_mem::MmapRegion;
 
 use crate::latency;
 use crate::stats::SharedCounters;
-use crate::{Bdev, BdevError};
+use crate::{Bdev, BdevError, BdevOp};
 
 /// I/O on a [`Bdev`] from one thread at a time. Every method checks its byte range and
 /// counts what succeeded (Read, Write and Deallocate also their latency) in the channel's own
@@ -121,6 +121,24 @@ impl BdevChannel {
         self.bdev.deallocate(offset, len)?;
         self.counters.unmap_latency.record_since(t0);
         self.counters.record_unmap(len);
+        Ok(())
+    }
+
+    /// One piece of a Deallocate or Write Zeroes (`op`) that the caller splits across
+    /// calls to bound the time of each: `len` bytes at `offset` read back as zeroes. Bytes
+    /// are counted with every piece, the operation once, with the piece that ends it
+    /// (`last`); no latency is recorded (a piece's is not the operation's).
+    pub fn zero_piece(
+        &self,
+        op: BdevOp,
+        (offset, len): (u64, u64),
+        last: bool,
+    ) -> Result<(), BdevError> {
+        self.bdev.zero_piece(op, offset, len)?;
+        match op {
+            BdevOp::Deallocate => self.counters.record_unmap_piece(len, last),
+            _ => self.counters.record_write_zeroes_piece(len, last),
+        }
         Ok(())
     }
 

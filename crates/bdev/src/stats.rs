@@ -61,13 +61,23 @@ impl ChannelCounters {
     }
 
     pub(crate) fn record_unmap(&self, bytes: u64) {
-        bump(&self.bytes_unmapped, bytes);
-        bump(&self.num_unmap_ops, 1);
+        self.record_unmap_piece(bytes, true);
     }
 
     pub(crate) fn record_write_zeroes(&self, bytes: u64) {
+        self.record_write_zeroes_piece(bytes, true);
+    }
+
+    /// `bytes` of an unmap done in pieces; `last` ends the operation, which counts once.
+    pub(crate) fn record_unmap_piece(&self, bytes: u64, last: bool) {
+        bump(&self.bytes_unmapped, bytes);
+        bump(&self.num_unmap_ops, u64::from(last));
+    }
+
+    /// `bytes` of a write zeroes done in pieces; `last` ends the operation.
+    pub(crate) fn record_write_zeroes_piece(&self, bytes: u64, last: bool) {
         bump(&self.bytes_zeroed, bytes);
-        bump(&self.num_write_zeroes_ops, 1);
+        bump(&self.num_write_zeroes_ops, u64::from(last));
     }
 
     pub(crate) fn record_compare(&self, bytes: u64) {

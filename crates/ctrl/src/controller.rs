@@ -150,6 +150,8 @@ pub struct Controller {
     pub(crate) created: Instant,
     /// Per-command timing; None (the default) costs nothing (see `timing`).
     pub(crate) timing: Option<Box<crate::timing::Timing>>,
+    /// A large Deallocate or Write Zeroes done across passes (`io/zeroing.rs`).
+    pub(crate) zeroing: crate::io::zeroing::ZeroingSlot,
 }
 
 impl Controller {
@@ -183,6 +185,7 @@ impl Controller {
             counters: CtrlCounters::default(),
             created: Instant::now(),
             timing: None,
+            zeroing: Default::default(),
             config,
         }
     }
@@ -461,6 +464,7 @@ impl Controller {
     /// left in the page would otherwise be taken as new work by the next admin queue.
     fn tear_down(&mut self) {
         self.queues.clear();
+        self.zeroing.busy = false;
         self.aer.reset();
         self.dbbuf = None;
         self.features = Features::new(&self.config);

@@ -6,6 +6,7 @@ use nvmemu_mem::{TscClock, global_clock, thread_faults};
 use nvmemu_spec::log_page::AsyncEvent;
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
+use crate::io::zeroing::may_need_slot;
 use crate::latency::{LatencyHook, Stage};
 use crate::queue::{RingIdx, cq_head_doorbell, sq_tail_doorbell};
 use crate::state::CtrlEvent;
@@ -41,6 +42,9 @@ impl Controller {
         while let Some(qid) = self.queues.active_sq(i) {
             done += self.poll_sq(qid, IO_BATCH, mark);
             i += 1;
+        }
+        if self.zeroing.busy {
+            done += self.advance_zeroing();
         }
         // Faults outside a command: doorbell shadows, CQ flushes, event delivery.
         if thread_faults() != mark {
@@ -128,6 +132,8 @@ impl Controller {
         // Checked once per batch; None (the normal case) costs one branch per command.
         let lat = self.config.latency.clone();
         let stamp = timed || lat.is_some();
+        // Kept in a register: only a command set aside in this batch changes it.
+        let mut slot_busy = self.zeroing.busy;
         for _ in 0..batch {
             let Some(sq) = self.queues.sq(qid) else { break };
             if sq.head == tail {
@@ -145,6 +151,10 @@ impl Controller {
                 self.apply(CtrlEvent::Fault, None);
                 break;
             };
+            if slot_busy && qid != Qid::ADMIN && may_need_slot(&sqe) {
+                // Taken when the command set aside is done (a later pass).
+                break;
+            }
             let fetched = if stamp { TscClock::ticks() } else { 0 };
             if let Some(l) = &lat {
                 l.0.record(qid.0, sqe.cid().0, Stage::Fetch, fetched);
@@ -154,12 +164,14 @@ impl Controller {
             sq.head = head.next(sq.size).0;
             taken += 1;
             let result = if qid == Qid::ADMIN {
-                match self.exec_admin(&sqe) {
-                    Some(r) => r,
-                    None => continue, // held (Asynchronous Event Request)
-                }
+                self.exec_admin(&sqe)
             } else {
                 self.exec_io(qid, &sqe)
+            };
+            // None: held (Asynchronous Event Request) or set aside (see `io/zeroing.rs`).
+            let Some(result) = result else {
+                slot_busy = self.zeroing.busy;
+                continue;
             };
             let done_at = if stamp { TscClock::ticks() } else { 0 };
             if let Some(l) = &lat {

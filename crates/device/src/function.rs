@@ -6,7 +6,6 @@
 //! the NVMe controller to the poller that owns it, through the mailbox. The doorbells live in
 //! a memfd page the client maps, so the I/O path never comes through here.
 
-use std::cell::Cell;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,11 +16,13 @@ use nvmemu_vfio_user::{
 };
 
 use crate::ControllerId;
+use crate::budget::{ClientBudget, MapUsage};
 use crate::irq::{IrqState, NUM_IRQS};
 use crate::mailbox::Mailbox;
 use crate::pci::config::{BarSizes, ConfigSpace};
 use crate::poller::PollerState;
 use crate::regions::*;
+use crate::resync::PollerLink;
 
 /// The PCI function of one emulated controller, as its control thread sees it.
 #[derive(Debug)]
@@ -34,11 +35,14 @@ pub struct NvmeFunction {
     msix_table: Vec<u8>,
     guest: Arc<GuestMemory>,
     irqs: IrqState,
-    /// How long a mailbox call may take before the controller is failed.
+    /// How long a mailbox call may take before the client is dropped.
     call_timeout: Duration,
-    /// A mailbox call timed out: this side's view of the controller (its DMA table above
-    /// all) and the poller's may differ from then on, so the controller serves nobody.
-    failed: Cell<bool>,
+    /// Whether this side and the poller agree (a timed-out call may still run later).
+    link: PollerLink,
+    /// What the client may map, what it has mapped, and whether a refusal was logged.
+    budget: ClientBudget,
+    usage: MapUsage,
+    budget_warned: bool,
 }
 
 /// Create the doorbell memfd (BAR0 file layout: doorbells at file offset 0x1000) and the
@@ -56,7 +60,8 @@ pub fn create_doorbells() -> Result<(OwnedFd, Arc<MmapRegion>), nvmemu_mem::MemE
 
 impl NvmeFunction {
     /// A function for controller `id`, whose NVMe state lives on the poller behind `mailbox`;
-    /// a call the poller does not answer within `call_timeout` fails the controller.
+    /// a call the poller does not answer within `call_timeout` drops the client, and the
+    /// controller serves again once the poller answers (see `resync.rs`).
     pub fn new(
         id: ControllerId,
         mailbox: Arc<Mailbox<PollerState>>,
@@ -76,8 +81,17 @@ impl NvmeFunction {
             guest: Arc::new(GuestMemory::new()),
             irqs: IrqState::new(msix_vectors),
             call_timeout,
-            failed: Cell::new(false),
+            link: PollerLink::new(id, call_timeout),
+            budget: ClientBudget::default(),
+            usage: MapUsage::default(),
+            budget_warned: false,
         }
+    }
+
+    /// The same function with this per-client map budget.
+    pub fn with_budget(mut self, budget: ClientBudget) -> NvmeFunction {
+        self.budget = budget;
+        self
     }
 
     /// Run `f` on this controller's poller.
@@ -86,7 +100,7 @@ impl NvmeFunction {
         f: impl FnOnce(&mut crate::poller::PolledController) -> R + Send + 'static,
     ) -> Result<R, Errno> {
         let id = self.id;
-        if self.failed.get() {
+        if !self.link.in_sync() {
             return Err(Errno::NODEV);
         }
         match self
@@ -98,14 +112,8 @@ impl NvmeFunction {
                 tracing::error!("controller {id:?} is not on its poller");
                 Err(Errno::NODEV)
             }
-            Err(e) => {
-                // The call stays queued and may still run if the poller comes back, so the
-                // two sides' state may now differ: fatal for this controller only.
-                tracing::error!(
-                    "controller {id:?} failed: {e}; its client is dropped and later clients \
-                     are refused until its listener is removed and added again"
-                );
-                self.failed.set(true);
+            Err(crate::mailbox::MailboxError::Timeout(after)) => {
+                self.link.lost(after);
                 Err(Errno::TIMEDOUT)
             }
         }
@@ -307,6 +315,8 @@ impl Device for NvmeFunction {
         }
         let backing = match fd {
             Some(fd) => {
+                self.usage
+                    .admit(&self.budget, map.size, (self.id, &mut self.budget_warned))?;
                 // A map past the end of the file would SIGBUS on first touch.
                 let st = rustix::fs::fstat(&fd)?;
                 let file_size = u64::try_from(st.st_size).map_err(|_| Errno::INVAL)?;
@@ -328,6 +338,7 @@ impl Device for NvmeFunction {
             }
             None => DmaBacking::NoFd,
         };
+        let mapped = matches!(backing, DmaBacking::Mapped(_));
         let region = DmaRegion {
             iova: Iova(map.iova),
             size: map.size,
@@ -335,7 +346,11 @@ impl Device for NvmeFunction {
             backing,
         };
         let table = self.guest.with_region(region).map_err(dma_errno)?;
-        self.publish_guest_memory(table)
+        self.publish_guest_memory(table)?;
+        if mapped {
+            self.usage.add(map.size);
+        }
+        Ok(())
     }
 
     fn dma_unmap(&mut self, unmap: &DmaUnmap) -> Result<(), Errno> {
@@ -353,7 +368,9 @@ impl Device for NvmeFunction {
             }
             table
         };
-        self.publish_guest_memory(table)
+        self.publish_guest_memory(table)?;
+        self.usage = MapUsage::of(&self.guest);
+        Ok(())
     }
 
     fn reset(&mut self) -> Result<(), Errno> {
@@ -370,14 +387,18 @@ impl Device for NvmeFunction {
         let _ = self.reset_controller();
         let _ = self.publish_guest_memory(GuestMemory::new());
         let _ = self.publish_interrupts();
-        if self.failed.get() {
-            // Nothing reached the poller; at least this side lets the client's memory go.
+        self.usage = MapUsage::default();
+        self.budget_warned = false;
+        if !self.link.in_sync() {
+            // Nothing reached the poller; this side lets the client's memory go, and the
+            // poller is brought to the same state once it answers.
             self.guest = Arc::new(GuestMemory::new());
+            self.link.client_gone(&self.mailbox, self.doorbells.clone());
         }
     }
 
     fn failed(&self) -> bool {
-        self.failed.get()
+        !self.link.can_serve()
     }
 }
 

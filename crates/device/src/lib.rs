@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod affinity;
+mod budget;
 mod function;
 mod idle;
 pub mod irq;
@@ -18,9 +19,11 @@ pub mod mailbox;
 pub mod pci;
 pub mod poller;
 pub mod regions;
+mod resync;
 mod target;
 
 pub use affinity::{CoreMaskError, parse_core_mask};
+pub use budget::ClientBudget;
 pub use mailbox::CALL_TIMEOUT;
 pub use nvmemu_vfio_user::Deadlines;
 pub use poller::{Backoff, PollerStatsSnapshot};

@@ -74,13 +74,24 @@ impl<S> Mailbox<S> {
         timeout: Duration,
         f: impl FnOnce(&mut S) -> R + Send + 'static,
     ) -> Result<R, MailboxError> {
+        self.post_call(f)
+            .recv_timeout(timeout)
+            .map_err(|_| MailboxError::Timeout(timeout))
+    }
+
+    /// Queue `f` for the poller without waiting; its result arrives on the returned
+    /// channel (which reports disconnection if the poller stops first). Jobs run in the
+    /// order they were posted, so once this one has answered, every earlier one has run.
+    pub fn post_call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut S) -> R + Send + 'static,
+    ) -> mpsc::Receiver<R> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.post(Box::new(move |state: &mut S| {
             // The caller may have timed out and gone; nothing to do then.
             let _ = tx.send(f(state));
         }));
-        rx.recv_timeout(timeout)
-            .map_err(|_| MailboxError::Timeout(timeout))
+        rx
     }
 
     fn post(&self, job: Job<S>) {

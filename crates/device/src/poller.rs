@@ -235,11 +235,14 @@ fn run(
                 c.ctrl.prefetch_reads();
             }
         }
+        // A command done across passes (a large Deallocate) keeps the poller from backing off.
+        let mut deferred = false;
         for c in state.controllers.iter_mut() {
             work += c.ctrl.poll(&mut c.irq);
+            deferred |= c.ctrl.has_deferred_work();
         }
         passes += 1;
-        if work > 0 {
+        if work > 0 || deferred {
             commands += work as u64;
             if idle.found_work() {
                 // Single writer: a plain store, not a locked add, which would wait for this

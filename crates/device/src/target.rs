@@ -12,6 +12,7 @@ use nvmemu_spec::Nsid;
 use nvmemu_vfio_user::{Deadlines, Listener, StopHandle};
 
 use crate::ControllerId;
+use crate::budget::ClientBudget;
 use crate::function::{NvmeFunction, create_doorbells};
 use crate::irq::MsixSink;
 use crate::poller::{Backoff, PolledController, Poller, PollerStatsSnapshot};
@@ -28,8 +29,11 @@ pub struct TargetConfig {
     /// How long control threads wait for their clients (VERSION, each message, each reply).
     pub deadlines: Deadlines,
     /// How long a control thread waits for its poller ([`crate::mailbox::CALL_TIMEOUT`]);
-    /// a call not answered in time fails that controller (its client is dropped).
+    /// a call not answered in time drops that controller's client, and the controller
+    /// serves again once its poller answers.
     pub poller_timeout: std::time::Duration,
+    /// What each client may map (fd-backed DMA regions and their bytes).
+    pub client_budget: ClientBudget,
 }
 
 /// One controller to serve.
@@ -94,6 +98,7 @@ pub struct Target {
     next_id: Mutex<u32>,
     deadlines: Deadlines,
     poller_timeout: std::time::Duration,
+    client_budget: ClientBudget,
 }
 
 impl Target {
@@ -115,6 +120,7 @@ impl Target {
             next_id: Mutex::new(0),
             deadlines: config.deadlines,
             poller_timeout: config.poller_timeout,
+            client_budget: config.client_budget,
         })
     }
 
@@ -163,7 +169,8 @@ impl Target {
                 doorbells,
                 msix_vectors,
                 self.poller_timeout,
-            );
+            )
+            .with_budget(self.client_budget);
             std::thread::Builder::new()
                 .name(format!("nvmemu-ctrl{}", id.0))
                 .spawn(move || {
@@ -334,13 +341,14 @@ mod tests {
     }
 
     #[test]
-    fn a_poller_that_stops_answering_fails_only_its_controller() {
+    fn a_poller_that_stops_answering_drops_only_its_controllers_client_until_it_answers() {
         let target = Target::start(TargetConfig {
             cores: vec![0, 1],
             pin: false,
             backoff: Backoff::default(),
             deadlines: Deadlines::default(),
             poller_timeout: Duration::from_millis(100),
+            client_budget: ClientBudget::default(),
         })
         .expect("target");
         let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -385,7 +393,8 @@ mod tests {
         csts(&mut cb).expect("B still answers");
         // Under A's 1 s wedge: B did not wait for it (generous for a loaded machine).
         assert!(t0.elapsed() < Duration::from_millis(900));
-        // A new client of A is refused at once with ENODEV: A stays failed.
+        // While A's poller is still wedged, a new client of A is refused with ENODEV after
+        // a short wait (the call timeout).
         let t0 = Instant::now();
         match Client::connect(&socket_path(da.path())) {
             Err(ClientError::Remote { errno, .. }) => assert_eq!(errno, Errno::NODEV),
@@ -393,5 +402,9 @@ mod tests {
         }
         assert!(t0.elapsed() < Duration::from_millis(900));
         csts(&mut cb).expect("B still answers");
+        // Once the poller answers again, A serves its next client: no operator needed.
+        std::thread::sleep(Duration::from_millis(1200));
+        let mut ca = Client::connect(&socket_path(da.path())).expect("A serves again");
+        assert_eq!(csts(&mut ca).expect("A answers"), 0, "A starts reset");
     }
 }

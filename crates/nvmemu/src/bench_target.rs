@@ -114,6 +114,7 @@ impl EmbeddedTarget {
         crate::signals::remove_on_forced_exit(dir.path());
         let target = Target::start(TargetConfig {
             poller_timeout: nvmemu_device::CALL_TIMEOUT,
+            client_budget: nvmemu_device::ClientBudget::default(),
             deadlines: nvmemu_device::Deadlines::default(),
             cores: placement.target_cpus.clone(),
             pin: true,

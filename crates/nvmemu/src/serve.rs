@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use nvmemu_bdev::MallocBacking;
-use nvmemu_device::{Backoff, Target, TargetConfig, parse_core_mask};
+use nvmemu_device::{Backoff, ClientBudget, Target, TargetConfig, parse_core_mask};
 use nvmemu_mem::ByteSize;
 use nvmemu_rpc::methods::bdev::{
     BdevGetBdevsParams, BdevInfo, BdevMallocCreateParams, BdevNullCreateParams,
@@ -78,6 +78,16 @@ pub struct ServeArgs {
     /// Start from a configuration in SPDK's `save_config` format.
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Most DMA regions backed by an fd one client may have mapped at once; past it,
+    /// DMA_MAP fails with ENOSPC. Each is a mapping in this process, and all controllers
+    /// share `vm.max_map_count`.
+    #[arg(long, value_name = "N", default_value_t = ClientBudget::default().max_maps)]
+    pub max_client_maps: usize,
+    /// Most bytes of such regions one client may have mapped at once (K, M, G, T
+    /// suffixes); past it, DMA_MAP fails with ENOMEM. All controllers share the process's
+    /// 128 TiB of address space.
+    #[arg(long, value_name = "SIZE", default_value = "1T", value_parser = crate::size::parse_size)]
+    pub max_client_map_bytes: u64,
 }
 
 fn parse_mode(text: &str) -> Result<u32, String> {
@@ -106,6 +116,10 @@ pub fn start(args: &ServeArgs, stop: StopHandle) -> Result<Served> {
     };
     let target = Arc::new(Target::start(TargetConfig {
         poller_timeout: nvmemu_device::CALL_TIMEOUT,
+        client_budget: ClientBudget {
+            max_maps: args.max_client_maps,
+            max_map_bytes: args.max_client_map_bytes,
+        },
         deadlines: nvmemu_device::Deadlines::default(),
         cores: cores.clone(),
         pin: true,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! How many DMA maps one client may make (issue 15 item 5): VERSION's `max_dma_maps` (65535)
-//! for any map, and fewer for fd-backed maps when the process's mapping budget
+//! How many DMA maps one client may make with no per-client budget (`serve
+//! --max-client-maps`; that one is in `hostile_neighbours.rs`): VERSION's `max_dma_maps`
+//! (65535) for any map, and fewer for fd-backed maps when the process's mapping budget
 //! (`vm.max_map_count` less a reserve for threads and allocations) runs out first. Past
 //! either, DMA_MAP fails with its exact errno, and the same connection then brings the
 //! controller up with our driver and does verified I/O.
@@ -13,6 +14,7 @@ mod common;
 
 use std::os::fd::AsFd;
 
+use nvmemu_device::{ClientBudget, Deadlines};
 use nvmemu_driver::{Controller, VfioUserTransport};
 use nvmemu_vfio_user::{Client, DmaMap, DmaUnmap, Errno};
 
@@ -73,7 +75,12 @@ fn map_until_refused(
 
 #[test]
 fn dma_maps_stop_at_the_advertised_limit_and_at_the_mapping_budget_with_exact_errors() {
-    let t = common::start_default();
+    // No per-client budget: this test is about the limits beyond it.
+    let unlimited = ClientBudget {
+        max_maps: usize::MAX,
+        max_map_bytes: u64::MAX,
+    };
+    let t = common::start_with_budget(&[("malloc", 512, 1 << 15)], Deadlines::default(), unlimited);
     let mut client = Client::connect(&t.socket()).unwrap();
 
     // fd-backed: the process's budget of shared mappings ends first (ENOMEM), unless

@@ -25,18 +25,30 @@ pub fn serve_connection(
     limits: &Limits,
 ) -> io::Result<()> {
     let slot = Slot::new(stream.try_clone()?, Instant::now());
-    serve_slot(stream, &slot, handler, stop, limits)
+    serve_slot(
+        stream,
+        &slot,
+        handler,
+        stop,
+        limits,
+        &mut vec![0u8; READ_CHUNK],
+    )
 }
 
-/// [`serve_connection`] for a connection of the server's pool.
+/// Bytes read from a connection at a time.
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
+
+/// [`serve_connection`] for a connection of the server's pool, reading into `chunk` (the
+/// connection thread's own buffer).
 pub(crate) fn serve_slot(
     stream: UnixStream,
     slot: &Slot,
     handler: &(dyn Handler + Send + Sync),
     stop: &StopHandle,
     limits: &Limits,
+    chunk: &mut [u8],
 ) -> io::Result<()> {
-    let result = run(stream, slot, handler, stop, limits);
+    let result = run(stream, (slot, chunk), handler, stop, limits);
     // The slot keeps a clone of the socket: close it for the peer now, not when the
     // accept loop next prunes its list.
     slot.shut_down();
@@ -45,7 +57,7 @@ pub(crate) fn serve_slot(
 
 fn run(
     mut stream: UnixStream,
-    slot: &Slot,
+    (slot, chunk): (&Slot, &mut [u8]),
     handler: &(dyn Handler + Send + Sync),
     stop: &StopHandle,
     limits: &Limits,
@@ -53,7 +65,6 @@ fn run(
     stream.set_nonblocking(false)?;
     stream.set_write_timeout(Some(limits.reply))?;
     let mut framer = Framer::new(limits.max_request_bytes);
-    let mut chunk = vec![0u8; 64 * 1024];
     // When the first byte of the request being received arrived.
     let mut request_started: Option<Instant> = None;
     loop {
@@ -71,7 +82,7 @@ fn run(
             }
             Wake::Ready => {}
         }
-        let n = match stream.read(&mut chunk) {
+        let n = match stream.read(chunk) {
             Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

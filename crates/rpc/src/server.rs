@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The UNIX-socket JSON-RPC server: one thread per connection, several requests per
-//! connection, replies as compact JSON followed by `\n` (as SPDK's `end_response` does).
+//! The UNIX-socket JSON-RPC server: a fixed set of connection threads, one connection each
+//! at a time, several requests per connection, replies as compact JSON followed by `\n` (as
+//! SPDK's `end_response` does).
 //!
 //! # Hostile clients
 //!
@@ -21,6 +22,10 @@
 //!   connections") and a close. A call that waits (a `bdev_get_bdevs` `timeout`) ends when
 //!   its client leaves ([`Caller::is_gone`](crate::Caller::is_gone)), freeing the slot.
 //! * **Replies** must be taken off the socket within [`Limits::reply`].
+//! * **Threads**: the [`Limits::max_connections`] connection threads start with the server
+//!   and serve one connection after another, so answering a client never depends on
+//!   starting a thread at that moment (which fails when another client has used up the
+//!   process's address space or mappings).
 //!
 //! Stopping: [`StopHandle`] wakes the accept loop and every idle connection. [`serve_on`]
 //! joins its connection threads before returning, so a reply being written when `stop()` is
@@ -31,14 +36,15 @@ use std::io::{self, Write};
 use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use nvmemu_sockfile::{Access, BindError, SocketFile, StopHandle, Wake};
 use rustix::event::PollFlags;
 
-use crate::conn::serve_slot;
+use crate::conn::{READ_CHUNK, serve_slot};
 use crate::dispatch::{Handler, error_reply};
 use crate::error::{Errno, RpcError};
 use crate::limits::Limits;
@@ -81,6 +87,7 @@ pub fn serve(
 }
 
 /// Serves JSON-RPC on `socket` until `stop` is stopped. The socket file is removed on return.
+/// Fails at once if the connection threads cannot be started.
 pub fn serve_on(
     socket: RpcSocket,
     handler: Arc<dyn Handler + Send + Sync>,
@@ -88,30 +95,86 @@ pub fn serve_on(
     limits: &Limits,
 ) -> io::Result<()> {
     socket.listener.set_nonblocking(true)?;
+    let workers = Workers::start(&handler, &stop, limits)?;
     tracing::info!(path = %socket.path().display(), "JSON-RPC server listening");
     let mut pool = Pool {
         conns: Vec::new(),
         refused: VecDeque::new(),
         epoch: Instant::now(),
     };
-    let result = accept_loop(&socket.listener, &handler, &stop, limits, &mut pool);
+    let result = accept_loop(&socket.listener, &workers.jobs, &stop, limits, &mut pool);
     drop(socket);
-    for c in pool.conns {
-        let _ = c.thread.join();
-    }
+    workers.join();
     result
 }
 
+/// A connection for a connection thread to serve.
+type Job = (UnixStream, Arc<Slot>);
+
+/// The connection threads, started with the server.
 #[derive(Debug)]
-struct Conn {
-    thread: JoinHandle<()>,
-    slot: Arc<Slot>,
+struct Workers {
+    jobs: SyncSender<Job>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Workers {
+    /// One thread per connection slot, each with its read buffer.
+    fn start(
+        handler: &Arc<dyn Handler + Send + Sync>,
+        stop: &StopHandle,
+        limits: &Limits,
+    ) -> io::Result<Workers> {
+        let n = limits.max_connections.max(1);
+        let (jobs, queue) = sync_channel::<Job>(n);
+        let queue = Arc::new(Mutex::new(queue));
+        let mut threads = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (queue, handler) = (Arc::clone(&queue), Arc::clone(handler));
+            let (stop, limits) = (stop.clone(), limits.clone());
+            // On failure the threads started so far end when `jobs` is dropped.
+            threads.push(
+                std::thread::Builder::new()
+                    .name("nvmemu-rpc-conn".into())
+                    .spawn(move || serve_jobs(&queue, handler.as_ref(), &stop, &limits))?,
+            );
+        }
+        Ok(Workers { jobs, threads })
+    }
+
+    /// Ends the threads once their connections have ended.
+    fn join(self) {
+        drop(self.jobs);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A connection thread: serves one connection after another until the server stops.
+fn serve_jobs(
+    queue: &Mutex<Receiver<Job>>,
+    handler: &(dyn Handler + Send + Sync),
+    stop: &StopHandle,
+    limits: &Limits,
+) {
+    let mut chunk = vec![0u8; READ_CHUNK];
+    loop {
+        let job = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        let Ok((stream, slot)) = job else {
+            return; // the server is stopping
+        };
+        if let Err(e) = serve_slot(stream, &slot, handler, stop, limits, &mut chunk) {
+            tracing::debug!(error = %e, "RPC connection ended with error");
+        }
+        slot.end();
+    }
 }
 
 /// The accept loop's view of the connections.
 #[derive(Debug)]
 struct Pool {
-    conns: Vec<Conn>,
+    conns: Vec<Arc<Slot>>,
     /// Refused clients, kept open (not read) for a while so that a client that sends its
     /// request before reading still reads the refusal rather than a broken pipe.
     refused: VecDeque<UnixStream>,
@@ -121,28 +184,28 @@ struct Pool {
 impl Pool {
     /// Makes room for one more connection if needed: true if there is room.
     fn make_room(&mut self, limit: usize) -> bool {
-        self.conns.retain(|c| !c.thread.is_finished());
+        self.conns.retain(|c| c.activity() != Activity::Ended as u8);
         let live = self
             .conns
             .iter()
-            .filter(|c| c.slot.activity() != Activity::Evicted as u8)
+            .filter(|c| c.activity() != Activity::Evicted as u8)
             .count();
         if live < limit {
             return true;
         }
-        let mut open: Vec<&Conn> = self
+        let mut open: Vec<&Arc<Slot>> = self
             .conns
             .iter()
-            .filter(|c| c.slot.activity() == Activity::Open as u8)
+            .filter(|c| c.activity() == Activity::Open as u8)
             .collect();
-        open.sort_by_key(|c| c.slot.last_active_ms());
+        open.sort_by_key(|c| c.last_active_ms());
         for c in open {
-            if c.slot.evict() {
+            if c.evict() {
                 tracing::info!(
                     "RPC connection quiet for {} ms closed to make room for a new one",
                     u64::try_from(self.epoch.elapsed().as_millis())
                         .unwrap_or(u64::MAX)
-                        .saturating_sub(c.slot.last_active_ms())
+                        .saturating_sub(c.last_active_ms())
                 );
                 return true;
             }
@@ -173,7 +236,7 @@ impl Pool {
 
 fn accept_loop(
     listener: &UnixListener,
-    handler: &Arc<dyn Handler + Send + Sync>,
+    jobs: &SyncSender<Job>,
     stop: &StopHandle,
     limits: &Limits,
     pool: &mut Pool,
@@ -200,20 +263,14 @@ fn accept_loop(
                     continue;
                 }
             };
-            let handler = Arc::clone(handler);
-            let (stop, limits, thread_slot) = (stop.clone(), limits.clone(), Arc::clone(&slot));
-            let spawned = std::thread::Builder::new()
-                .name("nvmemu-rpc-conn".into())
-                .spawn(move || {
-                    if let Err(e) =
-                        serve_slot(stream, &thread_slot, handler.as_ref(), &stop, &limits)
-                    {
-                        tracing::debug!(error = %e, "RPC connection ended with error");
-                    }
-                });
-            match spawned {
-                Ok(thread) => pool.conns.push(Conn { thread, slot }),
-                Err(e) => tracing::warn!(error = %e, "cannot spawn RPC connection thread"),
+            // A thread is free or about to be (one per slot; an evicted connection's thread
+            // is leaving), so the queue never holds more than the slots.
+            match jobs.try_send((stream, Arc::clone(&slot))) {
+                Ok(()) => pool.conns.push(slot),
+                Err(TrySendError::Full((stream, _))) => {
+                    pool.refuse(stream, limits.max_connections);
+                }
+                Err(TrySendError::Disconnected(_)) => break,
             }
         }
     }

@@ -17,6 +17,8 @@ pub(crate) enum Activity {
     Calling = 1,
     /// Closed to make room; its thread is leaving.
     Evicted = 2,
+    /// Its thread has finished with it.
+    Ended = 3,
 }
 
 /// One connection's shared state: its activity and its socket, so that the accept loop can
@@ -86,6 +88,13 @@ impl Slot {
             self.shut_down();
         }
         won
+    }
+
+    /// The connection's thread has finished with it: the slot can go.
+    pub(crate) fn end(&self) {
+        // Release: the thread's last use of the slot happens before the accept loop drops it.
+        self.activity
+            .store(Activity::Ended as u8, Ordering::Release);
     }
 
     /// Shuts the socket down in both directions (the peer sees EOF).

@@ -34,9 +34,10 @@ pub trait Device {
     /// The client went away or the connection was dropped: drop its maps and eventfds.
     /// Called exactly once per [`crate::serve_connection`] call.
     fn disconnected(&mut self);
-    /// Whether the device can serve no client any more (e.g. its backend stopped answering
-    /// and its state can no longer be trusted). Checked after each request: the client is
-    /// then dropped, and each later client's first request gets ENODEV. Default: never.
+    /// Whether the device cannot serve a client now (e.g. its backend stopped answering
+    /// and its state cannot be trusted until it answers again). Checked before and after
+    /// each request: the client is then dropped, and a later client's request gets ENODEV
+    /// for as long as this stays true. Default: never.
     fn failed(&self) -> bool {
         false
     }

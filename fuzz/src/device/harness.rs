@@ -56,7 +56,7 @@ impl Harness {
         let id = ControllerId(1);
         let mailbox: Arc<Mailbox<PollerState>> = Arc::default();
         mailbox.set_poller(std::thread::current());
-        // No call may time out on a loaded machine: a timeout fails the controller for good.
+        // No call may time out on a loaded machine: a timeout drops the client mid-sequence.
         let mut function = NvmeFunction::new(
             id,
             mailbox.clone(),

@@ -42,6 +42,7 @@ fn shared() -> &'static Shared {
                 backoff: Backoff::default(),
                 deadlines: Deadlines::default(),
                 poller_timeout: nvmemu_device::CALL_TIMEOUT,
+                client_budget: nvmemu_device::ClientBudget::default(),
             })
             .expect("target"),
         ),

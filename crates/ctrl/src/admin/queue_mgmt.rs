@@ -136,6 +136,7 @@ impl Controller {
             return Err(Status::INVALID_QID);
         }
         self.abort_queued(qid);
+        self.abort_zeroing_on(qid);
         self.queues.remove_sq(qid).ok_or(Status::INVALID_QID)?;
         Ok(0)
     }

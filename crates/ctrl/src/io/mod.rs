@@ -6,6 +6,7 @@ mod dsm;
 mod flush;
 mod rw;
 mod write_zeroes;
+pub(crate) mod zeroing;
 
 use nvmemu_bdev::{BdevError, BdevErrorKind, BdevOp};
 use nvmemu_spec::{DataPtr, IoCommand, Lba, Nsid, Qid, Sqe, Status};
@@ -14,28 +15,38 @@ use crate::Controller;
 use crate::namespace::Namespace;
 
 impl Controller {
-    /// Execute one I/O command taken from `sqid`.
-    pub(crate) fn exec_io(&mut self, sqid: Qid, sqe: &Sqe) -> Result<u32, Status> {
+    /// Execute one I/O command taken from `sqid`. `None`: the command was set aside and
+    /// completes in a later pass (a large Deallocate or Write Zeroes, see `zeroing.rs`).
+    pub(crate) fn exec_io(&mut self, sqid: Qid, sqe: &Sqe) -> Option<Result<u32, Status>> {
         // The hot path skips `IoCommand` (see `IoCommand::plain_rw`).
         if let Some(c) = IoCommand::plain_rw(sqe) {
-            return self.read_write(sqid, c.write, c.nsid, (c.slba, c.blocks), &c.dptr());
+            return Some(self.read_write(sqid, c.write, c.nsid, (c.slba, c.blocks), &c.dptr()));
         }
+        self.exec_other_io(sqid, sqe)
+    }
+
+    #[inline(never)]
+    fn exec_other_io(&mut self, sqid: Qid, sqe: &Sqe) -> Option<Result<u32, Status>> {
+        let cmd = match IoCommand::decode(sqe) {
+            Ok(cmd) => cmd,
+            Err(s) => return Some(Err(s)),
+        };
         let max = self.max_transfer();
-        let (read, written) = match IoCommand::decode(sqe)? {
+        let zero = match cmd {
             IoCommand::Read {
                 nsid,
                 slba,
                 blocks,
                 fua: _,
                 dptr,
-            } => return self.read_write(sqid, false, nsid, (slba, blocks), &dptr),
+            } => return Some(self.read_write(sqid, false, nsid, (slba, blocks), &dptr)),
             IoCommand::Write {
                 nsid,
                 slba,
                 blocks,
                 fua: _,
                 dptr,
-            } => return self.read_write(sqid, true, nsid, (slba, blocks), &dptr),
+            } => return Some(self.read_write(sqid, true, nsid, (slba, blocks), &dptr)),
             IoCommand::Compare {
                 nsid,
                 slba,
@@ -43,19 +54,13 @@ impl Controller {
                 dptr,
             } => {
                 self.counters.host_read_commands += 1;
-                rw::compare(
-                    active_ns(&self.namespaces, nsid)?,
-                    &self.mem,
-                    slba,
-                    blocks,
-                    &dptr,
-                    max,
-                )?;
-                (0, 0)
+                let ns = active_ns(&self.namespaces, nsid);
+                return Some(ns.and_then(|ns| {
+                    rw::compare(ns, &self.mem, slba, blocks, &dptr, max).map(|()| 0)
+                }));
             }
             IoCommand::Flush { nsid } => {
-                flush::flush(&self.namespaces, nsid)?;
-                (0, 0)
+                return Some(flush::flush(&self.namespaces, nsid).map(|()| 0));
             }
             IoCommand::WriteZeroes {
                 nsid,
@@ -63,37 +68,29 @@ impl Controller {
                 blocks,
                 deallocate,
                 fua: _,
-            } => {
-                write_zeroes::write_zeroes(
-                    active_ns(&self.namespaces, nsid)?,
-                    slba,
-                    blocks,
-                    deallocate,
-                )?;
-                (0, 0)
-            }
+            } => active_ns(&self.namespaces, nsid).and_then(|ns| {
+                write_zeroes::write_zeroes_range(ns, slba, blocks, deallocate)
+                    .map(|(op, r)| Some((nsid, op, r)))
+            }),
             IoCommand::DatasetManagement {
                 nsid,
                 ranges,
                 attrs,
                 dptr,
-            } => {
-                dsm::dataset_management(
-                    active_ns(&self.namespaces, nsid)?,
-                    &self.mem,
-                    ranges,
-                    attrs,
-                    &dptr,
-                )?;
-                (0, 0)
-            }
+            } => active_ns(&self.namespaces, nsid).and_then(|ns| {
+                dsm::deallocate_ranges(ns, &self.mem, ranges, attrs, &dptr)
+                    .map(|r| r.map(|r| (nsid, BdevOp::Deallocate, r)))
+            }),
             IoCommand::Unknown(opcode) => {
                 tracing::debug!(target: "guest", opcode, "unsupported I/O opcode");
-                return Err(Status::INVALID_OPCODE);
+                return Some(Err(Status::INVALID_OPCODE));
             }
         };
-        self.count_bytes(sqid, read, written);
-        Ok(0)
+        match zero {
+            Ok(Some((nsid, op, ranges))) => self.zero_ranges((sqid, sqe), nsid, op, &ranges),
+            Ok(None) => Some(Ok(0)),
+            Err(s) => Some(Err(s)),
+        }
     }
 
     /// A Read (`write` false) or Write of `blocks` blocks at `slba`: the data move, then the

@@ -1,25 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Write Zeroes (NVM Command Set, 6.16). No data moves, so MDTS does not apply; with DEAC
-//! the blocks are deallocated, which reads back as zeroes too (DLFEAT).
+//! the blocks are deallocated, which reads back as zeroes too (DLFEAT). The work itself is
+//! `zeroing.rs`'s.
 
+use nvmemu_bdev::BdevOp;
 use nvmemu_spec::{Lba, Status};
 
-use super::{bdev_status, byte_range};
+use super::byte_range;
+use super::zeroing::ByteRanges;
 use crate::namespace::Namespace;
 
-/// Zero `blocks` blocks at `slba`.
-pub(super) fn write_zeroes(
+/// The operation and byte range of a Write Zeroes of `blocks` blocks at `slba`.
+pub(super) fn write_zeroes_range(
     ns: &Namespace,
     slba: Lba,
     blocks: u32,
     deallocate: bool,
-) -> Result<(), Status> {
-    let (offset, len) = byte_range(ns, slba, blocks)?;
-    let bdev = ns.io();
-    let res = if deallocate {
-        bdev.deallocate(offset, len)
+) -> Result<(BdevOp, ByteRanges), Status> {
+    let range = byte_range(ns, slba, blocks)?;
+    let op = if deallocate {
+        BdevOp::Deallocate
     } else {
-        bdev.write_zeroes(offset, len)
+        BdevOp::WriteZeroes
     };
-    res.map_err(|e| bdev_status(&e))
+    Ok((op, ByteRanges::merged(std::iter::once(range))))
 }

@@ -15,6 +15,7 @@ const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 fn handler() -> (NvmemuHandler, StopHandle) {
     let target = Target::start(TargetConfig {
         poller_timeout: nvmemu_device::CALL_TIMEOUT,
+        client_budget: nvmemu_device::ClientBudget::default(),
         deadlines: nvmemu_device::Deadlines::default(),
         cores: vec![0],
         pin: false,

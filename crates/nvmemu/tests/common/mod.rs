@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use nvmemu_bdev::Bdev;
 use nvmemu_ctrl::{ControllerConfig, Namespace};
-use nvmemu_device::{Backoff, ControllerId, ControllerSpec, Target, TargetConfig};
+use nvmemu_device::{Backoff, ClientBudget, ControllerId, ControllerSpec, Target, TargetConfig};
 use nvmemu_driver::{AttachOptions, Controller, VfioUserTransport};
 use nvmemu_mem::{MmapRegion, Protection};
 use nvmemu_spec::opcode::{AdminOpcode, IoOpcode};
@@ -82,10 +82,20 @@ pub fn start_with(
     namespaces: &[(&str, u32, u64)],
     deadlines: nvmemu_device::Deadlines,
 ) -> TestTarget {
+    start_with_budget(namespaces, deadlines, ClientBudget::default())
+}
+
+/// [`start`] with these client deadlines and this per-client map budget.
+pub fn start_with_budget(
+    namespaces: &[(&str, u32, u64)],
+    deadlines: nvmemu_device::Deadlines,
+    client_budget: ClientBudget,
+) -> TestTarget {
     let dir = tempfile::tempdir().expect("tempdir");
     // Pollers unpinned and backing off: tests run in parallel on 2 cores.
     let target = Target::start(TargetConfig {
         poller_timeout: nvmemu_device::CALL_TIMEOUT,
+        client_budget,
         deadlines,
         cores: vec![0],
         pin: false,
