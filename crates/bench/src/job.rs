@@ -42,7 +42,7 @@ pub use crate::offsets::Rng;
 use crate::plan::JobPlan;
 use crate::stats::{IoLatency, JobStats, PendingLatencies};
 use crate::sysinfo::{ThreadUsage, thread_usage};
-use crate::verify::{Checksum, GEN_TRIMMED, Method, Verifier, VerifyFailure};
+use crate::verify::{Checksum, GEN_ANY, GEN_TRIMMED, Method, Verifier, VerifyFailure};
 
 /// Generation value meaning "content unknown" (a failed write); never checked.
 const GEN_UNKNOWN: u32 = u32::MAX;
@@ -102,7 +102,8 @@ pub struct VerifySummary {
     pub verified_ios: u64,
     /// Logical blocks checked and found good.
     pub verified_blocks: u64,
-    /// Reads of blocks with no known content (never written by this job).
+    /// Reads of a mixed job's main phase that touched no block this job wrote (as
+    /// fio, they are not checked; a read-only job checks every block it reads).
     pub unverifiable_ios: u64,
     /// The first few failures.
     pub first: Vec<VerifyFailure>,
@@ -197,7 +198,14 @@ enum Phase {
     Verify { cursor: u64 },
 }
 
-/// Checks a verify read of `s` (in `buf`) against the generation table.
+/// Whether the job only reads: with verify, it checks every block it reads against
+/// the block's own header (or the pattern), as fio does, since it wrote none of them.
+fn reads_only(plan: &JobPlan) -> bool {
+    plan.read_pct == 100 && !plan.rw.is_trim()
+}
+
+/// Checks a verify read of `s` (in `buf`) against the generation table; blocks the
+/// job did not write are checked only in a read-only job.
 fn check_read(
     plan: &JobPlan,
     verifier: &Verifier,
@@ -210,9 +218,10 @@ fn check_read(
         .unwrap_or(usize::MAX);
     let block_size = usize::try_from(plan.block_size).unwrap_or(512);
     let mut checked = 0u64;
+    let any_writer = reads_only(plan);
     for (i, chunk) in (0u64..s.units).zip(buf.chunks(unit_len.max(1))) {
         let g = gen_at(gens, s.unit + i);
-        if g == 0 || g == GEN_UNKNOWN {
+        if g == GEN_UNKNOWN || (g == GEN_ANY && !any_writer) {
             continue;
         }
         let lba = s.lba + i * u64::from(plan.unit_blocks);
@@ -266,7 +275,9 @@ pub fn run_job(
     }
     let vplan = plan.verify.as_ref();
     let verifier = vplan.map(|v| Verifier::new(v.method.clone(), plan.job));
-    let checking = vplan.is_some_and(|v| v.do_verify);
+    // fio checks a read-only job's reads even with do_verify=0 (that option only
+    // drops the read-back phase after writes).
+    let checking = vplan.is_some_and(|v| v.do_verify || reads_only(plan));
     let dry_run = vplan.is_some_and(|v| v.verify_only);
     let backlog_len = vplan.and_then(|v| v.backlog).filter(|_| checking);
     if verifier.is_none() {

@@ -163,6 +163,38 @@ fn trim_deallocates_on_the_device_and_the_blocks_read_back_zeroes() {
 }
 
 #[test]
+fn a_later_read_verify_job_passes_on_intact_data_and_fails_on_lost_data() {
+    // Write with verify headers and no read-back, then check from other clients (new
+    // processes) as fio users do: a read job with the same --verify.
+    let t = common::start(&[("malloc", 512, 1 << 15)]);
+    let dir = t.dir().to_str().unwrap().to_owned();
+    let on = |args: &[&str]| {
+        let mut a = vec!["--socket", dir.as_str(), "--bs=64k"];
+        a.extend_from_slice(args);
+        bench(&a)
+    };
+    let read_verify = ["--rw=randread", "--verify=md5", "--size=2m"];
+    // Nothing written yet: nothing to verify is a failure, as fio's bad magic header.
+    let blank = on(&read_verify);
+    assert_eq!(blank.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&blank.stderr);
+    assert!(err.contains("bad magic 0x00000000"), "{err}");
+    json_of(&on(&["--rw=write", "--verify=md5", "--do_verify=0", "--size=2m"]));
+    let v = json_of(&on(&read_verify));
+    let job = &v["jobs"][0];
+    assert_eq!(job["verify"]["verified_blocks"], 4096, "{job}");
+    assert_eq!(job["verify"]["unverifiable_ios"], 0, "{job}");
+    // Lost: 64 KiB trimmed in the middle.
+    json_of(&on(&["--rw=trim", "--offset=1m", "--size=64k"]));
+    let lost = on(&read_verify);
+    assert_eq!(lost.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&lost.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["error"], 84);
+    let err = String::from_utf8_lossy(&lost.stderr);
+    assert!(err.contains("verify failed at lba 2048: bad magic"), "{err}");
+}
+
+#[test]
 fn two_jobs_verify_on_two_queue_pairs() {
     let v = json_of(&bench(&[
         "--numjobs=2",
