@@ -222,7 +222,8 @@ impl Controller {
         let granted = nsqa.min(ncqa);
         let n = u16::try_from(granted.min(u32::from(opts.io_queues))).unwrap_or(opts.io_queues);
         if n < opts.io_queues {
-            tracing::warn!(
+            // Allowed by the spec; the caller sees how many queue pairs it got.
+            tracing::debug!(
                 requested = opts.io_queues,
                 granted,
                 "fewer I/O queues than requested"

@@ -17,7 +17,7 @@ use nvmemu_driver::{AttachOptions, Controller, IO_CQ_DEPTH_FACTOR};
 use nvmemu_spec::Nsid;
 
 use crate::bench_checks::{
-    check_cpus, check_depth, check_embedded, check_writable, shared_cpus_warning,
+    check_cpus, check_depth, check_embedded, check_queues, check_writable, shared_cpus_warning,
 };
 use crate::bench_jobs::{JobSpec, RunPlan, plan_run};
 use crate::bench_output::{Output, notes};
@@ -203,12 +203,7 @@ pub fn make_driver_queues(
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<DriverQueue>> {
     let qpairs = ctrl.qpairs();
-    if qpairs.len() < usize::try_from(numjobs).unwrap_or(usize::MAX) {
-        bail!(
-            "the controller granted {} I/O queues, {numjobs} jobs need one each",
-            qpairs.len()
-        );
-    }
+    check_queues(numjobs, u32::try_from(qpairs.len()).unwrap_or(u32::MAX))?;
     let pool = ctrl.dma_pool().clone();
     qpairs
         .into_iter()
@@ -475,7 +470,8 @@ fn namespace_of(args: &BenchArgs) -> String {
     }
 }
 
-/// The exit status of a finished run, as fio: a failed job fails the command.
+/// The exit status of a finished run, as fio: a failed job fails the command, and so
+/// does a run a signal stopped (exit status 128).
 fn finish(result: &BenchResult) -> Result<()> {
     match result.jobs.iter().find(|j| j.errno() != 0) {
         Some(j) => bail!(
@@ -484,7 +480,7 @@ fn finish(result: &BenchResult) -> Result<()> {
             j.error_text()
                 .unwrap_or_else(|| format!("err={}", j.errno()))
         ),
-        None => Ok(()),
+        None => Ok(crate::signals::check_interrupted()?),
     }
 }
 

@@ -39,6 +39,16 @@ fn json_of(out: &Output) -> Value {
     })
 }
 
+/// The JSON report on stdout, whatever the exit status.
+fn report_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "output is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
 fn dir_ios(job: &Value, dir: &str) -> u64 {
     job[dir]["total_ios"].as_u64().expect("total_ios")
 }
@@ -179,7 +189,12 @@ fn a_later_read_verify_job_passes_on_intact_data_and_fails_on_lost_data() {
     assert_eq!(blank.status.code(), Some(1));
     let err = String::from_utf8_lossy(&blank.stderr);
     assert!(err.contains("bad magic 0x00000000"), "{err}");
-    json_of(&on(&["--rw=write", "--verify=md5", "--do_verify=0", "--size=2m"]));
+    json_of(&on(&[
+        "--rw=write",
+        "--verify=md5",
+        "--do_verify=0",
+        "--size=2m",
+    ]));
     let v = json_of(&on(&read_verify));
     let job = &v["jobs"][0];
     assert_eq!(job["verify"]["verified_blocks"], 4096, "{job}");
@@ -191,7 +206,10 @@ fn a_later_read_verify_job_passes_on_intact_data_and_fails_on_lost_data() {
     let v: Value = serde_json::from_slice(&lost.stdout).unwrap();
     assert_eq!(v["jobs"][0]["error"], 84);
     let err = String::from_utf8_lossy(&lost.stderr);
-    assert!(err.contains("verify failed at lba 2048: bad magic"), "{err}");
+    assert!(
+        err.contains("verify failed at lba 2048: bad magic"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -403,8 +421,15 @@ fn ctrl_c_stops_the_run_and_still_reports() {
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let out = child.wait_with_output().unwrap();
     let err = reader.join().unwrap();
-    assert!(out.status.success(), "{}: {err}", out.status);
-    let v = json_of(&out);
+    // fio's status for an interrupted run: scripts can tell it from a complete one.
+    assert_eq!(out.status.code(), Some(128), "{err}");
+    assert!(
+        err.ends_with(
+            "nvmemu: SIGINT stopped the run before it completed; the report covers it until then\n"
+        ),
+        "{err}"
+    );
+    let v = report_of(&out);
     let job = &v["jobs"][0];
     assert_eq!(job["error"], 0, "{err}");
     assert!(dir_ios(job, "read") > 0);
@@ -505,9 +530,9 @@ fn two_quick_sigints_still_print_the_report_and_remove_the_socket_directory() {
     signal(&run.child, rustix::process::Signal::INT);
     let out = run.child.wait_with_output().unwrap();
     let err = run.reader.join().unwrap();
-    assert!(out.status.success(), "{}: {err}", out.status);
+    assert_eq!(out.status.code(), Some(128), "{err}");
     assert!(err.contains("nvmemu: SIGINT: stopping the run"), "{err}");
-    let v = json_of(&out);
+    let v = report_of(&out);
     let job = &v["jobs"][0];
     assert_eq!(job["error"], 0, "{err}");
     assert!(dir_ios(job, "read") > 0);
@@ -624,6 +649,27 @@ fn iodepth_beyond_an_external_controllers_queues_is_rejected_before_the_jobs() {
         "{e}"
     );
     common::assert_serves_next_client(&t);
+}
+
+#[test]
+fn what_fio_users_type_gets_fio_answers() {
+    // Less than one block: fio's "size too small", not a range that "does not fit".
+    let e = rejected(&["--size=1k"]);
+    assert!(
+        e.contains("Size too small, must not be less than minimum block size: 1024 < 4096"),
+        "{e}"
+    );
+    // More jobs than queue pairs: one line before anything starts, no log line first.
+    let e = rejected(&["--numjobs=1000", "--size=64k"]);
+    assert!(e.contains("--numjobs=1000 needs 1000 I/O queues"), "{e}");
+    // An option given twice: the last one wins, as in fio.
+    let v = json_of(&bench(&[
+        "--rw=read",
+        "--size=64k",
+        "--size=128k",
+        "--bs=4k",
+    ]));
+    assert_eq!(dir_ios(&v["jobs"][0], "read"), 32);
 }
 
 #[test]
