@@ -482,6 +482,15 @@ impl Controller {
         std::mem::take(&mut self.qpairs)
     }
 
+    /// Gives the controller up without a word to the device: no queue deletion, no
+    /// shutdown notification, no unmap. For a device that stopped answering, where each
+    /// of those steps would wait out its timeout. Dropping the controller then closes
+    /// the connection, which the server handles as a vanished client.
+    pub fn abandon(&mut self) {
+        self.io_qids.clear();
+        self.state = State::ShutDown;
+    }
+
     /// Delete the I/O queues, notify shutdown (CC.SHN = 01b, wait CSTS.SHST = 10b) and undo
     /// the DMA map. Stop using every `IoQpair` first: their queues no longer exist after this.
     /// Idempotent; also attempted by `Drop`.

@@ -102,8 +102,9 @@ pub struct BenchArgs {
     /// reports both IOPS as the tracing overhead. Without the flag nothing is timed.
     #[arg(long = "lat-breakdown")]
     pub lat_breakdown: bool,
-    /// How long to wait for the server to accept the connection and for each of its
-    /// vfio-user replies (with --socket; the in-process target answers at once).
+    /// How long to wait for the server to accept the connection, for each of its
+    /// vfio-user replies, and, mid-run, for any completion while commands are in flight
+    /// (then the job fails and the controller is given up).
     #[arg(long = "reply-timeout", value_name = "TIME", default_value = "5s", value_parser = nvmemu_bench::parse_time)]
     pub reply_timeout: Duration,
     /// In-process target only: serve N controllers (one namespace, one bdev) from the one
@@ -182,14 +183,16 @@ pub fn attach(
 
 pub use nvmemu::error_chain;
 
-/// One [`DriverQueue`] per job on namespace `nsid`; `stop` is the run's stop flag.
+/// One [`DriverQueue`] per job on namespace `nsid`; `stop` is the run's stop flag, and
+/// a queue on which nothing completes for `stall` is given up.
 pub fn make_queues(
     ctrl: &mut Controller,
     nsid: u32,
     numjobs: u32,
     stop: &Arc<AtomicBool>,
+    stall: Duration,
 ) -> Result<Vec<Box<dyn IoQueue>>> {
-    Ok(make_driver_queues(ctrl, nsid, numjobs, stop)?
+    Ok(make_driver_queues(ctrl, nsid, numjobs, stop, stall)?
         .into_iter()
         .map(|q| Box::new(q) as Box<dyn IoQueue>)
         .collect())
@@ -201,6 +204,7 @@ pub fn make_driver_queues(
     nsid: u32,
     numjobs: u32,
     stop: &Arc<AtomicBool>,
+    stall: Duration,
 ) -> Result<Vec<DriverQueue>> {
     let qpairs = ctrl.qpairs();
     check_queues(numjobs, u32::try_from(qpairs.len()).unwrap_or(u32::MAX))?;
@@ -208,7 +212,7 @@ pub fn make_driver_queues(
     qpairs
         .into_iter()
         .map(|qp| {
-            DriverQueue::new(qp, pool.clone(), Nsid(nsid), Arc::clone(stop))
+            DriverQueue::new(qp, pool.clone(), Nsid(nsid), Arc::clone(stop), stall)
                 .map_err(anyhow::Error::from)
         })
         .collect()
@@ -312,7 +316,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
     let mut result = match &lead.socket {
         _ if let Some(addr) = lead.device => {
-            run_stages(&plan, &stop, lead.nsid, &addr.to_string(), |needs| {
+            run_stages(&plan, &stop, &lead, &addr.to_string(), |needs| {
                 crate::bench_device::attach(addr, needs)
             })?
         }

@@ -596,6 +596,64 @@ fn a_stop_that_cannot_finish_ends_after_the_grace_with_a_message() {
     assert!(err.contains("did not stop within 5 s of SIGTERM"), "{err}");
 }
 
+#[test]
+fn a_server_stopped_mid_run_fails_it_within_the_reply_timeout_in_one_line() {
+    // A real `nvmemu serve` in its own process, so that it can be SIGSTOPped.
+    let tmp = tempfile::tempdir().unwrap();
+    let ctrl = tmp.path().join("ctrl");
+    std::fs::create_dir(&ctrl).unwrap();
+    let mut server = nvmemu()
+        .args([
+            "serve",
+            "-m",
+            "0x1",
+            "--ns",
+            "malloc:size=64M,lba=512",
+            "-r",
+        ])
+        .arg(tmp.path().join("rpc.sock"))
+        .arg("--socket-dir")
+        .arg(&ctrl)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_for("the server's socket", || {
+        ctrl.join("cntrl").exists().then_some(())
+    });
+    let run = spawn_running(&[
+        "--output-format=json",
+        "--runtime=60",
+        "--time_based",
+        "--reply-timeout=1s",
+        "--socket",
+        ctrl.to_str().unwrap(),
+    ]);
+    signal(&server, rustix::process::Signal::STOP);
+    let stopped = std::time::Instant::now();
+    let out = run.child.wait_with_output().unwrap();
+    let took = stopped.elapsed();
+    let err = run.reader.join().unwrap();
+    signal(&server, rustix::process::Signal::CONT);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    // Was: a 10 s stall limit whatever --reply-timeout said, then three more timeouts
+    // detaching, with a WARN line each.
+    assert!(took < std::time::Duration::from_secs(6), "took {took:?}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err
+        .split(['\n', '\r'])
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("Jobs: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("nvmemu: job 0 failed: No completion on queue 1 for "),
+        "{err}"
+    );
+    let v = report_of(&out);
+    assert_eq!(v["jobs"][0]["error"], 5, "EIO");
+}
+
 /// `nvmemu bench ARGS` expected to fail before any I/O, with one line on stderr.
 fn rejected(args: &[&str]) -> String {
     let out = nvmemu()
