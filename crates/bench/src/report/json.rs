@@ -141,7 +141,7 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
         .collect();
     let empty = DirStats::default();
     let runt = o.runtime_ms;
-    let (usr, sys) = cpu_pct(o);
+    let (usr, sys) = cpu_pct(shown);
     let total: u64 = st.dirs.iter().map(|d| d.total_ios).sum();
     let depth_total: u64 = st.depth_map.iter().sum();
     let ranges = [
@@ -166,7 +166,7 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
         "write": dir_json(&st.dirs[1], runt, g.agg[1], bins, list),
         "trim": dir_json(&st.dirs[2], runt, g.agg[2], bins, list),
         "sync": { "total_ios": 0, "lat_ns": Value::Object(moments(&empty.lat)) },
-        "job_runtime": runt,
+        "job_runtime": shown.job_runtime_ms,
         "usr_cpu": usr,
         "sys_cpu": sys,
         "ctx": o.usage.ctx,
@@ -197,9 +197,10 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
 
 /// The JSON (or, with `plus`, JSON+) report.
 pub fn render_json(r: &BenchResult, plus: bool) -> String {
-    let jobs: Vec<Value> = shown_jobs(r)
+    let shown = shown_jobs(r);
+    let jobs: Vec<Value> = shown
         .iter()
-        .map(|s| job_json(s, &group_stats(r, s.job.groupid), plus))
+        .map(|s| job_json(s, &group_stats(&shown, s.job.groupid), plus))
         .collect();
     let target = r.target.as_ref().map(|t| {
         let cores: Vec<Value> = t

@@ -15,6 +15,7 @@ pub use text::render_text;
 
 use crate::options::OutputFormat;
 use crate::result::BenchResult;
+use groups::Shown;
 
 /// Group totals, fio's `group_run_stats`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,13 +34,18 @@ pub struct GroupStats {
     pub max_run: [u64; 3],
 }
 
-/// Computes the totals of group `groupid`.
-pub fn group_stats(r: &BenchResult, groupid: u32) -> GroupStats {
+/// Computes the totals of group `groupid` over the report's entries, as fio does: with
+/// group_reporting the group is one entry, so its minimum and maximum are the total.
+pub fn group_stats(shown: &[Shown], groupid: u32) -> GroupStats {
     let mut g = GroupStats {
         min_bw: [u64::MAX; 3],
         ..GroupStats::default()
     };
-    for j in r.jobs.iter().filter(|j| j.groupid == groupid) {
+    for j in shown
+        .iter()
+        .map(|s| &s.job)
+        .filter(|j| j.groupid == groupid)
+    {
         let runt = j.output.runtime_ms;
         for (i, d) in j.output.stats.dirs.iter().enumerate().take(3) {
             if runt == 0 || d.io_bytes == 0 {
@@ -67,15 +73,16 @@ pub fn group_stats(r: &BenchResult, groupid: u32) -> GroupStats {
     g
 }
 
-/// The job thread's user and system CPU time as percentages of its runtime.
-pub fn cpu_pct(o: &crate::job::JobOutput) -> (f64, f64) {
-    if o.runtime_ms == 0 {
+/// The job threads' user and system CPU time as percentages of their runtimes.
+pub fn cpu_pct(s: &Shown) -> (f64, f64) {
+    if s.job_runtime_ms == 0 {
         return (0.0, 0.0);
     }
-    let runt = o.runtime_ms as f64;
+    let runt = s.job_runtime_ms as f64;
+    let u = &s.job.output.usage;
     (
-        o.usage.usr_ms as f64 * 100.0 / runt,
-        o.usage.sys_ms as f64 * 100.0 / runt,
+        u.usr_ms as f64 * 100.0 / runt,
+        u.sys_ms as f64 * 100.0 / runt,
     )
 }
 

@@ -19,8 +19,9 @@ const PERCENTILE_FIELDS: usize = 20;
 /// Every job's terse line.
 pub fn render_terse(r: &BenchResult) -> String {
     let mut out = String::new();
-    for s in shown_jobs(r) {
-        out.push_str(&terse_line(r, &s, &group_stats(r, s.job.groupid)));
+    let shown = shown_jobs(r);
+    for s in &shown {
+        out.push_str(&terse_line(r, s, &group_stats(&shown, s.job.groupid)));
         out.push('\n');
     }
     out
@@ -96,7 +97,7 @@ fn terse_line(r: &BenchResult, s: &Shown, g: &GroupStats) -> String {
     for (i, d) in st.dirs.iter().enumerate().take(2) {
         dir(&mut out, d, o.runtime_ms, g.agg[i], list);
     }
-    let (usr, sys) = cpu_pct(o);
+    let (usr, sys) = cpu_pct(s);
     let _ = write!(
         out,
         ";{usr:.6}%;{sys:.6}%;{};{};{}",
