@@ -116,6 +116,10 @@ pub struct JobOutput {
     pub stats: JobStats,
     /// Milliseconds from ramp end to the last completion.
     pub runtime_ms: u64,
+    /// Per direction (read, write, trim), the milliseconds of the phases in which it
+    /// completed I/O (fio's per-direction runtime): in a write job with verify, write
+    /// counts the writing and read the read-back.
+    pub dir_runtime_ms: [u64; 3],
     /// Milliseconds from job start to the last completion.
     pub elapsed_ms: u64,
     /// The first engine error; the job stops issuing after it.
@@ -192,6 +196,38 @@ fn apply(gens: &mut [u32], io: NextIo) {
     }
 }
 
+/// Each direction's active time: a phase (a loop's workload, its verify read-back)
+/// counts for the directions that completed I/O in it, from the ramp's end on.
+#[derive(Debug, Default)]
+struct DirClock {
+    phase_start: u64,
+    ios_at_start: [u64; 3],
+    ns: [u64; 3],
+}
+
+impl DirClock {
+    /// Ends the phase at `t` with `ios` completed so far per direction; `from` is when
+    /// statistics started (None: still ramping, nothing counts).
+    fn end_phase(&mut self, t: u64, from: Option<u64>, ios: &[u64; 3]) {
+        if let Some(from) = from {
+            let took = t.saturating_sub(self.phase_start.max(from));
+            for ((ns, now), then) in self.ns.iter_mut().zip(ios).zip(self.ios_at_start) {
+                if *now > then {
+                    *ns += took;
+                }
+            }
+        }
+        self.phase_start = t;
+        self.ios_at_start = *ios;
+    }
+
+    /// Whole milliseconds, never 0 for a direction that was active.
+    fn ms(&self) -> [u64; 3] {
+        self.ns
+            .map(|ns| if ns == 0 { 0 } else { (ns / 1_000_000).max(1) })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Main,
@@ -261,6 +297,7 @@ pub fn run_job(
     let mut out = JobOutput {
         stats: JobStats::with_log(plan.log),
         runtime_ms: 0,
+        dir_runtime_ms: [0; 3],
         elapsed_ms: 0,
         error: None,
         verify: VerifySummary::default(),
@@ -345,6 +382,7 @@ pub fn run_job(
     let mut stats_start: u64 = 0;
     let mut usage_start = ThreadUsage::default();
     let mut phase = Phase::Main;
+    let mut dir_clock = DirClock::default();
     progress.set(if ramp_ns > 0 {
         JobState::Ramping
     } else {
@@ -684,6 +722,7 @@ pub fn run_job(
                 && go_on
                 && (!dry_run || last_loop)
             {
+                dir_clock.end_phase(now(), recording.then_some(stats_start), &done_ios);
                 phase = Phase::Verify { cursor: 0 };
                 progress.set(JobState::Verifying);
                 continue;
@@ -691,6 +730,9 @@ pub fn run_job(
             loop_no += 1;
             let more = loop_no < plan.loops && !plan.time_based && !ios_done;
             if more && go_on && end_ns.is_none_or(|e| now() < e) {
+                if matches!(phase, Phase::Verify { .. }) {
+                    dir_clock.end_phase(now(), recording.then_some(stats_start), &done_ios);
+                }
                 phase = Phase::Main;
                 loop_bytes = 0;
                 held = None;
@@ -701,6 +743,8 @@ pub fn run_job(
         }
     }
     let t_end = now();
+    dir_clock.end_phase(t_end, recording.then_some(stats_start), &done_ios);
+    out.dir_runtime_ms = dir_clock.ms();
     if !recording {
         out.stats.reset(t_end);
         stats_start = t_end;

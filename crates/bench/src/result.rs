@@ -172,7 +172,7 @@ pub struct MachineInfo {
 /// A finished run; every report is a pure function of this.
 #[derive(Debug, Clone)]
 pub struct BenchResult {
-    /// `"fio version"`: `nvmemu-<crate version>`.
+    /// nvmemu's version, `nvmemu-<crate version>` (the JSON's `"nvmemu version"`).
     pub version: String,
     /// Unix time the run ended, ms.
     pub timestamp_ms: u64,

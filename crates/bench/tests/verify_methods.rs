@@ -222,3 +222,35 @@ fn a_read_job_checks_every_block_and_fails_on_blank_or_lost_data() {
         assert_eq!(r.jobs[0].errno(), 84);
     }
 }
+
+#[test]
+fn writing_and_reading_back_each_report_their_own_runtime() {
+    // fio: a write job with verify reports the writing as write's runtime and the
+    // read-back as read's; together they make the job's runtime.
+    let dev = MemDevice::new(512, 1 << 16, 1 << 20);
+    let o = BenchOptions {
+        rw: RwMode::Write,
+        size: Some(SizeSpec::Bytes(16 << 20)),
+        ..job(VerifyMode::Sha256, WorkloadOptions::default())
+    };
+    let (r, _) = run_on(&dev, &o);
+    let out = &r.jobs[0].output;
+    let [read, write, trim] = out.dir_runtime_ms;
+    assert!(
+        read > 0 && write > 0 && trim == 0,
+        "{:?}",
+        out.dir_runtime_ms
+    );
+    assert!(
+        read + write <= out.runtime_ms + 2,
+        "{:?} of {}",
+        out.dir_runtime_ms,
+        out.runtime_ms
+    );
+    assert!(out.runtime_ms >= 4, "too short to tell: {}", out.runtime_ms);
+    let v: serde_json::Value = serde_json::from_str(&nvmemu_bench::render_json(&r, false)).unwrap();
+    let job = &v["jobs"][0];
+    assert_eq!(job["read"]["runtime"], read);
+    assert_eq!(job["write"]["runtime"], write);
+    assert_eq!(job["job_runtime"], out.runtime_ms);
+}

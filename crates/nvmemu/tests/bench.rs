@@ -56,7 +56,8 @@ fn dir_ios(job: &Value, dir: &str) -> u64 {
 #[test]
 fn short_embedded_run_reports_fio_json_with_target_and_machine() {
     let v = json_of(&bench(&["--runtime=1"]));
-    assert!(v["fio version"].as_str().unwrap().starts_with("nvmemu-"));
+    assert_eq!(v["fio version"], "fio-3.33");
+    assert!(v["nvmemu version"].as_str().unwrap().starts_with("nvmemu-"));
     let jobs = v["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 1);
     let job = &jobs[0];

@@ -54,6 +54,9 @@ fn combine(a: &mut JobResult, b: &JobResult) {
     let (o, p) = (&mut a.output, &b.output);
     o.stats.merge(&p.stats);
     o.runtime_ms = o.runtime_ms.max(p.runtime_ms);
+    for (a, b) in o.dir_runtime_ms.iter_mut().zip(p.dir_runtime_ms) {
+        *a = (*a).max(b);
+    }
     o.elapsed_ms = o.elapsed_ms.max(p.elapsed_ms);
     o.usage.add(&p.usage);
     if o.error.is_none() {

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-//! fio's JSON and JSON+ report (`show_thread_status_json`, `add_ddir_status_json`)
-//! with our `target`, `machine` and per-job `verify_errors` additions.
+//! fio's JSON and JSON+ report (`show_thread_status_json`, `add_ddir_status_json`):
+//! fio's keys in fio's order (serde_json keeps insertion order), then our additions:
+//! per job `verify_errors`, `verify`, `cpu`, `time_series`, `error_text`; at the top
+//! `nvmemu version`, `target` and `machine`. `"fio version"` is [`FIO_VERSION`].
+//! `disk_util` is left out, as fio leaves it out when no kernel block device is behind
+//! the job (ioengine=null): a vfio-user controller has none.
 
 use serde_json::{Map, Value, json};
 
 use super::groups::{Shown, shown_jobs};
 use super::num::percentiles;
-use super::{GroupStats, cpu_pct, group_stats, pct_dist};
+use super::{FIO_VERSION, GroupStats, cpu_pct, group_stats, pct_dist};
 use crate::result::{BenchResult, JobResult};
 use crate::stats::{DirStats, LatStat, RunningStat};
 
@@ -140,7 +144,7 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect();
     let empty = DirStats::default();
-    let runt = o.runtime_ms;
+    let runt = o.dir_runtime_ms;
     let (usr, sys) = cpu_pct(shown);
     let total: u64 = st.dirs.iter().map(|d| d.total_ios).sum();
     let depth_total: u64 = st.depth_map.iter().sum();
@@ -162,9 +166,9 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
         "eta": 0,
         "elapsed": o.elapsed_ms.div_ceil(1000),
         "job options": Value::Object(opts),
-        "read": dir_json(&st.dirs[0], runt, g.agg[0], bins, list),
-        "write": dir_json(&st.dirs[1], runt, g.agg[1], bins, list),
-        "trim": dir_json(&st.dirs[2], runt, g.agg[2], bins, list),
+        "read": dir_json(&st.dirs[0], runt[0], g.agg[0], bins, list),
+        "write": dir_json(&st.dirs[1], runt[1], g.agg[1], bins, list),
+        "trim": dir_json(&st.dirs[2], runt[2], g.agg[2], bins, list),
         "sync": { "total_ios": 0, "lat_ns": Value::Object(moments(&empty.lat)) },
         "job_runtime": shown.job_runtime_ms,
         "usr_cpu": usr,
@@ -216,13 +220,12 @@ pub fn render_json(r: &BenchResult, plus: bool) -> String {
     });
     let m = &r.machine;
     let root = json!({
-        "fio version": r.version,
+        "fio version": FIO_VERSION,
         "timestamp": r.timestamp_ms / 1000,
         "timestamp_ms": r.timestamp_ms,
         "time": crate::result::ctime_utc(r.timestamp_ms / 1000),
-        "global options": {},
         "jobs": jobs,
-        "disk_util": [],
+        "nvmemu version": r.version,
         "target": target,
         "machine": {
             "cpu_model": m.cpu_model,

@@ -17,6 +17,11 @@ use crate::options::OutputFormat;
 use crate::result::BenchResult;
 use groups::Shown;
 
+/// The fio release whose report layout (JSON keys and their order, terse fields) the
+/// reports follow, in fio's own format: scripts that parse `"fio version"` or the terse
+/// version field get a version they know. nvmemu's own version is reported beside it.
+pub const FIO_VERSION: &str = "fio-3.33";
+
 /// Group totals, fio's `group_run_stats`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GroupStats {
@@ -46,8 +51,8 @@ pub fn group_stats(shown: &[Shown], groupid: u32) -> GroupStats {
         .map(|s| &s.job)
         .filter(|j| j.groupid == groupid)
     {
-        let runt = j.output.runtime_ms;
-        for (i, d) in j.output.stats.dirs.iter().enumerate().take(3) {
+        let o = &j.output;
+        for (i, (d, &runt)) in o.stats.dirs.iter().zip(&o.dir_runtime_ms).enumerate() {
             if runt == 0 || d.io_bytes == 0 {
                 continue;
             }

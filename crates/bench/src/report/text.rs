@@ -164,7 +164,7 @@ fn job_status(out: &mut String, shown: &Shown, g: &GroupStats) {
                 out,
                 DIR_NAMES.get(i).copied().unwrap_or("read"),
                 d,
-                o.runtime_ms,
+                o.dir_runtime_ms.get(i).copied().unwrap_or(0),
                 agg,
                 j.options.percentiles(),
             );
