@@ -29,6 +29,18 @@ fn job(verify: VerifyMode, workload: WorkloadOptions) -> BenchOptions {
     }
 }
 
+/// [`job`] with verify method `m` (and a pattern for `verify=pattern`).
+fn method_job(m: VerifyMode) -> BenchOptions {
+    job(
+        m,
+        WorkloadOptions {
+            verify_pattern: (m == VerifyMode::Pattern)
+                .then(|| parse_verify_pattern("0xfeedface").unwrap()),
+            ..WorkloadOptions::default()
+        },
+    )
+}
+
 fn only(o: &BenchOptions) -> BenchOptions {
     BenchOptions {
         workload: WorkloadOptions {
@@ -51,14 +63,7 @@ const METHODS: [VerifyMode; 5] = [
 fn each_method_round_trips_and_names_a_corrupted_lba() {
     for m in METHODS {
         let dev = MemDevice::new(512, 1 << 12, 1 << 20);
-        let o = job(
-            m,
-            WorkloadOptions {
-                verify_pattern: (m == VerifyMode::Pattern)
-                    .then(|| parse_verify_pattern("0xfeedface").unwrap()),
-                ..WorkloadOptions::default()
-            },
-        );
+        let o = method_job(m);
         let (r, _) = run_on(&dev, &o);
         let v = &r.jobs[0].output.verify;
         assert_eq!((v.errors, v.verified_blocks), (0, 2048), "{m:?}");
@@ -180,14 +185,7 @@ fn read_back(o: &BenchOptions, do_verify: bool) -> BenchOptions {
 fn a_read_job_checks_every_block_and_fails_on_blank_or_lost_data() {
     for m in METHODS {
         let dev = MemDevice::new(512, 1 << 12, 1 << 20);
-        let write = job(
-            m,
-            WorkloadOptions {
-                verify_pattern: (m == VerifyMode::Pattern)
-                    .then(|| parse_verify_pattern("0xfeedface").unwrap()),
-                ..WorkloadOptions::default()
-            },
-        );
+        let write = method_job(m);
         // A blank namespace holds nothing a verify job wrote: fio's err=84.
         let (r, _) = run_on(&dev, &read_back(&write, true));
         let v = &r.jobs[0].output.verify;

@@ -116,40 +116,36 @@ fn compare(job: &str, fio: &Value, ours: &Value) {
     }
 }
 
-fn fio_json(args: &[&str], dir: &Path) -> Value {
-    let out = Command::new("fio")
-        .current_dir(dir)
-        .args(["--name=job", "--output-format=json+"])
-        .args(args)
-        .output()
-        .unwrap();
+/// The JSON report `cmd` prints, which must succeed.
+fn report_of(mut cmd: Command) -> Value {
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
     assert!(
         out.status.success(),
-        "fio {args:?}: {}",
+        "{cmd:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+fn fio_json(args: &[&str], dir: &Path) -> Value {
+    let mut cmd = Command::new("fio");
+    cmd.current_dir(dir)
+        .args(["--name=job", "--output-format=json+"])
+        .args(args);
+    report_of(cmd)
+}
+
 fn nvmemu_json(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_nvmemu"))
-        .args([
-            "bench",
-            "--eta=never",
-            "--name=job",
-            "--output-format=json+",
-        ])
-        .args(["--ns=malloc:size=64M,lba=512"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "nvmemu bench {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvmemu"));
+    cmd.args([
+        "bench",
+        "--eta=never",
+        "--name=job",
+        "--output-format=json+",
+    ])
+    .args(["--ns=malloc:size=64M,lba=512"])
+    .args(args);
+    report_of(cmd)
 }
 
 #[test]
