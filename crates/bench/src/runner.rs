@@ -153,6 +153,7 @@ pub fn run_stage(
                 cpu,
                 job_start_ms: start_ms,
                 options: (*opts).clone(),
+                written_options: None,
                 output,
             }),
             Ok(Err(e)) => {
@@ -180,6 +181,7 @@ pub fn run_stage(
         timestamp_ms: unix_ms(),
         options: lead,
         jobs: results,
+        global_options: None,
         target: target_report,
         machine: MachineInfo {
             cpu_model: sysinfo::cpu_model(),

@@ -350,6 +350,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         None => run_embedded(&lead, &plan, &stop, false)?.0,
     };
     result.machine.namespace = namespace_of(&lead);
+    attach_written_options(&mut result, &plan);
     out.write(&(header + &render(&result, format)))?;
     if let Some(path) = &lead.plot {
         let json = nvmemu_bench::render_json(&result, true);
@@ -413,6 +414,7 @@ fn run_ceiling_cmd(args: &BenchArgs, opts: &mut BenchOptions, stop: Arc<AtomicBo
             stages: vec![vec![JobSpec {
                 args: one,
                 groupid: 0,
+                written: None,
             }]],
         };
         let (r, _) = run_embedded(args, &plan, &stop, false)?;
@@ -472,6 +474,24 @@ fn namespace_of(args: &BenchArgs) -> String {
             )
         }
     }
+}
+
+/// A job-file run's options as the files wrote them, for the JSON report: `[global]`
+/// once, each job's own section with each of its clones (results follow the plan's job
+/// order, clones together).
+fn attach_written_options(result: &mut BenchResult, plan: &RunPlan) {
+    let per_clone = plan.jobs().flat_map(|j| {
+        let clones = usize::try_from(j.args.opts.numjobs).unwrap_or(0);
+        std::iter::repeat_n(j.written.as_ref(), clones)
+    });
+    for (r, w) in result.jobs.iter_mut().zip(per_clone) {
+        r.written_options = w.map(|w| w.own.clone());
+    }
+    result.global_options = plan
+        .lead()
+        .and_then(|j| j.written.as_ref())
+        .filter(|w| !w.global.is_empty())
+        .map(|w| w.global.clone());
 }
 
 /// The exit status of a finished run, as fio: a failed job fails the command, and so

@@ -2,8 +2,7 @@
 //! `nvmemu bench`'s JSON against real fio's on the same jobs: every key fio writes is
 //! there, in fio's order, at the same place (structure and order, not values); the
 //! percentile keys are the same strings; json+ bins ascend as fio's do. What nvmemu adds
-//! is a known list, and what it leaves out (`disk_util`, `global options`) is documented
-//! in docs/bench.md. fio comes from Debian's package: installed here under CI
+//! is a known list, and what it leaves out (`disk_util`) is documented in docs/bench.md. fio comes from Debian's package: installed here under CI
 //! (`CI=true`), skipped in one line elsewhere when it is missing.
 #![allow(clippy::unwrap_used)]
 
@@ -27,7 +26,7 @@ const ADDED: [&str; 10] = [
 ];
 
 /// Keys fio writes that nvmemu leaves out on purpose (docs/bench.md).
-const LEFT_OUT: [&str; 3] = ["/disk_util", "/global options", "/jobs[]/job options/"];
+const LEFT_OUT: [&str; 2] = ["/disk_util", "/jobs[]/job options/"];
 
 /// Whether fio can run, installing Debian's package under CI.
 fn fio_ready() -> bool {
@@ -93,6 +92,8 @@ fn compare(job: &str, fio: &Value, ours: &Value) {
     paths(ours, "", &mut n);
     let f: Vec<&String> = f.iter().filter(|p| !under_any(p, &LEFT_OUT)).collect();
     let n: Vec<&String> = n.iter().filter(|p| !under_any(p, &ADDED)).collect();
+    let entries = |v: &Value| v["jobs"].as_array().map_or(0, Vec::len);
+    assert_eq!(entries(fio), entries(ours), "{job}: job entries");
     if let Some(at) = (0..f.len().max(n.len())).find(|&i| f.get(i) != n.get(i)) {
         let around = |v: &[&String]| -> Vec<String> {
             v.iter()
@@ -129,22 +130,15 @@ fn report_of(mut cmd: Command) -> Value {
 
 fn fio_json(args: &[&str], dir: &Path) -> Value {
     let mut cmd = Command::new("fio");
-    cmd.current_dir(dir)
-        .args(["--name=job", "--output-format=json+"])
-        .args(args);
+    cmd.current_dir(dir).arg("--output-format=json+").args(args);
     report_of(cmd)
 }
 
 fn nvmemu_json(args: &[&str]) -> Value {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvmemu"));
-    cmd.args([
-        "bench",
-        "--eta=never",
-        "--name=job",
-        "--output-format=json+",
-    ])
-    .args(["--ns=malloc:size=64M,lba=512"])
-    .args(args);
+    cmd.args(["bench", "--eta=never", "--output-format=json+"])
+        .args(["--ns=malloc:size=64M,lba=512"])
+        .args(args);
     report_of(cmd)
 }
 
@@ -179,20 +173,35 @@ fn bench_json_has_fios_keys_in_fios_order() {
         ),
     ];
     for (name, args) in jobs {
+        let mut args = args.to_vec();
+        args.insert(0, "--name=job");
         // fio on the null engine, or on a file where the job needs data (verify).
-        let mut fio_args: Vec<&str> = args.to_vec();
+        let mut fio_args = args.clone();
         if args.iter().any(|a| a.starts_with("--verify")) {
             fio_args.push(&file_arg);
         } else {
             fio_args.push("--ioengine=null");
         }
-        let fio = fio_json(&fio_args, dir.path());
-        let ours = nvmemu_json(args);
-        compare(name, &fio, &ours);
-        assert_eq!(
-            fio["jobs"].as_array().unwrap().len(),
-            ours["jobs"].as_array().unwrap().len(),
-            "{name}: job entries"
-        );
+        compare(name, &fio_json(&fio_args, dir.path()), &nvmemu_json(&args));
+    }
+    // A job file: [global] once under "global options", each job's own section under
+    // its "job options", as written.
+    let job_file = dir.path().join("two.fio");
+    std::fs::write(
+        &job_file,
+        "[global]\nioengine=null\nsize=4m\nbs=8k\n[a]\nrw=read\n[b]\nrw=write\nbs=4k\n",
+    )
+    .unwrap();
+    let path = job_file.to_str().unwrap();
+    let (fio, ours) = (fio_json(&[path], dir.path()), nvmemu_json(&[path]));
+    compare("job file", &fio, &ours);
+    assert_eq!(ours["global options"], fio["global options"]);
+    for (f, n) in fio["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(ours["jobs"].as_array().unwrap())
+    {
+        assert_eq!(f["job options"], n["job options"]);
     }
 }

@@ -4,7 +4,9 @@
 //! per job `verify_errors`, `verify`, `cpu`, `time_series`, `error_text`; at the top
 //! `nvmemu version`, `target` and `machine`. `"fio version"` is [`FIO_VERSION`].
 //! `disk_util` is left out, as fio leaves it out when no kernel block device is behind
-//! the job (ioengine=null): a vfio-user controller has none.
+//! the job (ioengine=null): a vfio-user controller has none. A job file's options are
+//! listed as written, as fio does: `[global]` once under `global options`, each job's
+//! own section under its `job options`; command-line jobs list their effective options.
 
 use serde_json::{Map, Value, json};
 
@@ -137,12 +139,15 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
     let o = &j.output;
     let st = &o.stats;
     let list = j.options.percentiles();
-    let opts: Map<String, Value> = j
-        .options
-        .job_options()
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
+    let opts: Map<String, Value> = match &j.written_options {
+        Some(written) => written.iter().map(|(k, v)| (k.clone(), json!(v))).collect(),
+        None => j
+            .options
+            .job_options()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect(),
+    };
     let empty = DirStats::default();
     let runt = o.dir_runtime_ms;
     let (usr, sys) = cpu_pct(shown);
@@ -219,11 +224,17 @@ pub fn render_json(r: &BenchResult, plus: bool) -> String {
         })
     });
     let m = &r.machine;
-    let root = json!({
+    let mut root = json!({
         "fio version": FIO_VERSION,
         "timestamp": r.timestamp_ms / 1000,
         "timestamp_ms": r.timestamp_ms,
         "time": crate::result::ctime_utc(r.timestamp_ms / 1000),
+    });
+    if let (Some(global), Some(o)) = (&r.global_options, root.as_object_mut()) {
+        let g: Map<String, Value> = global.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        o.insert("global options".into(), Value::Object(g));
+    }
+    let rest = json!({
         "jobs": jobs,
         "nvmemu version": r.version,
         "target": target,
@@ -235,5 +246,8 @@ pub fn render_json(r: &BenchResult, plus: bool) -> String {
             "namespace": m.namespace,
         },
     });
+    if let (Some(o), Value::Object(rest)) = (root.as_object_mut(), rest) {
+        o.extend(rest);
+    }
     serde_json::to_string_pretty(&root).unwrap_or_else(|_| "{}".into())
 }
