@@ -83,6 +83,20 @@ pub enum EngineError {
         /// Status Code.
         sc: u8,
     },
+    /// Commands were in flight and none completed for `waited_ms`: the device (its
+    /// server) is stopped or hung. The queue is given up.
+    #[error(
+        "No completion on queue {qid} for {waited_ms} ms with {in_flight} commands in flight \
+         (is the server stopped or hung? --reply-timeout sets the wait)"
+    )]
+    Stalled {
+        /// The queue's id.
+        qid: u16,
+        /// How long nothing completed.
+        waited_ms: u64,
+        /// Commands given up.
+        in_flight: usize,
+    },
     /// The transport or driver below failed.
     #[error("Transport failed: {reason}")]
     Transport {

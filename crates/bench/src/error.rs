@@ -34,6 +34,17 @@ pub enum BenchError {
         /// Namespace bytes.
         capacity: u64,
     },
+    /// `size` is below the smallest block size: not one I/O fits (fio's wording).
+    #[error(
+        "Size too small, must not be less than minimum block size: {size} < {min_bs} \
+         (raise --size or lower --bs)"
+    )]
+    SizeTooSmall {
+        /// The range's length, bytes.
+        size: u64,
+        /// The smallest block size of the job, bytes.
+        min_bs: u64,
+    },
     /// Options that cannot go together; `reason` says which and what to change.
     #[error("{reason}")]
     Conflict {

@@ -42,7 +42,7 @@ pub use crate::offsets::Rng;
 use crate::plan::JobPlan;
 use crate::stats::{IoLatency, JobStats, PendingLatencies};
 use crate::sysinfo::{ThreadUsage, thread_usage};
-use crate::verify::{Checksum, GEN_TRIMMED, Method, Verifier, VerifyFailure};
+use crate::verify::{Checksum, GEN_ANY, GEN_TRIMMED, Method, Verifier, VerifyFailure};
 
 /// Generation value meaning "content unknown" (a failed write); never checked.
 const GEN_UNKNOWN: u32 = u32::MAX;
@@ -102,7 +102,8 @@ pub struct VerifySummary {
     pub verified_ios: u64,
     /// Logical blocks checked and found good.
     pub verified_blocks: u64,
-    /// Reads of blocks with no known content (never written by this job).
+    /// Reads of a mixed job's main phase that touched no block this job wrote (as
+    /// fio, they are not checked; a read-only job checks every block it reads).
     pub unverifiable_ios: u64,
     /// The first few failures.
     pub first: Vec<VerifyFailure>,
@@ -115,6 +116,10 @@ pub struct JobOutput {
     pub stats: JobStats,
     /// Milliseconds from ramp end to the last completion.
     pub runtime_ms: u64,
+    /// Per direction (read, write, trim), the milliseconds of the phases in which it
+    /// completed I/O (fio's per-direction runtime): in a write job with verify, write
+    /// counts the writing and read the read-back.
+    pub dir_runtime_ms: [u64; 3],
     /// Milliseconds from job start to the last completion.
     pub elapsed_ms: u64,
     /// The first engine error; the job stops issuing after it.
@@ -191,13 +196,52 @@ fn apply(gens: &mut [u32], io: NextIo) {
     }
 }
 
+/// Each direction's active time: a phase (a loop's workload, its verify read-back)
+/// counts for the directions that completed I/O in it, from the ramp's end on.
+#[derive(Debug, Default)]
+struct DirClock {
+    phase_start: u64,
+    ios_at_start: [u64; 3],
+    ns: [u64; 3],
+}
+
+impl DirClock {
+    /// Ends the phase at `t` with `ios` completed so far per direction; `from` is when
+    /// statistics started (None: still ramping, nothing counts).
+    fn end_phase(&mut self, t: u64, from: Option<u64>, ios: &[u64; 3]) {
+        if let Some(from) = from {
+            let took = t.saturating_sub(self.phase_start.max(from));
+            for ((ns, now), then) in self.ns.iter_mut().zip(ios).zip(self.ios_at_start) {
+                if *now > then {
+                    *ns += took;
+                }
+            }
+        }
+        self.phase_start = t;
+        self.ios_at_start = *ios;
+    }
+
+    /// Whole milliseconds, never 0 for a direction that was active.
+    fn ms(&self) -> [u64; 3] {
+        self.ns
+            .map(|ns| if ns == 0 { 0 } else { (ns / 1_000_000).max(1) })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Main,
     Verify { cursor: u64 },
 }
 
-/// Checks a verify read of `s` (in `buf`) against the generation table.
+/// Whether the job only reads: with verify, it checks every block it reads against
+/// the block's own header (or the pattern), as fio does, since it wrote none of them.
+fn reads_only(plan: &JobPlan) -> bool {
+    plan.read_pct == 100 && !plan.rw.is_trim()
+}
+
+/// Checks a verify read of `s` (in `buf`) against the generation table; blocks the
+/// job did not write are checked only in a read-only job.
 fn check_read(
     plan: &JobPlan,
     verifier: &Verifier,
@@ -210,9 +254,10 @@ fn check_read(
         .unwrap_or(usize::MAX);
     let block_size = usize::try_from(plan.block_size).unwrap_or(512);
     let mut checked = 0u64;
+    let any_writer = reads_only(plan);
     for (i, chunk) in (0u64..s.units).zip(buf.chunks(unit_len.max(1))) {
         let g = gen_at(gens, s.unit + i);
-        if g == 0 || g == GEN_UNKNOWN {
+        if g == GEN_UNKNOWN || (g == GEN_ANY && !any_writer) {
             continue;
         }
         let lba = s.lba + i * u64::from(plan.unit_blocks);
@@ -252,6 +297,7 @@ pub fn run_job(
     let mut out = JobOutput {
         stats: JobStats::with_log(plan.log),
         runtime_ms: 0,
+        dir_runtime_ms: [0; 3],
         elapsed_ms: 0,
         error: None,
         verify: VerifySummary::default(),
@@ -266,7 +312,9 @@ pub fn run_job(
     }
     let vplan = plan.verify.as_ref();
     let verifier = vplan.map(|v| Verifier::new(v.method.clone(), plan.job));
-    let checking = vplan.is_some_and(|v| v.do_verify);
+    // fio checks a read-only job's reads even with do_verify=0 (that option only
+    // drops the read-back phase after writes).
+    let checking = vplan.is_some_and(|v| v.do_verify || reads_only(plan));
     let dry_run = vplan.is_some_and(|v| v.verify_only);
     let backlog_len = vplan.and_then(|v| v.backlog).filter(|_| checking);
     if verifier.is_none() {
@@ -334,6 +382,7 @@ pub fn run_job(
     let mut stats_start: u64 = 0;
     let mut usage_start = ThreadUsage::default();
     let mut phase = Phase::Main;
+    let mut dir_clock = DirClock::default();
     progress.set(if ramp_ns > 0 {
         JobState::Ramping
     } else {
@@ -673,6 +722,7 @@ pub fn run_job(
                 && go_on
                 && (!dry_run || last_loop)
             {
+                dir_clock.end_phase(now(), recording.then_some(stats_start), &done_ios);
                 phase = Phase::Verify { cursor: 0 };
                 progress.set(JobState::Verifying);
                 continue;
@@ -680,6 +730,9 @@ pub fn run_job(
             loop_no += 1;
             let more = loop_no < plan.loops && !plan.time_based && !ios_done;
             if more && go_on && end_ns.is_none_or(|e| now() < e) {
+                if matches!(phase, Phase::Verify { .. }) {
+                    dir_clock.end_phase(now(), recording.then_some(stats_start), &done_ios);
+                }
                 phase = Phase::Main;
                 loop_bytes = 0;
                 held = None;
@@ -690,6 +743,8 @@ pub fn run_job(
         }
     }
     let t_end = now();
+    dir_clock.end_phase(t_end, recording.then_some(stats_start), &done_ios);
+    out.dir_runtime_ms = dir_clock.ms();
     if !recording {
         out.stats.reset(t_end);
         stats_start = t_end;

@@ -66,6 +66,8 @@ pub struct JobDef {
     pub name: String,
     /// Global options, then the section's, in file order.
     pub options: Vec<JobOption>,
+    /// How many of `options` came from `[global]`.
+    pub globals: usize,
     /// Waits for every job before it (`stonewall`, `wait_for_previous`, or the first job
     /// of a later file).
     pub stonewall: bool,
@@ -163,6 +165,7 @@ impl Reader<'_> {
                     let mut job = JobDef {
                         name: name.to_string(),
                         options: Vec::with_capacity(self.global.len()),
+                        globals: 0,
                         stonewall: false,
                         new_group: false,
                     };
@@ -172,6 +175,7 @@ impl Reader<'_> {
                             job.options.push(opt.clone());
                         }
                     }
+                    job.globals = job.options.len();
                     self.jobs.push(job);
                     Section::Job
                 };

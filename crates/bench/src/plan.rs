@@ -118,6 +118,7 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
             .collect()
     });
     let max_bs = sizes_bytes.iter().copied().max().unwrap_or(opts.bs);
+    let min_bs = sizes_bytes.iter().copied().min().unwrap_or(opts.bs);
     let bad_bs = |bs: u64| BenchError::BlockSize {
         bs,
         block_size,
@@ -163,6 +164,9 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
         size,
         capacity,
     };
+    if size < min_bs && offset < capacity {
+        return Err(BenchError::SizeTooSmall { size, min_bs });
+    }
     if offset >= capacity || size > avail || size < max_bs {
         return Err(range_err);
     }
@@ -277,6 +281,15 @@ mod tests {
             ..BenchOptions::default()
         };
         assert!(matches!(plan_jobs(&o, g), Err(BenchError::Range { .. })));
+        let o = BenchOptions {
+            size: Some(SizeSpec::Bytes(1024)),
+            ..BenchOptions::default()
+        };
+        assert_eq!(
+            plan_jobs(&o, g).unwrap_err().to_string(),
+            "Size too small, must not be less than minimum block size: 1024 < 4096 \
+             (raise --size or lower --bs)"
+        );
         let o = BenchOptions {
             workload: crate::WorkloadOptions {
                 verify_only: true,

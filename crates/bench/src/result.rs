@@ -27,6 +27,9 @@ pub struct JobResult {
     pub job_start_ms: u64,
     /// The options the job ran with.
     pub options: BenchOptions,
+    /// A job file's job: its section's own options as written (fio's `"job options"`
+    /// then lists these, and the `[global]` ones once, in [`BenchResult::global_options`]).
+    pub written_options: Option<Vec<(String, String)>>,
     /// Statistics and errors.
     pub output: JobOutput,
 }
@@ -172,7 +175,7 @@ pub struct MachineInfo {
 /// A finished run; every report is a pure function of this.
 #[derive(Debug, Clone)]
 pub struct BenchResult {
-    /// `"fio version"`: `nvmemu-<crate version>`.
+    /// nvmemu's version, `nvmemu-<crate version>` (the JSON's `"nvmemu version"`).
     pub version: String,
     /// Unix time the run ended, ms.
     pub timestamp_ms: u64,
@@ -180,6 +183,8 @@ pub struct BenchResult {
     pub options: BenchOptions,
     /// Jobs in job order.
     pub jobs: Vec<JobResult>,
+    /// A job file run's `[global]` options as written (fio's `"global options"`).
+    pub global_options: Option<Vec<(String, String)>>,
     /// Target cost, when a target was observed.
     pub target: Option<TargetReport>,
     /// The machine.

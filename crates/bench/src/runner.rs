@@ -153,6 +153,7 @@ pub fn run_stage(
                 cpu,
                 job_start_ms: start_ms,
                 options: (*opts).clone(),
+                written_options: None,
                 output,
             }),
             Ok(Err(e)) => {
@@ -180,6 +181,7 @@ pub fn run_stage(
         timestamp_ms: unix_ms(),
         options: lead,
         jobs: results,
+        global_options: None,
         target: target_report,
         machine: MachineInfo {
             cpu_model: sysinfo::cpu_model(),
@@ -273,20 +275,23 @@ mod tests {
         let r = run(&opts(RwMode::Randread, 4 << 20), &dev);
         let text = render(&r, OutputFormat::JSON);
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        for k in [
-            "fio version",
-            "timestamp",
-            "timestamp_ms",
-            "time",
-            "global options",
-            "jobs",
-            "disk_util",
-            "target",
-            "machine",
-        ] {
-            assert!(v.get(k).is_some(), "missing top-level {k}");
-        }
-        assert!(v["fio version"].as_str().unwrap().starts_with("nvmemu-"));
+        // fio's keys in fio's order, then ours.
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "fio version",
+                "timestamp",
+                "timestamp_ms",
+                "time",
+                "jobs",
+                "nvmemu version",
+                "target",
+                "machine",
+            ]
+        );
+        assert_eq!(v["fio version"], "fio-3.33");
+        assert!(v["nvmemu version"].as_str().unwrap().starts_with("nvmemu-"));
         let job = &v["jobs"][0];
         for k in [
             "jobname",

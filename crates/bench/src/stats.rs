@@ -66,6 +66,44 @@ impl RunningStat {
         self.sumsq += other.sumsq;
     }
 
+    /// Adds `other` as fio's `group_reporting` adds bandwidth and IOPS samples
+    /// (`sum_stat` with `pure_sum`): the jobs ran side by side, so minimum, maximum and
+    /// mean add up, as do the sample counts and the sums of squared deviations (fio's
+    /// `S`), from which the standard deviation follows as for any other stat.
+    pub fn add_side_by_side(&mut self, other: &RunningStat) {
+        if other.n == 0 {
+            return;
+        }
+        if self.n == 0 {
+            *self = *other;
+            return;
+        }
+        let n = self.n + other.n;
+        let mean = self.mean() + other.mean();
+        let s = self.squared_deviations() + other.squared_deviations();
+        self.min += other.min;
+        self.max += other.max;
+        self.n = n;
+        // Back to sums: sum = n * mean, sumsq = S + n * mean^2, both non-negative (rounded;
+        // the values are KiB/s or IOPS, so the rounding is far below what reports print).
+        let nf = n as f64;
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let (sum, sumsq) = (
+            (mean * nf).round().max(0.0) as u128,
+            (s + nf * mean * mean).round().max(0.0) as u128,
+        );
+        (self.sum, self.sumsq) = (sum, sumsq);
+    }
+
+    /// The sum of squared deviations from the mean (fio's `S`).
+    fn squared_deviations(&self) -> f64 {
+        if self.n == 0 {
+            return 0.0;
+        }
+        let mean = self.mean();
+        (self.sumsq as f64 - self.n as f64 * mean * mean).max(0.0)
+    }
+
     /// Arithmetic mean (0 without samples).
     pub fn mean(&self) -> f64 {
         if self.n == 0 {
@@ -451,7 +489,7 @@ impl JobStats {
     }
 
     /// Adds `other`'s statistics (fio's `group_reporting`): counts and latency samples
-    /// are pooled, as are the bandwidth and IOPS samples of the jobs.
+    /// are pooled; bandwidth and IOPS add up, as the jobs ran side by side.
     pub fn merge(&mut self, other: &JobStats) {
         for (a, b) in self.dirs.iter_mut().zip(&other.dirs) {
             a.io_bytes += b.io_bytes;
@@ -459,8 +497,8 @@ impl JobStats {
             a.slat.merge(&b.slat);
             a.clat.merge(&b.clat);
             a.lat.merge(&b.lat);
-            a.bw.merge(&b.bw);
-            a.iops.merge(&b.iops);
+            a.bw.add_side_by_side(&b.bw);
+            a.iops.add_side_by_side(&b.iops);
         }
         let add = |a: &mut [u64], b: &[u64]| a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
         add(&mut self.depth_map, &other.depth_map);
@@ -498,6 +536,29 @@ mod tests {
         m.merge(&s);
         m.merge(&s);
         assert_eq!((m.n, m.min, m.max), (16, 2, 9));
+    }
+
+    #[test]
+    fn side_by_side_jobs_add_up_as_fio_group_reporting() {
+        // Two jobs' bandwidth samples: (10, 20, 30) and (100, 200).
+        let mut a = RunningStat::default();
+        for v in [10, 20, 30] {
+            a.add(v);
+        }
+        let mut b = RunningStat::default();
+        for v in [100, 200] {
+            b.add(v);
+        }
+        let mut g = RunningStat::default();
+        g.add_side_by_side(&a);
+        g.add_side_by_side(&b);
+        // fio: min, max, mean and samples add up; S = 200 + 5000 over 5 - 1 samples.
+        assert_eq!((g.n, g.min, g.max), (5, 110, 230));
+        assert!((g.mean() - 170.0).abs() < 1e-9, "{}", g.mean());
+        assert!((g.stddev() - (5200.0f64 / 4.0).sqrt()).abs() < 1e-6);
+        // Nothing from a job without samples.
+        g.add_side_by_side(&RunningStat::default());
+        assert_eq!(g.n, 5);
     }
 
     #[test]

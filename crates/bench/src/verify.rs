@@ -29,6 +29,10 @@ pub const HEADER_LEN: usize = 56;
 pub const MIN_BLOCK: usize = 64;
 /// Generation meaning "trimmed": the block must read as zeroes.
 pub const GEN_TRIMMED: u32 = u32::MAX - 1;
+/// Expected generation meaning "written before this job, by any writer": the block
+/// must carry an intact header for its own LBA, whatever its generation (as fio checks
+/// what a read-only job reads). Writes never store it.
+pub const GEN_ANY: u32 = 0;
 
 const DIGEST_AT: usize = 24;
 const DIGEST_MAX: usize = 32;
@@ -113,8 +117,11 @@ pub enum Method {
 /// What is wrong with one block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum VerifyFailureKind {
-    /// No header: never written by a verify job, or overwritten.
-    #[error("bad magic {found:#010x}, expected {MAGIC:#010x}")]
+    /// No header: never written by a verify job, trimmed, or overwritten.
+    #[error(
+        "bad magic {found:#010x}, expected {MAGIC:#010x} (no verify header: never written \
+         with this --verify method, trimmed, or overwritten)"
+    )]
     BadMagic {
         /// Magic read.
         found: u32,
@@ -315,7 +322,7 @@ impl Verifier {
                     return Err(VerifyFailureKind::WrongLba { found: found_lba });
                 }
                 let found = le32(buf, 4);
-                if found != expected {
+                if expected != GEN_ANY && found != expected {
                     return Err(VerifyFailureKind::Generation { expected, found });
                 }
                 Ok(())

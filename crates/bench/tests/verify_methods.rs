@@ -29,6 +29,18 @@ fn job(verify: VerifyMode, workload: WorkloadOptions) -> BenchOptions {
     }
 }
 
+/// [`job`] with verify method `m` (and a pattern for `verify=pattern`).
+fn method_job(m: VerifyMode) -> BenchOptions {
+    job(
+        m,
+        WorkloadOptions {
+            verify_pattern: (m == VerifyMode::Pattern)
+                .then(|| parse_verify_pattern("0xfeedface").unwrap()),
+            ..WorkloadOptions::default()
+        },
+    )
+}
+
 fn only(o: &BenchOptions) -> BenchOptions {
     BenchOptions {
         workload: WorkloadOptions {
@@ -51,14 +63,7 @@ const METHODS: [VerifyMode; 5] = [
 fn each_method_round_trips_and_names_a_corrupted_lba() {
     for m in METHODS {
         let dev = MemDevice::new(512, 1 << 12, 1 << 20);
-        let o = job(
-            m,
-            WorkloadOptions {
-                verify_pattern: (m == VerifyMode::Pattern)
-                    .then(|| parse_verify_pattern("0xfeedface").unwrap()),
-                ..WorkloadOptions::default()
-            },
-        );
+        let o = method_job(m);
         let (r, _) = run_on(&dev, &o);
         let v = &r.jobs[0].output.verify;
         assert_eq!((v.errors, v.verified_blocks), (0, 2048), "{m:?}");
@@ -161,4 +166,89 @@ fn do_verify_0_writes_verifiable_blocks_but_reads_nothing() {
     let (r, _) = run_on(&dev, &only(&on));
     assert_eq!(r.jobs[0].output.verify.verified_blocks, 2048);
     assert_eq!(r.jobs[0].output.verify.errors, 0);
+}
+
+/// A read-only verify job, as fio runs one after a write job: every block it reads must
+/// carry its own intact header (or the pattern).
+fn read_back(o: &BenchOptions, do_verify: bool) -> BenchOptions {
+    BenchOptions {
+        rw: RwMode::Randread,
+        workload: WorkloadOptions {
+            do_verify,
+            ..o.workload.clone()
+        },
+        ..o.clone()
+    }
+}
+
+#[test]
+fn a_read_job_checks_every_block_and_fails_on_blank_or_lost_data() {
+    for m in METHODS {
+        let dev = MemDevice::new(512, 1 << 12, 1 << 20);
+        let write = method_job(m);
+        // A blank namespace holds nothing a verify job wrote: fio's err=84.
+        let (r, _) = run_on(&dev, &read_back(&write, true));
+        let v = &r.jobs[0].output.verify;
+        assert!(v.errors > 0, "{m:?}: {v:?}");
+        assert_eq!((v.verified_blocks, v.unverifiable_ios), (0, 0), "{m:?}");
+        assert_eq!(r.jobs[0].errno(), 84, "{m:?}");
+        let text = render(&r, OutputFormat::NORMAL);
+        let why = if m == VerifyMode::Pattern {
+            "pattern mismatch at byte 0"
+        } else {
+            "bad magic 0x00000000, expected 0x756d766e (no verify header"
+        };
+        assert!(text.contains(why), "{m:?}: {text}");
+        // Written by an earlier job: a later read job (do_verify or not) checks it all.
+        run_on(&dev, &write);
+        for do_verify in [true, false] {
+            let (r, _) = run_on(&dev, &read_back(&write, do_verify));
+            let v = &r.jobs[0].output.verify;
+            assert_eq!(
+                (v.errors, v.verified_blocks, v.unverifiable_ios),
+                (0, 2048, 0),
+                "{m:?} do_verify={do_verify}"
+            );
+            assert_eq!(r.jobs[0].errno(), 0);
+        }
+        // A block lost on the device (reads as zeroes, as after a trim) fails it.
+        dev.write_bytes(777, 0, &[0u8; 512]).unwrap();
+        let (r, _) = run_on(&dev, &read_back(&write, true));
+        let v = &r.jobs[0].output.verify;
+        assert_eq!(v.errors, 1, "{m:?}");
+        assert_eq!(v.first[0].lba, 777, "{m:?}");
+        assert_eq!(r.jobs[0].errno(), 84);
+    }
+}
+
+#[test]
+fn writing_and_reading_back_each_report_their_own_runtime() {
+    // fio: a write job with verify reports the writing as write's runtime and the
+    // read-back as read's; together they make the job's runtime.
+    let dev = MemDevice::new(512, 1 << 16, 1 << 20);
+    let o = BenchOptions {
+        rw: RwMode::Write,
+        size: Some(SizeSpec::Bytes(16 << 20)),
+        ..job(VerifyMode::Sha256, WorkloadOptions::default())
+    };
+    let (r, _) = run_on(&dev, &o);
+    let out = &r.jobs[0].output;
+    let [read, write, trim] = out.dir_runtime_ms;
+    assert!(
+        read > 0 && write > 0 && trim == 0,
+        "{:?}",
+        out.dir_runtime_ms
+    );
+    assert!(
+        read + write <= out.runtime_ms + 2,
+        "{:?} of {}",
+        out.dir_runtime_ms,
+        out.runtime_ms
+    );
+    assert!(out.runtime_ms >= 4, "too short to tell: {}", out.runtime_ms);
+    let v: serde_json::Value = serde_json::from_str(&nvmemu_bench::render_json(&r, false)).unwrap();
+    let job = &v["jobs"][0];
+    assert_eq!(job["read"]["runtime"], read);
+    assert_eq!(job["write"]["runtime"], write);
+    assert_eq!(job["job_runtime"], out.runtime_ms);
 }

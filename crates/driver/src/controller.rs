@@ -222,7 +222,8 @@ impl Controller {
         let granted = nsqa.min(ncqa);
         let n = u16::try_from(granted.min(u32::from(opts.io_queues))).unwrap_or(opts.io_queues);
         if n < opts.io_queues {
-            tracing::warn!(
+            // Allowed by the spec; the caller sees how many queue pairs it got.
+            tracing::debug!(
                 requested = opts.io_queues,
                 granted,
                 "fewer I/O queues than requested"
@@ -479,6 +480,15 @@ impl Controller {
     /// Take every I/O queue pair not yet handed out, one per thread.
     pub fn qpairs(&mut self) -> Vec<IoQpair> {
         std::mem::take(&mut self.qpairs)
+    }
+
+    /// Gives the controller up without a word to the device: no queue deletion, no
+    /// shutdown notification, no unmap. For a device that stopped answering, where each
+    /// of those steps would wait out its timeout. Dropping the controller then closes
+    /// the connection, which the server handles as a vanished client.
+    pub fn abandon(&mut self) {
+        self.io_qids.clear();
+        self.state = State::ShutDown;
     }
 
     /// Delete the I/O queues, notify shutdown (CC.SHN = 01b, wait CSTS.SHST = 10b) and undo

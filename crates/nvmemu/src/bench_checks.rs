@@ -107,10 +107,21 @@ pub fn embedded_geometry(ns: &NsSpec) -> Geometry {
 /// verify limits, and the queue depth.
 pub fn check_embedded(opts: &BenchOptions, ns: &NsSpec) -> Result<()> {
     plan_jobs(opts, embedded_geometry(ns))?;
-    check_depth(
-        opts.iodepth,
-        u32::from(ControllerConfig::default().max_queue_entries),
-    )
+    let config = ControllerConfig::default();
+    check_queues(opts.numjobs, u32::from(config.max_io_queues))?;
+    check_depth(opts.iodepth, u32::from(config.max_queue_entries))
+}
+
+/// Fails when `numjobs` jobs need more I/O queue pairs (one each) than the controller
+/// grants.
+pub fn check_queues(numjobs: u32, granted: u32) -> Result<()> {
+    if numjobs > granted {
+        bail!(
+            "--numjobs={numjobs} needs {numjobs} I/O queues (one per job) but the controller \
+             grants {granted}; use --numjobs={granted} or less"
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -158,6 +169,17 @@ mod tests {
             .to_string();
         assert!(e.contains("cannot write there"), "{e}");
         assert!(check_writable("--plot", dir.path()).is_err());
+    }
+
+    #[test]
+    fn more_jobs_than_io_queues_is_one_line() {
+        assert!(check_queues(127, 127).is_ok());
+        let e = check_queues(1000, 127).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--numjobs=1000 needs 1000 I/O queues (one per job) but the controller grants \
+             127; use --numjobs=127 or less"
+        );
     }
 
     #[test]

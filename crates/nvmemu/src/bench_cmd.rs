@@ -17,7 +17,7 @@ use nvmemu_driver::{AttachOptions, Controller, IO_CQ_DEPTH_FACTOR};
 use nvmemu_spec::Nsid;
 
 use crate::bench_checks::{
-    check_cpus, check_depth, check_embedded, check_writable, shared_cpus_warning,
+    check_cpus, check_depth, check_embedded, check_queues, check_writable, shared_cpus_warning,
 };
 use crate::bench_jobs::{JobSpec, RunPlan, plan_run};
 use crate::bench_output::{Output, notes};
@@ -102,8 +102,9 @@ pub struct BenchArgs {
     /// reports both IOPS as the tracing overhead. Without the flag nothing is timed.
     #[arg(long = "lat-breakdown")]
     pub lat_breakdown: bool,
-    /// How long to wait for the server to accept the connection and for each of its
-    /// vfio-user replies (with --socket; the in-process target answers at once).
+    /// How long to wait for the server to accept the connection, for each of its
+    /// vfio-user replies, and, mid-run, for any completion while commands are in flight
+    /// (then the job fails and the controller is given up).
     #[arg(long = "reply-timeout", value_name = "TIME", default_value = "5s", value_parser = nvmemu_bench::parse_time)]
     pub reply_timeout: Duration,
     /// In-process target only: serve N controllers (one namespace, one bdev) from the one
@@ -182,14 +183,16 @@ pub fn attach(
 
 pub use nvmemu::error_chain;
 
-/// One [`DriverQueue`] per job on namespace `nsid`; `stop` is the run's stop flag.
+/// One [`DriverQueue`] per job on namespace `nsid`; `stop` is the run's stop flag, and
+/// a queue on which nothing completes for `stall` is given up.
 pub fn make_queues(
     ctrl: &mut Controller,
     nsid: u32,
     numjobs: u32,
     stop: &Arc<AtomicBool>,
+    stall: Duration,
 ) -> Result<Vec<Box<dyn IoQueue>>> {
-    Ok(make_driver_queues(ctrl, nsid, numjobs, stop)?
+    Ok(make_driver_queues(ctrl, nsid, numjobs, stop, stall)?
         .into_iter()
         .map(|q| Box::new(q) as Box<dyn IoQueue>)
         .collect())
@@ -201,19 +204,15 @@ pub fn make_driver_queues(
     nsid: u32,
     numjobs: u32,
     stop: &Arc<AtomicBool>,
+    stall: Duration,
 ) -> Result<Vec<DriverQueue>> {
     let qpairs = ctrl.qpairs();
-    if qpairs.len() < usize::try_from(numjobs).unwrap_or(usize::MAX) {
-        bail!(
-            "the controller granted {} I/O queues, {numjobs} jobs need one each",
-            qpairs.len()
-        );
-    }
+    check_queues(numjobs, u32::try_from(qpairs.len()).unwrap_or(u32::MAX))?;
     let pool = ctrl.dma_pool().clone();
     qpairs
         .into_iter()
         .map(|qp| {
-            DriverQueue::new(qp, pool.clone(), Nsid(nsid), Arc::clone(stop))
+            DriverQueue::new(qp, pool.clone(), Nsid(nsid), Arc::clone(stop), stall)
                 .map_err(anyhow::Error::from)
         })
         .collect()
@@ -317,7 +316,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
     let mut result = match &lead.socket {
         _ if let Some(addr) = lead.device => {
-            run_stages(&plan, &stop, lead.nsid, &addr.to_string(), |needs| {
+            run_stages(&plan, &stop, &lead, &addr.to_string(), |needs| {
                 crate::bench_device::attach(addr, needs)
             })?
         }
@@ -351,6 +350,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         None => run_embedded(&lead, &plan, &stop, false)?.0,
     };
     result.machine.namespace = namespace_of(&lead);
+    attach_written_options(&mut result, &plan);
     out.write(&(header + &render(&result, format)))?;
     if let Some(path) = &lead.plot {
         let json = nvmemu_bench::render_json(&result, true);
@@ -414,6 +414,7 @@ fn run_ceiling_cmd(args: &BenchArgs, opts: &mut BenchOptions, stop: Arc<AtomicBo
             stages: vec![vec![JobSpec {
                 args: one,
                 groupid: 0,
+                written: None,
             }]],
         };
         let (r, _) = run_embedded(args, &plan, &stop, false)?;
@@ -475,7 +476,26 @@ fn namespace_of(args: &BenchArgs) -> String {
     }
 }
 
-/// The exit status of a finished run, as fio: a failed job fails the command.
+/// A job-file run's options as the files wrote them, for the JSON report: `[global]`
+/// once, each job's own section with each of its clones (results follow the plan's job
+/// order, clones together).
+fn attach_written_options(result: &mut BenchResult, plan: &RunPlan) {
+    let per_clone = plan.jobs().flat_map(|j| {
+        let clones = usize::try_from(j.args.opts.numjobs).unwrap_or(0);
+        std::iter::repeat_n(j.written.as_ref(), clones)
+    });
+    for (r, w) in result.jobs.iter_mut().zip(per_clone) {
+        r.written_options = w.map(|w| w.own.clone());
+    }
+    result.global_options = plan
+        .lead()
+        .and_then(|j| j.written.as_ref())
+        .filter(|w| !w.global.is_empty())
+        .map(|w| w.global.clone());
+}
+
+/// The exit status of a finished run, as fio: a failed job fails the command, and so
+/// does a run a signal stopped (exit status 128).
 fn finish(result: &BenchResult) -> Result<()> {
     match result.jobs.iter().find(|j| j.errno() != 0) {
         Some(j) => bail!(
@@ -484,7 +504,7 @@ fn finish(result: &BenchResult) -> Result<()> {
             j.error_text()
                 .unwrap_or_else(|| format!("err={}", j.errno()))
         ),
-        None => Ok(()),
+        None => Ok(crate::signals::check_interrupted()?),
     }
 }
 

@@ -23,6 +23,28 @@ pub struct JobSpec {
     pub args: BenchArgs,
     /// fio's reporting group.
     pub groupid: u32,
+    /// A job file's job: its options as written, for the JSON report.
+    pub written: Option<WrittenOptions>,
+}
+
+/// A job file's options for one job as written (a bare key has an empty value).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WrittenOptions {
+    /// The `[global]` options in force for it.
+    pub global: Vec<(String, String)>,
+    /// Its own section's.
+    pub own: Vec<(String, String)>,
+}
+
+impl WrittenOptions {
+    fn of(def: &JobDef) -> WrittenOptions {
+        let pair = |o: &JobOption| (o.key.clone(), o.value.clone().unwrap_or_default());
+        let (global, own) = def.options.split_at(def.globals.min(def.options.len()));
+        WrittenOptions {
+            global: global.iter().map(pair).collect(),
+            own: own.iter().map(pair).collect(),
+        }
+    }
 }
 
 /// The jobs in stages, run one stage after the other.
@@ -98,6 +120,7 @@ pub fn plan_run(args: &BenchArgs, cli: &[OsString]) -> Result<RunPlan> {
             stages: vec![vec![JobSpec {
                 args: args.clone(),
                 groupid: 0,
+                written: None,
             }]],
         });
     }
@@ -115,6 +138,7 @@ pub fn plan_run(args: &BenchArgs, cli: &[OsString]) -> Result<RunPlan> {
         let spec = JobSpec {
             args: job_args(def, cli)?,
             groupid,
+            written: Some(WrittenOptions::of(def)),
         };
         match stages.last_mut() {
             Some(stage) if !def.stonewall => stage.push(spec),

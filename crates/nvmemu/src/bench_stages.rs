@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, anyhow};
 use nvmemu_bench::{
-    BenchOptions, BenchResult, CpuList, IoQueue, LatBreakdown, NoTarget, StageJob, TargetProbe,
-    run_stage,
+    BenchError, BenchOptions, BenchResult, CpuList, EngineError, IoQueue, LatBreakdown, NoTarget,
+    StageJob, TargetProbe, run_stage,
 };
 use nvmemu_ctrl::{LatencyHook, LatencyTable};
 use nvmemu_driver::Controller;
@@ -54,8 +54,18 @@ fn stage_jobs(stage: &[JobSpec], queues: Vec<Box<dyn IoQueue>>) -> Vec<StageJob>
         .collect()
 }
 
-fn shutdown(ctrl: &mut Controller) {
-    if let Err(e) = ctrl.shutdown() {
+/// Detaches from `ctrl`: a clean shutdown, or none at all when a job found the device
+/// not completing commands (every shutdown step would wait out its timeout, so one
+/// silent server would cost several `--reply-timeout`s after the job already failed).
+fn shutdown(ctrl: &mut Controller, result: &Result<BenchResult, BenchError>) {
+    let stalled = result.as_ref().is_ok_and(|r| {
+        r.jobs
+            .iter()
+            .any(|j| matches!(j.output.error, Some(EngineError::Stalled { .. })))
+    });
+    if stalled {
+        ctrl.abandon();
+    } else if let Err(e) = ctrl.shutdown() {
         tracing::warn!("controller shutdown: {}", error_chain(&e));
     }
 }
@@ -69,17 +79,17 @@ pub fn run_on_socket(
     stop: &Arc<AtomicBool>,
 ) -> Result<BenchResult> {
     let place = dir.join("cntrl").display().to_string();
-    run_stages(plan, stop, lead.nsid, &place, |needs| {
+    run_stages(plan, stop, lead, &place, |needs| {
         attach(dir, needs, true, lead.reply_timeout)
     })
 }
 
-/// Runs every stage on namespace `nsid` of the controller `attach` gives for the stage's
-/// needs (a socket's, a PCI function's), named `place` in errors.
+/// Runs every stage on namespace `--nsid` of the controller `attach` gives for the
+/// stage's needs (a socket's, a PCI function's), named `place` in errors.
 pub fn run_stages(
     plan: &RunPlan,
     stop: &Arc<AtomicBool>,
-    nsid: u32,
+    lead: &BenchArgs,
     place: &str,
     attach: impl Fn(&BenchOptions) -> Result<Controller>,
 ) -> Result<BenchResult> {
@@ -90,11 +100,17 @@ pub fn run_stages(
         }
         let needs = stage_needs(stage);
         let mut ctrl = attach(&needs)?;
-        let queues = make_queues(&mut ctrl, nsid, needs.numjobs, stop)
-            .with_context(|| format!("on {place}"))?;
+        let queues = make_queues(
+            &mut ctrl,
+            lead.nsid,
+            needs.numjobs,
+            stop,
+            lead.reply_timeout,
+        )
+        .with_context(|| format!("on {place}"))?;
         let result = run_stage(stage_jobs(stage, queues), &NoTarget, &[], Arc::clone(stop));
         // A controller that does not shut down cleanly must not cost the report.
-        shutdown(&mut ctrl);
+        shutdown(&mut ctrl, &result);
         runs.push(result?);
     }
     BenchResult::merge_stages(runs).ok_or_else(|| anyhow!("stopped before any job ran"))
@@ -156,7 +172,13 @@ pub fn run_embedded(
         let mut per_ctrl: Vec<std::vec::IntoIter<DriverQueue>> = Vec::new();
         for dir in target.dirs() {
             let mut ctrl = attach(dir, &needs, false, lead.reply_timeout)?;
-            let mut qs = make_driver_queues(&mut ctrl, lead.nsid, needs.numjobs, stop)?;
+            let mut qs = make_driver_queues(
+                &mut ctrl,
+                lead.nsid,
+                needs.numjobs,
+                stop,
+                lead.reply_timeout,
+            )?;
             if let (Some(t), Some(b), true) = (&table, &sums, per_ctrl.is_empty()) {
                 qs = qs
                     .into_iter()
@@ -187,7 +209,7 @@ pub fn run_embedded(
             Arc::clone(stop),
         );
         for mut ctrl in ctrls {
-            shutdown(&mut ctrl);
+            shutdown(&mut ctrl, &result);
         }
         match result {
             Ok(r) => runs.push(r),

@@ -6,10 +6,11 @@
 //! in-flight flag per slot; it never allocates. The flags let a fatal queue
 //! error (a completion the device should not have posted) fail every command
 //! still in flight, so a job never waits for completions that cannot come.
-//! The same happens when the device stops completing: after [`STALL_TIMEOUT`]
-//! without a completion (or [`STOP_STALL_TIMEOUT`] once the run was asked to
-//! stop), every command in flight fails and the queue is given up. The clock
-//! is read only during such a stall, once per [`STALL_CHECK_POLLS`] empty polls.
+//! The same happens when the device stops completing: after the queue's stall
+//! timeout (`--reply-timeout`) without a completion (or [`STOP_STALL_TIMEOUT`] once
+//! the run was asked to stop), every command in flight fails with
+//! [`EngineError::Stalled`] and the queue is given up. The clock is read only
+//! during such a stall, once per [`STALL_CHECK_POLLS`] empty polls.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,9 +22,8 @@ use nvmemu_driver::{DmaBuf, DmaPool, IoQpair, NvmeError};
 use nvmemu_mem::TscClock;
 use nvmemu_spec::{Lba, Nsid};
 
-/// Longest wait for any completion while commands are in flight.
-pub const STALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// The same once the run was asked to stop (Ctrl-C, SIGTERM).
+/// The longest wait for any completion while commands are in flight, once the run
+/// was asked to stop (Ctrl-C, SIGTERM).
 pub const STOP_STALL_TIMEOUT: Duration = Duration::from_secs(1);
 /// Empty polls between two clock reads during a stall.
 const STALL_CHECK_POLLS: u32 = 1024;
@@ -51,6 +51,8 @@ pub struct DriverQueue {
     fatal: Option<EngineError>,
     /// The run's stop flag: a stall is given up sooner once it is set.
     stop: Arc<AtomicBool>,
+    /// The longest wait for any completion while commands are in flight.
+    stall_timeout: Duration,
     /// Consecutive polls that found nothing while commands were in flight.
     empty_polls: u32,
     /// When the current stall was first noticed.
@@ -83,12 +85,14 @@ impl Trace {
 }
 
 impl DriverQueue {
-    /// Binds `qp` to namespace `nsid`; buffers come from `pool` at `setup`.
+    /// Binds `qp` to namespace `nsid`; buffers come from `pool` at `setup`. The queue
+    /// is given up when nothing completes for `stall_timeout` with commands in flight.
     pub fn new(
         qp: IoQpair,
         pool: DmaPool,
         nsid: Nsid,
         stop: Arc<AtomicBool>,
+        stall_timeout: Duration,
     ) -> Result<DriverQueue, QueueSetupError> {
         let ns = qp
             .namespaces()
@@ -110,6 +114,7 @@ impl DriverQueue {
             in_flight: Vec::new(),
             fatal: None,
             stop,
+            stall_timeout,
             empty_polls: 0,
             stall_since: None,
             trace: None,
@@ -159,9 +164,9 @@ impl DriverQueue {
         self.empty_polls = 0;
         let since = *self.stall_since.get_or_insert_with(Instant::now);
         let limit = if self.stop.load(Ordering::Relaxed) {
-            STOP_STALL_TIMEOUT
+            STOP_STALL_TIMEOUT.min(self.stall_timeout)
         } else {
-            STALL_TIMEOUT
+            self.stall_timeout
         };
         let waited = since.elapsed();
         (waited >= limit).then_some(waited)
@@ -297,13 +302,10 @@ impl IoQueue for DriverQueue {
         match polled {
             Ok(0) => match self.stalled() {
                 Some(waited) => {
-                    let err = EngineError::Transport {
-                        reason: format!(
-                            "no completion on queue {} for {} ms with {} commands in flight",
-                            self.qp.qid().0,
-                            waited.as_millis(),
-                            self.qp.outstanding()
-                        ),
+                    let err = EngineError::Stalled {
+                        qid: self.qp.qid().0,
+                        waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+                        in_flight: usize::from(self.qp.outstanding()),
                     };
                     self.fail_all(err, done)
                 }
@@ -445,7 +447,14 @@ mod tests {
 
     fn queue(ctrl: &mut Controller, stop: &Arc<AtomicBool>) -> DriverQueue {
         let qp = ctrl.take_qpair().unwrap();
-        DriverQueue::new(qp, ctrl.dma_pool().clone(), Nsid(1), Arc::clone(stop)).unwrap()
+        DriverQueue::new(
+            qp,
+            ctrl.dma_pool().clone(),
+            Nsid(1),
+            Arc::clone(stop),
+            Duration::from_secs(5),
+        )
+        .unwrap()
     }
 
     fn attach(t: &EmbeddedTarget) -> Controller {
@@ -532,16 +541,18 @@ mod tests {
         for (slot, r) in &got {
             assert!(*slot < 2);
             match r {
-                Err(EngineError::Transport { reason }) => {
-                    assert!(reason.contains("no completion"), "{reason}")
-                }
+                Err(EngineError::Stalled {
+                    qid: 1,
+                    in_flight: 2,
+                    ..
+                }) => {}
                 other => panic!("{other:?}"),
             }
         }
         // The queue is given up: later calls fail at once.
         assert!(matches!(
             q.submit(2, Op::Read, 0, 1),
-            Err(EngineError::Transport { .. })
+            Err(EngineError::Stalled { .. })
         ));
         assert!(q.ring().is_err());
         drop(q);

@@ -37,6 +37,8 @@ enum Command {
     /// Serve emulated NVMe controllers over vfio-user.
     Serve(serve::ServeArgs),
     /// Run fio-style jobs through the userspace driver (default: against an in-process target).
+    // As fio: an option given twice takes the last value.
+    #[command(args_override_self = true)]
     Bench(Box<bench_cmd::BenchArgs>),
     /// Draw saved bench JSON reports over each other as one SVG.
     Plot(plot_cmd::PlotArgs),
@@ -73,6 +75,11 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("nvmemu: {e:#}");
-        std::process::exit(1);
+        let code = if e.downcast_ref::<signals::Interrupted>().is_some() {
+            signals::INTERRUPTED_EXIT
+        } else {
+            1
+        };
+        std::process::exit(code);
     }
 }

@@ -5,9 +5,11 @@
 //! If the run has not ended [`STOP_GRACE`] after the first signal (a server that stopped
 //! answering, say), the process says so in one line, removes the temporary directories
 //! registered with [`remove_on_forced_exit`] and exits with 128 + the signal number.
+//! A run that a signal stopped fails with [`Interrupted`] once its report is out, so
+//! scripts can tell it from a complete run (fio exits with 128 then).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +19,28 @@ use signal_hook::iterator::Signals;
 
 /// How long a stop may take before the process exits anyway.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// fio's exit status for a run stopped by SIGINT or SIGTERM.
+pub const INTERRUPTED_EXIT: i32 = 128;
+
+/// The signal that stopped the run, 0 for none.
+static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
+
+/// The run was stopped by a signal before it completed.
+#[derive(Debug, thiserror::Error)]
+#[error("{name} stopped the run before it completed; the report covers it until then")]
+pub struct Interrupted {
+    /// The signal's name.
+    pub name: &'static str,
+}
+
+/// `Err(Interrupted)` if a signal stopped the run.
+pub fn check_interrupted() -> Result<(), Interrupted> {
+    match STOPPED_BY.load(Ordering::Relaxed) {
+        0 => Ok(()),
+        sig => Err(Interrupted { name: name(sig) }),
+    }
+}
 
 /// Directories a forced exit removes (the in-process target's socket directories).
 static TEMP_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -57,6 +81,7 @@ pub fn install(stop: &Arc<AtomicBool>) -> Result<()> {
                     continue; // absorbed: the stop is under way
                 }
                 first = false;
+                STOPPED_BY.store(sig, Ordering::Relaxed);
                 // Relaxed: the jobs poll the flag; nothing else is published with it.
                 stop.store(true, Ordering::Relaxed);
                 eprintln!("nvmemu: {}: stopping the run", name(sig));

@@ -39,6 +39,16 @@ fn json_of(out: &Output) -> Value {
     })
 }
 
+/// The JSON report on stdout, whatever the exit status.
+fn report_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "output is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
 fn dir_ios(job: &Value, dir: &str) -> u64 {
     job[dir]["total_ios"].as_u64().expect("total_ios")
 }
@@ -46,7 +56,8 @@ fn dir_ios(job: &Value, dir: &str) -> u64 {
 #[test]
 fn short_embedded_run_reports_fio_json_with_target_and_machine() {
     let v = json_of(&bench(&["--runtime=1"]));
-    assert!(v["fio version"].as_str().unwrap().starts_with("nvmemu-"));
+    assert_eq!(v["fio version"], "fio-3.33");
+    assert!(v["nvmemu version"].as_str().unwrap().starts_with("nvmemu-"));
     let jobs = v["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 1);
     let job = &jobs[0];
@@ -160,6 +171,46 @@ fn trim_deallocates_on_the_device_and_the_blocks_read_back_zeroes() {
     assert_eq!(job["verify_errors"], 0, "{job}");
     assert_eq!(job["verify"]["verified_blocks"], 4096);
     assert_eq!(dir_ios(job, "write"), 0);
+}
+
+#[test]
+fn a_later_read_verify_job_passes_on_intact_data_and_fails_on_lost_data() {
+    // Write with verify headers and no read-back, then check from other clients (new
+    // processes) as fio users do: a read job with the same --verify.
+    let t = common::start(&[("malloc", 512, 1 << 15)]);
+    let dir = t.dir().to_str().unwrap().to_owned();
+    let on = |args: &[&str]| {
+        let mut a = vec!["--socket", dir.as_str(), "--bs=64k"];
+        a.extend_from_slice(args);
+        bench(&a)
+    };
+    let read_verify = ["--rw=randread", "--verify=md5", "--size=2m"];
+    // Nothing written yet: nothing to verify is a failure, as fio's bad magic header.
+    let blank = on(&read_verify);
+    assert_eq!(blank.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&blank.stderr);
+    assert!(err.contains("bad magic 0x00000000"), "{err}");
+    json_of(&on(&[
+        "--rw=write",
+        "--verify=md5",
+        "--do_verify=0",
+        "--size=2m",
+    ]));
+    let v = json_of(&on(&read_verify));
+    let job = &v["jobs"][0];
+    assert_eq!(job["verify"]["verified_blocks"], 4096, "{job}");
+    assert_eq!(job["verify"]["unverifiable_ios"], 0, "{job}");
+    // Lost: 64 KiB trimmed in the middle.
+    json_of(&on(&["--rw=trim", "--offset=1m", "--size=64k"]));
+    let lost = on(&read_verify);
+    assert_eq!(lost.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&lost.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["error"], 84);
+    let err = String::from_utf8_lossy(&lost.stderr);
+    assert!(
+        err.contains("verify failed at lba 2048: bad magic"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -371,8 +422,15 @@ fn ctrl_c_stops_the_run_and_still_reports() {
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let out = child.wait_with_output().unwrap();
     let err = reader.join().unwrap();
-    assert!(out.status.success(), "{}: {err}", out.status);
-    let v = json_of(&out);
+    // fio's status for an interrupted run: scripts can tell it from a complete one.
+    assert_eq!(out.status.code(), Some(128), "{err}");
+    assert!(
+        err.ends_with(
+            "nvmemu: SIGINT stopped the run before it completed; the report covers it until then\n"
+        ),
+        "{err}"
+    );
+    let v = report_of(&out);
     let job = &v["jobs"][0];
     assert_eq!(job["error"], 0, "{err}");
     assert!(dir_ios(job, "read") > 0);
@@ -473,9 +531,9 @@ fn two_quick_sigints_still_print_the_report_and_remove_the_socket_directory() {
     signal(&run.child, rustix::process::Signal::INT);
     let out = run.child.wait_with_output().unwrap();
     let err = run.reader.join().unwrap();
-    assert!(out.status.success(), "{}: {err}", out.status);
+    assert_eq!(out.status.code(), Some(128), "{err}");
     assert!(err.contains("nvmemu: SIGINT: stopping the run"), "{err}");
-    let v = json_of(&out);
+    let v = report_of(&out);
     let job = &v["jobs"][0];
     assert_eq!(job["error"], 0, "{err}");
     assert!(dir_ios(job, "read") > 0);
@@ -539,6 +597,64 @@ fn a_stop_that_cannot_finish_ends_after_the_grace_with_a_message() {
     assert!(err.contains("did not stop within 5 s of SIGTERM"), "{err}");
 }
 
+#[test]
+fn a_server_stopped_mid_run_fails_it_within_the_reply_timeout_in_one_line() {
+    // A real `nvmemu serve` in its own process, so that it can be SIGSTOPped.
+    let tmp = tempfile::tempdir().unwrap();
+    let ctrl = tmp.path().join("ctrl");
+    std::fs::create_dir(&ctrl).unwrap();
+    let mut server = nvmemu()
+        .args([
+            "serve",
+            "-m",
+            "0x1",
+            "--ns",
+            "malloc:size=64M,lba=512",
+            "-r",
+        ])
+        .arg(tmp.path().join("rpc.sock"))
+        .arg("--socket-dir")
+        .arg(&ctrl)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_for("the server's socket", || {
+        ctrl.join("cntrl").exists().then_some(())
+    });
+    let run = spawn_running(&[
+        "--output-format=json",
+        "--runtime=60",
+        "--time_based",
+        "--reply-timeout=1s",
+        "--socket",
+        ctrl.to_str().unwrap(),
+    ]);
+    signal(&server, rustix::process::Signal::STOP);
+    let stopped = std::time::Instant::now();
+    let out = run.child.wait_with_output().unwrap();
+    let took = stopped.elapsed();
+    let err = run.reader.join().unwrap();
+    signal(&server, rustix::process::Signal::CONT);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    // Was: a 10 s stall limit whatever --reply-timeout said, then three more timeouts
+    // detaching, with a WARN line each.
+    assert!(took < std::time::Duration::from_secs(6), "took {took:?}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err
+        .split(['\n', '\r'])
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("Jobs: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("nvmemu: job 0 failed: No completion on queue 1 for "),
+        "{err}"
+    );
+    let v = report_of(&out);
+    assert_eq!(v["jobs"][0]["error"], 5, "EIO");
+}
+
 /// `nvmemu bench ARGS` expected to fail before any I/O, with one line on stderr.
 fn rejected(args: &[&str]) -> String {
     let out = nvmemu()
@@ -592,6 +708,27 @@ fn iodepth_beyond_an_external_controllers_queues_is_rejected_before_the_jobs() {
         "{e}"
     );
     common::assert_serves_next_client(&t);
+}
+
+#[test]
+fn what_fio_users_type_gets_fio_answers() {
+    // Less than one block: fio's "size too small", not a range that "does not fit".
+    let e = rejected(&["--size=1k"]);
+    assert!(
+        e.contains("Size too small, must not be less than minimum block size: 1024 < 4096"),
+        "{e}"
+    );
+    // More jobs than queue pairs: one line before anything starts, no log line first.
+    let e = rejected(&["--numjobs=1000", "--size=64k"]);
+    assert!(e.contains("--numjobs=1000 needs 1000 I/O queues"), "{e}");
+    // An option given twice: the last one wins, as in fio.
+    let v = json_of(&bench(&[
+        "--rw=read",
+        "--size=64k",
+        "--size=128k",
+        "--bs=4k",
+    ]));
+    assert_eq!(dir_ios(&v["jobs"][0], "read"), 32);
 }
 
 #[test]

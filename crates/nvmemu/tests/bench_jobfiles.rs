@@ -62,9 +62,11 @@ fn a_paper_job_file_runs_unchanged_with_one_note_per_option() {
     let job = &v["jobs"][0];
     assert_eq!(v["jobs"].as_array().unwrap().len(), 1);
     assert_eq!(job["jobname"], "randread");
-    assert_eq!(job["job options"]["ioengine"], "libaio");
-    assert_eq!(job["job options"]["iodepth"], "32");
-    assert_eq!(job["job options"]["runtime"], "1");
+    // As fio lists them: [global] once, each job's own section in its job options.
+    assert_eq!(v["global options"]["ioengine"], "libaio");
+    assert_eq!(v["global options"]["iodepth"], "32");
+    assert_eq!(v["global options"]["time_based"], "");
+    assert_eq!(job["job options"], serde_json::json!({ "rw": "randread" }));
     assert!(job["read"]["total_ios"].as_u64().unwrap() > 0);
     assert!((900..3000).contains(&job["job_runtime"].as_u64().unwrap()));
     let err = String::from_utf8_lossy(&out.stderr);

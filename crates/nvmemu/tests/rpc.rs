@@ -832,6 +832,36 @@ fn sockets_are_owner_only_under_umask_000_and_rpc_group_grants_a_group() {
     s.kill();
 }
 
+#[test]
+fn a_second_server_on_a_live_socket_dir_says_a_server_holds_it() {
+    let (s, traddr) = Server::start_with_socket_dir(&["--ns", "malloc:size=4M,lba=512"]);
+    let other = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(BIN)
+        .args(["serve", "-m", "0x1", "-r"])
+        .arg(other.path().join("rpc.sock"))
+        .arg("--socket-dir")
+        .arg(&traddr)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("nvmemu serve runs");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "{}: {}/cntrl is in use: a server is listening on it (stop that server or choose \
+         another path)",
+        traddr.display(),
+        traddr.display()
+    );
+    assert!(
+        err.lines().last().is_some_and(|l| l.ends_with(&want)),
+        "{err}"
+    );
+    // The first server still serves.
+    attach(&traddr).shutdown().expect("shutdown");
+    s.kill();
+}
+
 /// `nvmemu serve -r PATH` that must fail at once; its stderr lines.
 fn serve_refused(path: &Path) -> Vec<String> {
     let out = Command::new(BIN)
@@ -866,7 +896,8 @@ fn a_squatted_rpc_path_stops_start_up_with_one_line_and_a_stale_socket_is_replac
     assert_eq!(
         serve_refused(&live),
         [format!(
-            "nvmemu: cannot serve JSON-RPC (-r picks another socket): {} is in use: a server is listening on it",
+            "nvmemu: cannot serve JSON-RPC (-r picks another socket): {} is in use: a server \
+             is listening on it (stop that server or choose another path)",
             live.display()
         )]
     );

@@ -69,7 +69,10 @@ impl Access {
 #[derive(Debug, thiserror::Error)]
 pub enum BindError {
     /// A server is accepting connections on the path.
-    #[error("{} is in use: a server is listening on it", path.display())]
+    #[error(
+        "{} is in use: a server is listening on it (stop that server or choose another path)",
+        path.display()
+    )]
     InUse {
         /// The socket path.
         path: PathBuf,

@@ -12,6 +12,8 @@ pub struct Shown {
     pub job: JobResult,
     /// How many jobs it stands for (fio's `jobs=N`).
     pub jobs: u32,
+    /// The jobs' runtimes added up (fio's `job_runtime`, the base of the CPU shares).
+    pub job_runtime_ms: u64,
 }
 
 /// The entries to report, in job order.
@@ -26,10 +28,12 @@ pub fn shown_jobs(r: &BenchResult) -> Vec<Shown> {
             Some(s) => {
                 combine(&mut s.job, j);
                 s.jobs += 1;
+                s.job_runtime_ms += j.output.runtime_ms;
             }
             None => out.push(Shown {
                 job: j.clone(),
                 jobs: 1,
+                job_runtime_ms: j.output.runtime_ms,
             }),
         }
     }
@@ -44,12 +48,15 @@ pub fn group_ids(r: &BenchResult) -> Vec<u32> {
     ids
 }
 
-/// Adds `b` to `a` as fio's `sum_thread_stats` does: counts and samples pooled, the
-/// longest runtime, the first error.
+/// Adds `b` to `a` as fio's `sum_thread_stats` does: counts and latency samples pooled,
+/// bandwidth and IOPS added up, the longest runtime, the first error.
 fn combine(a: &mut JobResult, b: &JobResult) {
     let (o, p) = (&mut a.output, &b.output);
     o.stats.merge(&p.stats);
     o.runtime_ms = o.runtime_ms.max(p.runtime_ms);
+    for (a, b) in o.dir_runtime_ms.iter_mut().zip(p.dir_runtime_ms) {
+        *a = (*a).max(b);
+    }
     o.elapsed_ms = o.elapsed_ms.max(p.elapsed_ms);
     o.usage.add(&p.usage);
     if o.error.is_none() {

@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-//! fio's JSON and JSON+ report (`show_thread_status_json`, `add_ddir_status_json`)
-//! with our `target`, `machine` and per-job `verify_errors` additions.
+//! fio's JSON and JSON+ report (`show_thread_status_json`, `add_ddir_status_json`):
+//! fio's keys in fio's order (serde_json keeps insertion order), then our additions:
+//! per job `verify_errors`, `verify`, `cpu`, `time_series`, `error_text`; at the top
+//! `nvmemu version`, `target` and `machine`. `"fio version"` is [`FIO_VERSION`].
+//! `disk_util` is left out, as fio leaves it out when no kernel block device is behind
+//! the job (ioengine=null): a vfio-user controller has none. A job file's options are
+//! listed as written, as fio does: `[global]` once under `global options`, each job's
+//! own section under its `job options`; command-line jobs list their effective options.
 
 use serde_json::{Map, Value, json};
 
 use super::groups::{Shown, shown_jobs};
 use super::num::percentiles;
-use super::{GroupStats, cpu_pct, group_stats, pct_dist};
+use super::{FIO_VERSION, GroupStats, cpu_pct, group_stats, pct_dist};
 use crate::result::{BenchResult, JobResult};
 use crate::stats::{DirStats, LatStat, RunningStat};
 
@@ -133,15 +139,18 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
     let o = &j.output;
     let st = &o.stats;
     let list = j.options.percentiles();
-    let opts: Map<String, Value> = j
-        .options
-        .job_options()
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
+    let opts: Map<String, Value> = match &j.written_options {
+        Some(written) => written.iter().map(|(k, v)| (k.clone(), json!(v))).collect(),
+        None => j
+            .options
+            .job_options()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect(),
+    };
     let empty = DirStats::default();
-    let runt = o.runtime_ms;
-    let (usr, sys) = cpu_pct(o);
+    let runt = o.dir_runtime_ms;
+    let (usr, sys) = cpu_pct(shown);
     let total: u64 = st.dirs.iter().map(|d| d.total_ios).sum();
     let depth_total: u64 = st.depth_map.iter().sum();
     let ranges = [
@@ -162,11 +171,11 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
         "eta": 0,
         "elapsed": o.elapsed_ms.div_ceil(1000),
         "job options": Value::Object(opts),
-        "read": dir_json(&st.dirs[0], runt, g.agg[0], bins, list),
-        "write": dir_json(&st.dirs[1], runt, g.agg[1], bins, list),
-        "trim": dir_json(&st.dirs[2], runt, g.agg[2], bins, list),
+        "read": dir_json(&st.dirs[0], runt[0], g.agg[0], bins, list),
+        "write": dir_json(&st.dirs[1], runt[1], g.agg[1], bins, list),
+        "trim": dir_json(&st.dirs[2], runt[2], g.agg[2], bins, list),
         "sync": { "total_ios": 0, "lat_ns": Value::Object(moments(&empty.lat)) },
-        "job_runtime": runt,
+        "job_runtime": shown.job_runtime_ms,
         "usr_cpu": usr,
         "sys_cpu": sys,
         "ctx": o.usage.ctx,
@@ -197,9 +206,10 @@ fn job_json(shown: &Shown, g: &GroupStats, bins: bool) -> Value {
 
 /// The JSON (or, with `plus`, JSON+) report.
 pub fn render_json(r: &BenchResult, plus: bool) -> String {
-    let jobs: Vec<Value> = shown_jobs(r)
+    let shown = shown_jobs(r);
+    let jobs: Vec<Value> = shown
         .iter()
-        .map(|s| job_json(s, &group_stats(r, s.job.groupid), plus))
+        .map(|s| job_json(s, &group_stats(&shown, s.job.groupid), plus))
         .collect();
     let target = r.target.as_ref().map(|t| {
         let cores: Vec<Value> = t
@@ -214,14 +224,19 @@ pub fn render_json(r: &BenchResult, plus: bool) -> String {
         })
     });
     let m = &r.machine;
-    let root = json!({
-        "fio version": r.version,
+    let mut root = json!({
+        "fio version": FIO_VERSION,
         "timestamp": r.timestamp_ms / 1000,
         "timestamp_ms": r.timestamp_ms,
         "time": crate::result::ctime_utc(r.timestamp_ms / 1000),
-        "global options": {},
+    });
+    if let (Some(global), Some(o)) = (&r.global_options, root.as_object_mut()) {
+        let g: Map<String, Value> = global.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        o.insert("global options".into(), Value::Object(g));
+    }
+    let rest = json!({
         "jobs": jobs,
-        "disk_util": [],
+        "nvmemu version": r.version,
         "target": target,
         "machine": {
             "cpu_model": m.cpu_model,
@@ -231,5 +246,8 @@ pub fn render_json(r: &BenchResult, plus: bool) -> String {
             "namespace": m.namespace,
         },
     });
+    if let (Some(o), Value::Object(rest)) = (root.as_object_mut(), rest) {
+        o.extend(rest);
+    }
     serde_json::to_string_pretty(&root).unwrap_or_else(|_| "{}".into())
 }

@@ -15,6 +15,12 @@ pub use text::render_text;
 
 use crate::options::OutputFormat;
 use crate::result::BenchResult;
+use groups::Shown;
+
+/// The fio release whose report layout (JSON keys and their order, terse fields) the
+/// reports follow, in fio's own format: scripts that parse `"fio version"` or the terse
+/// version field get a version they know. nvmemu's own version is reported beside it.
+pub const FIO_VERSION: &str = "fio-3.33";
 
 /// Group totals, fio's `group_run_stats`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,15 +39,20 @@ pub struct GroupStats {
     pub max_run: [u64; 3],
 }
 
-/// Computes the totals of group `groupid`.
-pub fn group_stats(r: &BenchResult, groupid: u32) -> GroupStats {
+/// Computes the totals of group `groupid` over the report's entries, as fio does: with
+/// group_reporting the group is one entry, so its minimum and maximum are the total.
+pub fn group_stats(shown: &[Shown], groupid: u32) -> GroupStats {
     let mut g = GroupStats {
         min_bw: [u64::MAX; 3],
         ..GroupStats::default()
     };
-    for j in r.jobs.iter().filter(|j| j.groupid == groupid) {
-        let runt = j.output.runtime_ms;
-        for (i, d) in j.output.stats.dirs.iter().enumerate().take(3) {
+    for j in shown
+        .iter()
+        .map(|s| &s.job)
+        .filter(|j| j.groupid == groupid)
+    {
+        let o = &j.output;
+        for (i, (d, &runt)) in o.stats.dirs.iter().zip(&o.dir_runtime_ms).enumerate() {
             if runt == 0 || d.io_bytes == 0 {
                 continue;
             }
@@ -67,15 +78,16 @@ pub fn group_stats(r: &BenchResult, groupid: u32) -> GroupStats {
     g
 }
 
-/// The job thread's user and system CPU time as percentages of its runtime.
-pub fn cpu_pct(o: &crate::job::JobOutput) -> (f64, f64) {
-    if o.runtime_ms == 0 {
+/// The job threads' user and system CPU time as percentages of their runtimes.
+pub fn cpu_pct(s: &Shown) -> (f64, f64) {
+    if s.job_runtime_ms == 0 {
         return (0.0, 0.0);
     }
-    let runt = o.runtime_ms as f64;
+    let runt = s.job_runtime_ms as f64;
+    let u = &s.job.output.usage;
     (
-        o.usage.usr_ms as f64 * 100.0 / runt,
-        o.usage.sys_ms as f64 * 100.0 / runt,
+        u.usr_ms as f64 * 100.0 / runt,
+        u.sys_ms as f64 * 100.0 / runt,
     )
 }
 

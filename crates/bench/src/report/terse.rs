@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::groups::{Shown, shown_jobs};
 use super::num::percentiles;
-use super::{GroupStats, cpu_pct, group_stats, pct_dist};
+use super::{FIO_VERSION, GroupStats, cpu_pct, group_stats, pct_dist};
 use crate::result::BenchResult;
 use crate::stats::{DirStats, RunningStat};
 
@@ -19,8 +19,9 @@ const PERCENTILE_FIELDS: usize = 20;
 /// Every job's terse line.
 pub fn render_terse(r: &BenchResult) -> String {
     let mut out = String::new();
-    for s in shown_jobs(r) {
-        out.push_str(&terse_line(r, &s, &group_stats(r, s.job.groupid)));
+    let shown = shown_jobs(r);
+    for s in &shown {
+        out.push_str(&terse_line(s, &group_stats(&shown, s.job.groupid)));
         out.push('\n');
     }
     out
@@ -87,16 +88,17 @@ fn dir(out: &mut String, d: &DirStats, runtime_ms: u64, agg: u64, list: &[f64]) 
     );
 }
 
-fn terse_line(r: &BenchResult, s: &Shown, g: &GroupStats) -> String {
+fn terse_line(s: &Shown, g: &GroupStats) -> String {
     let j = &s.job;
     let o = &j.output;
     let st = &o.stats;
     let list = j.options.percentiles();
-    let mut out = format!("3;{};{};{};{}", r.version, j.name, j.groupid, j.errno());
+    let mut out = format!("3;{FIO_VERSION};{};{};{}", j.name, j.groupid, j.errno());
     for (i, d) in st.dirs.iter().enumerate().take(2) {
-        dir(&mut out, d, o.runtime_ms, g.agg[i], list);
+        let runt = o.dir_runtime_ms.get(i).copied().unwrap_or(0);
+        dir(&mut out, d, runt, g.agg[i], list);
     }
-    let (usr, sys) = cpu_pct(o);
+    let (usr, sys) = cpu_pct(s);
     let _ = write!(
         out,
         ";{usr:.6}%;{sys:.6}%;{};{};{}",
@@ -153,7 +155,7 @@ mod tests {
         assert_eq!(lines.len(), 2);
         let f: Vec<&str> = lines[0].split(';').collect();
         assert_eq!(f.len(), 121, "{}", lines[0]);
-        assert_eq!(&f[..5], ["3", r.version.as_str(), "tj", "0", "0"]);
+        assert_eq!(&f[..5], ["3", "fio-3.33", "tj", "0", "0"]);
         // 1 MiB read in 4 KiB blocks.
         assert_eq!(f[5], "1024");
         assert!(f[17].starts_with("50.000000%="), "{}", f[17]);

@@ -164,7 +164,7 @@ fn job_status(out: &mut String, shown: &Shown, g: &GroupStats) {
                 out,
                 DIR_NAMES.get(i).copied().unwrap_or("read"),
                 d,
-                o.runtime_ms,
+                o.dir_runtime_ms.get(i).copied().unwrap_or(0),
                 agg,
                 j.options.percentiles(),
             );
@@ -174,7 +174,7 @@ fn job_status(out: &mut String, shown: &Shown, g: &GroupStats) {
     lat_dist(out, "nsec", &st.lat_buckets.n, total);
     lat_dist(out, "usec", &st.lat_buckets.u, total);
     lat_dist(out, "msec", &st.lat_buckets.m, total);
-    let (usr, sys) = cpu_pct(o);
+    let (usr, sys) = cpu_pct(shown);
     let _ = writeln!(
         out,
         "  cpu          : usr={usr:3.2}%, sys={sys:3.2}%, ctx={}, majf={}, minf={}",
@@ -230,11 +230,12 @@ fn job_status(out: &mut String, shown: &Shown, g: &GroupStats) {
 /// group's totals.
 pub fn render_text(r: &BenchResult) -> String {
     let mut out = String::new();
-    for s in shown_jobs(r) {
-        job_status(&mut out, &s, &group_stats(r, s.job.groupid));
+    let shown = shown_jobs(r);
+    for s in &shown {
+        job_status(&mut out, s, &group_stats(&shown, s.job.groupid));
     }
     for gid in group_ids(r) {
-        group_status(&mut out, gid, &group_stats(r, gid));
+        group_status(&mut out, gid, &group_stats(&shown, gid));
     }
     machine_status(&mut out, r);
     out

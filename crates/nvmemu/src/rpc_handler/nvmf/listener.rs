@@ -97,7 +97,14 @@ pub(crate) fn add_listener(
             config,
             namespaces: sub.namespaces.values().map(|n| n.ns.clone()).collect(),
         })
-        .map_err(|e| target_error(&format!("Unable to listen on {}", addr.traddr), e))?;
+        .map_err(|e| match e {
+            // The cause says why (a live server holds the socket, say); the target's own
+            // message would repeat the path.
+            nvmemu_device::TargetError::Listen { source, .. } => {
+                RpcError::internal(format!("Unable to listen on {}: {source}", addr.traddr))
+            }
+            e => target_error(&format!("Unable to listen on {}", addr.traddr), e),
+        })?;
     tracing::info!(nqn = %p.nqn, traddr = %addr.traddr, "listener added");
     sub.listeners.push(ListenerEntry {
         addr: ListenAddress {

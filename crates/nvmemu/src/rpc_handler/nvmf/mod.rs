@@ -110,7 +110,7 @@ fn subsystem_mut<'a>(st: &'a mut State, nqn: &str) -> Result<&'a mut Subsystem, 
 }
 
 fn target_error(what: &str, e: nvmemu_device::TargetError) -> RpcError {
-    RpcError::internal(format!("{what}: {e}"))
+    RpcError::internal(format!("{what}: {}", crate::error_chain(&e)))
 }
 
 /// The `nvmf` subsystem of `save_config`: transport, then per subsystem its creation,
