@@ -158,6 +158,7 @@ pub fn attach_hint(e: &(dyn std::error::Error + 'static)) -> &'static str {
             " (the server is hung or slow; raise --reply-timeout for a slow one)"
         }
         Some(ClientError::Busy) => " (another client is attached to it; stop that one first)",
+        Some(ClientError::Untrusted(_)) => "",
         _ => " (is nvmemu serve running?)",
     }
 }

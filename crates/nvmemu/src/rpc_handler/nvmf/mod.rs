@@ -110,7 +110,8 @@ fn subsystem_mut<'a>(st: &'a mut State, nqn: &str) -> Result<&'a mut Subsystem, 
 }
 
 fn target_error(what: &str, e: nvmemu_device::TargetError) -> RpcError {
-    RpcError::internal(format!("{what}: {e}"))
+    // With its causes: "cannot listen on DIR" alone does not say what to fix.
+    RpcError::internal(format!("{what}: {}", crate::error_chain(&e)))
 }
 
 /// The `nvmf` subsystem of `save_config`: transport, then per subsystem its creation,
