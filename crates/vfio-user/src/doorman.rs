@@ -13,6 +13,10 @@
 //!   so only silent ones are displaced);
 //! * at most [`MAX_WAITING`] waiting clients; the next complete VERSION gets an EBUSY error
 //!   reply and a close; a waiting client that hangs up leaves the queue.
+//!
+//! A wait longer than a second is logged (a reconnecting client often arrives before its
+//! old connection's end is seen, and waits a moment without news), as is each refusal; at
+//! most one such line a second.
 
 use std::collections::VecDeque;
 use std::io::Read;
@@ -42,6 +46,9 @@ const MAX_FIRST_MESSAGE: usize = HEADER_SIZE + 4096;
 /// How often a connection that sent part of its first message is looked at again (its
 /// socket stays readable, so it is not polled for input).
 const PARTIAL_RECHECK: Duration = Duration::from_millis(50);
+/// How long a client waits before the server logs that it does: a client that reconnects
+/// at once may arrive before its old connection's end has been seen, which is no news.
+const LOG_WAIT_AFTER: Duration = Duration::from_secs(1);
 /// Longest wait to read a refused client's (already complete) VERSION and send EBUSY.
 const REFUSAL_WAIT: Duration = Duration::from_millis(200);
 
@@ -51,6 +58,14 @@ struct Pending {
     deadline: Instant,
     /// Part of the first message is there: re-peeked on a timer, not polled for input.
     partial: bool,
+}
+
+/// A client whose VERSION has arrived, waiting for the controller.
+struct Waiter {
+    stream: UnixStream,
+    since: Instant,
+    /// Whether its wait has been logged.
+    logged: bool,
 }
 
 /// What a peek at a pending connection's first message found.
@@ -71,7 +86,7 @@ pub(crate) struct Doorman<'a> {
     freed: UnixStream,
     controller_free: bool,
     pending: VecDeque<Pending>,
-    waiting: VecDeque<UnixStream>,
+    waiting: VecDeque<Waiter>,
     throttle: Throttle,
 }
 
@@ -123,6 +138,7 @@ impl<'a> Doorman<'a> {
             if !self.hand_over() {
                 return;
             }
+            self.log_long_waits();
         }
     }
 
@@ -130,7 +146,13 @@ impl<'a> Doorman<'a> {
     /// poll failed.
     fn wait(&self) -> Option<Ready> {
         let now = Instant::now();
-        let mut timeout = self.pending.iter().map(|p| p.deadline).min();
+        let unlogged = self.waiting.iter().filter(|w| !w.logged);
+        let mut timeout = self
+            .pending
+            .iter()
+            .map(|p| p.deadline)
+            .chain(unlogged.map(|w| w.since + LOG_WAIT_AFTER))
+            .min();
         if self.pending.iter().any(|p| p.partial) {
             let recheck = now + PARTIAL_RECHECK;
             timeout = Some(timeout.map_or(recheck, |t| t.min(recheck)));
@@ -149,7 +171,7 @@ impl<'a> Doorman<'a> {
         }
         // A waiting client's VERSION keeps its socket readable: watch for a hang-up only.
         for w in &self.waiting {
-            fds.push(PollFd::new(w, PollFlags::empty()));
+            fds.push(PollFd::new(&w.stream, PollFlags::empty()));
         }
         let timeout = timeout.map(|t| {
             Timespec::try_from(t.saturating_duration_since(now)).unwrap_or(Timespec {
@@ -235,10 +257,6 @@ impl<'a> Doorman<'a> {
 
     /// Queues a client whose VERSION has arrived, or refuses it when the queue is full.
     fn admit(&mut self, stream: UnixStream) {
-        if self.controller_free && self.waiting.is_empty() {
-            self.waiting.push_back(stream);
-            return; // handed over at the end of this round
-        }
         if self.waiting.len() >= MAX_WAITING {
             if let Some(skipped) = self.throttle.allow() {
                 warn!(
@@ -250,14 +268,30 @@ impl<'a> Doorman<'a> {
             refuse(stream, self.stop);
             return;
         }
-        self.waiting.push_back(stream);
-        if let Some(skipped) = self.throttle.allow() {
-            warn!(
-                "client of {} waits: the controller is in use by another client ({} waiting){}",
-                self.path(),
-                self.waiting.len(),
-                skipped_note(skipped)
-            );
+        // Handed over at the end of this round if the controller is free.
+        self.waiting.push_back(Waiter {
+            stream,
+            since: Instant::now(),
+            logged: false,
+        });
+    }
+
+    /// Logs the clients that have waited [`LOG_WAIT_AFTER`] (once each).
+    fn log_long_waits(&mut self) {
+        let now = Instant::now();
+        for (i, w) in self.waiting.iter_mut().enumerate() {
+            if w.logged || now.duration_since(w.since) < LOG_WAIT_AFTER {
+                continue;
+            }
+            w.logged = true;
+            if let Some(skipped) = self.throttle.allow() {
+                warn!(
+                    "client of {} waits: the controller is in use by another client (place {} in the queue){}",
+                    self.listener.path().display(),
+                    i + 1,
+                    skipped_note(skipped)
+                );
+            }
         }
     }
 
@@ -278,17 +312,17 @@ impl<'a> Doorman<'a> {
     /// `false` once the control thread is gone.
     fn hand_over(&mut self) -> bool {
         while self.controller_free {
-            let Some(stream) = self.waiting.pop_front() else {
+            let Some(waiter) = self.waiting.pop_front() else {
                 return true;
             };
-            if nvmemu_sockfile::peer_gone(&stream) {
+            if nvmemu_sockfile::peer_gone(&waiter.stream) {
                 continue;
             }
-            match self.handover.try_send(stream) {
+            match self.handover.try_send(waiter.stream) {
                 Ok(()) => self.controller_free = false,
                 Err(TrySendError::Full(stream)) => {
                     // Not reached: the channel is empty while the controller is free.
-                    self.waiting.push_front(stream);
+                    self.waiting.push_front(Waiter { stream, ..waiter });
                     self.controller_free = false;
                 }
                 Err(TrySendError::Disconnected(_)) => return false,
