@@ -4,6 +4,8 @@
 # SPDK's own tools as independent peers of `nvmemu serve` (SPDK v25.05 binaries, unchanged):
 #   checkers    unit tests of spdk_results.py and rpc_shape.py, which judge the checks below
 #   identify    spdk_nvme_identify sees the serial, model and namespace nvmemu serves
+#   waiting     spdk_nvme_identify as a second client waits while spdk_nvme_perf is attached,
+#               then runs (as against SPDK's nvmf_tgt); the server logs that it waits
 #   perf        spdk_nvme_perf, 4 KiB randread QD16 and randwrite QD16: IOPS > 0, no errors
 #   bdevperf    bdevperf -w verify over bdev_nvme (SPDK's bdev layer): IOPS > 0, 0 failed I/O
 #   compliance  nvme_compliance (SPDK's CUnit suite for vfio-user controllers): every test passes
@@ -18,6 +20,7 @@
 #   NVMEMU_SPDK_PEERS  the SPDK tools (docs/spdk-peers.md; .ci/run sets it to the CI machine's);
 #                      missing: skipped in one line, except under CI=true where it fails
 #   NVMEMU_PEERS_KEEP=1  keep the run directory (logs, JSON) even when every check passes
+#   NVMEMU_PEERS_ONLY="identify waiting"  run only the checks named
 # Needs root (hugepages, apt-get for the tools' libraries).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -170,6 +173,9 @@ serve() {
 # check does not stop the others.
 check() {
   local name=$1 fn=$2 t=$SECONDS rc
+  if [ -n "${NVMEMU_PEERS_ONLY:-}" ] && [[ " $NVMEMU_PEERS_ONLY " != *" $name "* ]]; then
+    return 0
+  fi
   echo "--- $name"
   set +e
   (
@@ -202,6 +208,30 @@ check_identify() {
   run_bounded 60 identify "$P/spdk_nvme_identify" -g -r "$TRID"
   python3 "$HERE/spdk_results.py" identify "$WORK/identify.log" \
     --serial "$SERIAL" --model "$MODEL" --lbas $((NS_BYTES / LBA)) --lba-size "$LBA"
+}
+
+# A second client waits its turn: identify started while perf is attached must end after
+# perf, and succeed.
+check_waiting() {
+  RUST_LOG=info serve waiting # its "client connected" line
+  start waiting-first "$P/spdk_nvme_perf" -r "$TRID" -c 0x1 -g -s 256 -q 4 -o 4096 \
+    -w randread -t 5
+  local first=$LAST_PID
+  for _ in $(seq 100); do # perf's controller is attached
+    grep -q "client connected" "$WORK/waiting-serve.log" && break
+    sleep 0.1
+  done
+  run_bounded 60 waiting-second "$P/spdk_nvme_identify" -g -r "$TRID"
+  if kill -0 "$first" 2>/dev/null; then
+    echo "the second client ran while the first was still attached"
+    return 1
+  fi
+  wait "$first"
+  ended "$first"
+  python3 "$HERE/spdk_results.py" perf "$WORK/waiting-first.log" --label "first client"
+  python3 "$HERE/spdk_results.py" identify "$WORK/waiting-second.log" \
+    --serial "$SERIAL" --model "$MODEL" --lbas $((NS_BYTES / LBA)) --lba-size "$LBA"
+  grep -m1 -o "client of .* waits: .*" "$WORK/waiting-serve.log"
 }
 
 check_perf() {
@@ -295,6 +325,7 @@ check_rpc_shape() {
 
 check checkers check_checkers
 check identify check_identify
+check waiting check_waiting
 check perf check_perf
 check bdevperf check_bdevperf
 check compliance check_compliance

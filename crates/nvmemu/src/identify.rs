@@ -140,15 +140,25 @@ pub fn is_busy(e: &(dyn std::error::Error + 'static)) -> bool {
     matches!(client_error(e), Some(nvmemu_vfio_user::ClientError::Busy))
 }
 
-/// What to suggest after a failed attach: a server that did not answer in time is there
-/// but hung (or slow); anything else suggests none is running.
+/// What to suggest after a failed attach: a server that did not answer VERSION in time
+/// may be serving another client, one that did not answer later is hung (or slow);
+/// anything else suggests none is running.
 pub fn attach_hint(e: &(dyn std::error::Error + 'static)) -> &'static str {
     use nvmemu_vfio_user::ClientError;
     match client_error(e) {
+        // The server makes a client wait, unanswered, while another is attached.
+        Some(ClientError::TimedOut {
+            command: nvmemu_vfio_user::Command::Version,
+            ..
+        }) => {
+            " (another client may be attached: later ones wait until it leaves; \
+             or the server is hung; raise --reply-timeout to wait longer)"
+        }
         Some(ClientError::TimedOut { .. } | ClientError::ConnectTimedOut { .. }) => {
             " (the server is hung or slow; raise --reply-timeout for a slow one)"
         }
         Some(ClientError::Busy) => " (another client is attached to it; stop that one first)",
+        Some(ClientError::Untrusted(_)) => "",
         _ => " (is nvmemu serve running?)",
     }
 }

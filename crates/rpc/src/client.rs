@@ -22,6 +22,9 @@ pub enum ClientError {
     /// Connecting, sending or receiving failed (including a timeout).
     #[error("RPC socket I/O failed")]
     Io(#[from] io::Error),
+    /// The socket is served by a user other than root and us (a squatter, perhaps).
+    #[error(transparent)]
+    Untrusted(#[from] nvmemu_sockfile::UntrustedServer),
     /// The server closed the connection before a full reply arrived.
     #[error("connection closed before a complete reply")]
     Closed,
@@ -42,9 +45,11 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the socket at `path`; `timeout` bounds each send and receive.
+    /// Connects to the socket at `path`; `timeout` bounds each send and receive. A server
+    /// that runs as neither root nor us is refused before anything is sent.
     pub fn connect(path: &Path, timeout: Duration) -> Result<Self, ClientError> {
         let stream = UnixStream::connect(path)?;
+        nvmemu_sockfile::check_server(&stream, path)?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
         Ok(Self {

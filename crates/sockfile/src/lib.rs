@@ -18,7 +18,9 @@
 //! by then, e.g. a symlink to a file the server's user owns. Setting the umask around `bind`
 //! is process-wide and would race with other threads creating files. Instead:
 //!
-//! 1. The parent directory is opened once; everything else is relative to that fd.
+//! 1. The parent directory is opened once; everything else is relative to that fd. It and
+//!    every directory above it must belong to root or us and be writable by nobody else
+//!    unless sticky ([`BindError::UnsafeDir`]), or another user could swap the socket later.
 //! 2. What is at the final name is checked: nothing is fine; a socket of ours that nobody
 //!    accepts on (stale, left by a crash) is removed; a live socket, someone else's socket or
 //!    any other file is an error ([`BindError`]), left untouched.
@@ -33,8 +35,10 @@
 #![deny(missing_docs)]
 
 mod stop;
+mod trust;
 
 pub use stop::{StopHandle, Wake, peer_gone, wait};
+pub use trust::{Unsafe, UntrustedServer, check_server};
 
 use std::ffi::OsStr;
 use std::fmt;
@@ -91,6 +95,22 @@ pub enum BindError {
         /// The path.
         path: PathBuf,
     },
+    /// The socket's directory, or one above it, can be changed by another user, who could
+    /// then rename the socket aside and bind their own in its place.
+    #[error(
+        "{} {why}: another user could replace the socket {}; use a directory that only root \
+         and you can write",
+        dir.display(),
+        path.display()
+    )]
+    UnsafeDir {
+        /// The socket path.
+        path: PathBuf,
+        /// The directory at fault.
+        dir: PathBuf,
+        /// What is wrong with it.
+        why: Unsafe,
+    },
     /// The mode has bits beyond 0o777.
     #[error("socket mode {mode:#o} is not a permission mode")]
     BadMode {
@@ -124,6 +144,7 @@ impl From<BindError> for io::Error {
                 io::ErrorKind::AlreadyExists
             }
             BindError::BadMode { .. } | BindError::BadGroup { .. } => io::ErrorKind::InvalidInput,
+            BindError::UnsafeDir { .. } => io::ErrorKind::PermissionDenied,
             BindError::Io { source, .. } => source.kind(),
         };
         io::Error::new(kind, e)
@@ -242,7 +263,8 @@ pub fn check(path: &Path) -> Result<(), BindError> {
     occupant(&dir, name, path).map(drop)
 }
 
-/// The opened parent directory of `path`, and the file name in it.
+/// The opened parent directory of `path`, and the file name in it; an error if that
+/// directory, or one above it, is not safe from other users (see `trust.rs`).
 fn open_parent(path: &Path) -> Result<(OwnedFd, &OsStr), BindError> {
     let name = path.file_name().ok_or_else(|| BindError::Io {
         op: "name the socket file",
@@ -263,7 +285,19 @@ fn open_parent(path: &Path) -> Result<(OwnedFd, &OsStr), BindError> {
         path: path.to_path_buf(),
         source: e.into(),
     })?;
-    Ok((dir, name))
+    match trust::check_dir(&dir, parent) {
+        Ok(None) => Ok((dir, name)),
+        Ok(Some((at, why))) => Err(BindError::UnsafeDir {
+            path: path.to_path_buf(),
+            dir: at,
+            why,
+        }),
+        Err(source) => Err(BindError::Io {
+            op: "check the directories above",
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 /// What tells our file from a successor's at the same path: device and inode (which a
@@ -494,6 +528,26 @@ mod tests {
             format!("{} is a socket of another user (uid 65534)", path.display())
         );
         assert!(std::fs::symlink_metadata(&path).is_ok());
+    }
+
+    #[test]
+    fn a_directory_another_user_owns_is_refused() {
+        if !rustix::process::geteuid().is_root() {
+            return; // chown needs root
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::chown(dir.path(), Some(1001), Some(1001)).unwrap();
+        let path = dir.path().join("s");
+        let err = bind(&path, Access::OWNER).unwrap_err();
+        let want = format!(
+            "{} is owned by uid 1001, neither root nor you: another user could replace the \
+             socket {}; use a directory that only root and you can write",
+            dir.path().display(),
+            path.display()
+        );
+        assert_eq!(err.to_string(), want);
+        assert!(matches!(check(&path), Err(BindError::UnsafeDir { .. })));
+        assert!(!path.exists());
     }
 
     #[test]

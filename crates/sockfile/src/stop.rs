@@ -6,7 +6,7 @@
 //! wakes every accept loop and idle connection at once and no thread busy-waits.
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -75,6 +75,14 @@ impl StopHandle {
         deadline: Option<Instant>,
     ) -> io::Result<Wake> {
         wait(socket, events, Some(self), deadline)
+    }
+}
+
+/// The eventfd that turns readable once the handle is stopped, for a loop that polls
+/// several sockets at once (a server's doorman).
+impl AsFd for StopHandle {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.event.as_fd()
     }
 }
 

@@ -83,6 +83,9 @@ pub enum ClientError {
         /// How long the client waited.
         limit: std::time::Duration,
     },
+    /// The socket is served by a user other than root and us (a squatter, perhaps).
+    #[error(transparent)]
+    Untrusted(#[from] nvmemu_sockfile::UntrustedServer),
     /// The server closed the connection before replying.
     #[error("Server closed the connection")]
     Closed,

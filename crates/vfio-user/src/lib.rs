@@ -36,8 +36,10 @@
 //!   their deadline, and a stop interrupts them.
 //! * The client side waits for nothing for ever either: connecting, each request and each
 //!   reply have a limit ([`DEFAULT_REPLY_TIMEOUT`], or [`Client::connect_within`]).
-//! * One client per controller ([`serve_clients`]): a second client gets an EBUSY error reply
-//!   to its VERSION and is closed, instead of waiting unanswered in the listen queue.
+//! * One client per controller ([`serve_clients`]): later clients wait their turn, told
+//!   nothing, as SPDK's `nvmf_tgt` makes them wait; at most [`MAX_PENDING`] connections
+//!   without a complete VERSION and [`MAX_WAITING`] waiting clients, beyond which the next
+//!   VERSION gets an EBUSY error reply. No connection delays another's handshake.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(clippy::indexing_slicing)]
@@ -47,6 +49,7 @@ compile_error!("nvmemu supports little-endian 64-bit targets only");
 
 mod client;
 mod device;
+mod doorman;
 mod error;
 mod frame;
 mod fuzz;
@@ -61,6 +64,7 @@ pub use rustix::io::Errno;
 
 pub use client::{Client, DEFAULT_REPLY_TIMEOUT, RawReply, ServerCaps};
 pub use device::Device;
+pub use doorman::{MAX_PENDING, MAX_WAITING};
 pub use error::{ClientError, ConnectionError, FrameError};
 pub use fuzz::fuzz_server_input;
 pub use listener::{DEFAULT_SOCKET_MODE, Listener, SOCKET_NAME};

@@ -2,6 +2,7 @@
 //! The server's listening socket, `<dir>/cntrl` (the name SPDK's client connects to).
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 
@@ -48,21 +49,37 @@ impl Listener {
             if stop.wait(&self.listener, PollFlags::IN, None)? == Wake::Stopped {
                 return Ok(None);
             }
+            if let Some(stream) = self.try_accept()? {
+                return Ok(Some(stream));
+            }
+        }
+    }
+
+    /// The next queued client without waiting, `None` if there is none. The stream is
+    /// blocking.
+    pub(crate) fn try_accept(&self) -> io::Result<Option<UnixStream>> {
+        loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
                     stream.set_nonblocking(false)?;
                     return Ok(Some(stream));
                 }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::Interrupted
-                            | io::ErrorKind::ConnectionAborted
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
                     ) => {}
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// The listening socket, for a loop that polls it beside other fds.
+impl AsFd for Listener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.listener.as_fd()
     }
 }
 

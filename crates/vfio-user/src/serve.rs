@@ -1,147 +1,76 @@
 // SPDX-License-Identifier: Apache-2.0
-//! One client per controller, said clearly: the control thread serves the attached client
-//! while a doorman thread answers anyone else who connects.
+//! One client per controller, the others queued: the control thread serves the attached
+//! client while a doorman thread accepts everyone else who connects.
 //!
-//! The vfio-user protocol has no "busy" message, so a second client gets an error reply to
-//! its VERSION request with errno EBUSY, and the socket is closed. QEMU reports an error
-//! reply to VERSION as a failed device realize; our [`Client`](crate::Client) turns it into
-//! [`ClientError::Busy`](crate::ClientError::Busy). Without this, a second client would wait
-//! in the listen queue, unanswered, for as long as the first stays.
+//! As with SPDK's `nvmf_tgt`, a client that connects while another is attached waits,
+//! unanswered, until the first leaves, and then runs. The doorman (`doorman.rs`) keeps
+//! that queue bounded and never waits on one connection, so silent or hostile local
+//! clients cannot keep an honest client from the controller, nor from an answer: once
+//! [`MAX_WAITING`](crate::MAX_WAITING) clients wait, the next one's VERSION gets an error
+//! reply with errno EBUSY (the protocol has no "busy" message), which our
+//! [`Client`](crate::Client) reports as [`ClientError::Busy`](crate::ClientError::Busy).
 
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 use tracing::info;
 
-use crate::Errno;
 use crate::StopHandle;
 use crate::device::Device;
-use crate::frame::{Channel, Incoming, Limits};
+use crate::doorman::Doorman;
 use crate::listener::Listener;
 use crate::server::{Deadlines, serve_connection};
-use crate::wire::{Command, Header, msg_flags};
-
-/// Longest wait for a refused client's VERSION, so a silent one cannot keep the doorman
-/// from handing the next client over once the controller is free.
-const REFUSAL_WAIT: Duration = Duration::from_secs(1);
-/// Largest VERSION payload read from a refused client (more is drained, not allocated).
-const REFUSAL_MAX_PAYLOAD: usize = 4096;
-
-/// How long a new client may wait for the attached one to finish leaving before it is
-/// refused: a client that disconnects and reconnects at once must not be told "busy"
-/// because the control thread has not yet seen its old connection close.
-const HANDOVER_GRACE: Duration = Duration::from_secs(1);
 
 /// Serve the clients of `listener` one at a time against `device` until `stop` is stopped.
-/// Clients who connect while one is attached are refused with EBUSY (see the module docs).
+/// Clients who connect while one is attached wait their turn (see the module docs).
 pub fn serve_clients(
     listener: &Listener,
     device: &mut dyn Device,
     stop: &StopHandle,
     deadlines: &Deadlines,
 ) {
-    // Rendezvous: a hand-over succeeds only while this thread waits in `recv`, i.e. while
-    // no client is attached.
-    let (handover, clients) = mpsc::sync_channel::<UnixStream>(0);
+    let path = listener.path().display();
+    // Capacity 1: the doorman sends only while the control thread is free, so it never
+    // blocks; `freed` tells it when that is.
+    let (handover, clients) = mpsc::sync_channel::<UnixStream>(1);
+    let pair = UnixStream::pair().and_then(|(tell, freed)| {
+        freed.set_nonblocking(true)?;
+        tell.set_nonblocking(true)?;
+        Ok((tell, freed))
+    });
+    let (mut tell_freed, freed) = match pair {
+        Ok(pair) => pair,
+        Err(e) => {
+            tracing::error!("cannot start the doorman of {path}: {e}");
+            return;
+        }
+    };
     std::thread::scope(|s| {
         let doorman = std::thread::Builder::new()
             .name("nvmemu-doorman".into())
-            .spawn_scoped(s, move || doorman(listener, handover, stop, deadlines));
+            .spawn_scoped(s, move || {
+                Doorman::new(listener, stop, deadlines, handover, freed).run();
+            });
         if let Err(e) = doorman {
-            tracing::error!(
-                "cannot start the doorman of {}: {e}",
-                listener.path().display()
-            );
+            tracing::error!("cannot start the doorman of {path}: {e}");
             return;
         }
         while let Ok(stream) = clients.recv() {
-            info!("client connected to {}", listener.path().display());
+            info!("client connected to {path}");
             match serve_connection(stream, device, stop, deadlines) {
-                Ok(()) => info!("client of {} disconnected", listener.path().display()),
-                Err(e) => info!(
-                    "client of {} dropped: {}",
-                    listener.path().display(),
-                    chain(&e)
-                ),
+                Ok(()) => info!("client of {path} disconnected"),
+                Err(e) => info!("client of {path} dropped: {}", chain(&e)),
             }
             if stop.is_stopped() {
                 break;
             }
+            // A full socket buffer means the doorman already has bytes it has not read.
+            let _ = tell_freed.write(&[1]);
         }
-        // Dropping the receiver ends a doorman waiting to hand a client over.
+        // Dropping the receiver ends the doorman at its next hand-over.
         drop(clients);
     });
-}
-
-/// Accept clients until `stop` is stopped: hand each to the control thread once it is free
-/// (waiting at most [`HANDOVER_GRACE`]), refuse it otherwise.
-fn doorman(
-    listener: &Listener,
-    handover: mpsc::SyncSender<UnixStream>,
-    stop: &StopHandle,
-    deadlines: &Deadlines,
-) {
-    loop {
-        let mut stream = match listener.accept(stop) {
-            Ok(Some(stream)) => stream,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::error!("accept on {} failed: {e}", listener.path().display());
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
-            }
-        };
-        let since = Instant::now();
-        loop {
-            match handover.try_send(stream) {
-                Ok(()) => break,
-                Err(mpsc::TrySendError::Disconnected(_)) => return,
-                Err(mpsc::TrySendError::Full(back)) => stream = back,
-            }
-            if stop.is_stopped() {
-                return;
-            }
-            if since.elapsed() >= HANDOVER_GRACE {
-                info!(
-                    "second client on {} refused: the controller is in use by another client",
-                    listener.path().display()
-                );
-                refuse(stream, stop, deadlines);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-/// Answer the refused client's VERSION (if it sends one soon) with EBUSY, then close.
-fn refuse(stream: UnixStream, stop: &StopHandle, deadlines: &Deadlines) {
-    let wait = deadlines.version.min(REFUSAL_WAIT);
-    let mut channel = Channel::new(stream, REFUSAL_MAX_PAYLOAD).with_limits(Limits {
-        idle_deadline: Some(Instant::now() + wait),
-        message: Some(wait),
-        send: Some((wait, stop.clone())),
-    });
-    let header = match channel.recv(Some(stop)) {
-        Ok(Incoming::Frame(f)) => f.header,
-        Ok(Incoming::Rejected { header, .. }) => header,
-        Ok(Incoming::Eof | Incoming::Stopped) | Err(_) => return,
-    };
-    if header.msg_type() != msg_flags::TYPE_COMMAND || header.no_reply() {
-        return;
-    }
-    let reply = Header {
-        msg_id: header.msg_id,
-        command: header.command,
-        msg_size: 0,
-        flags: msg_flags::TYPE_REPLY | msg_flags::ERROR,
-        error: Errno::BUSY.raw_os_error().unsigned_abs(),
-    };
-    if header.command() != Command::Version {
-        tracing::debug!(target: "guest", command = ?header.command(), "refused client's first message is not VERSION");
-    }
-    let _ = channel.send(reply, &[], &[]);
 }
 
 /// An error and its sources, "a: b: c".

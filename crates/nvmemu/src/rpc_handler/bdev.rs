@@ -142,11 +142,7 @@ impl Registry {
     }
 
     fn reserve(&mut self, n: CreateRequest<'_>) -> Result<NewBdev, RpcError> {
-        if n.name.is_empty() || n.name.len() > MAX_NAME {
-            return Err(RpcError::invalid_params(format!(
-                "Invalid parameter `name`: must be 1 to {MAX_NAME} bytes"
-            )));
-        }
+        check_name(&n.name)?;
         if n.md_size != 0 || n.dif_type != 0 {
             return Err(RpcError::errno_msg(
                 Errno::ENOTSUP,
@@ -315,6 +311,30 @@ impl Registry {
     }
 }
 
+/// Refuses the bdev names SPDK refuses, with SPDK's codes (checked against `nvmf_tgt`
+/// v25.05): an empty name (-22) and one with a NUL (-32603, its JSON decoder takes no
+/// string with a NUL). Anything else SPDK takes (`../x`, `a/b`, spaces) is taken too: a
+/// name is never a path here. Past SPDK, [`MAX_NAME`] bounds what we store.
+fn check_name(name: &str) -> Result<(), RpcError> {
+    if name.is_empty() {
+        return Err(RpcError::errno_msg(
+            Errno::EINVAL,
+            "Invalid argument: a bdev name must not be empty",
+        ));
+    }
+    if name.contains('\0') {
+        return Err(RpcError::internal(
+            "spdk_json_decode_object failed: a bdev name must not contain a NUL character",
+        ));
+    }
+    if name.len() > MAX_NAME {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid parameter `name`: must be 1 to {MAX_NAME} bytes"
+        )));
+    }
+    Ok(())
+}
+
 fn info(name: &str, e: &BdevEntry, claimed: bool) -> BdevInfo {
     let b = &e.bdev;
     BdevInfo {
@@ -446,5 +466,37 @@ fn iostat_entry(name: &str, b: &Bdev) -> BdevIostatEntry {
         max_unmap_latency_ticks: s.unmap_latency.max_ns,
         min_unmap_latency_ticks: s.unmap_latency.min_ns,
         ..BdevIostatEntry::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvmemu_rpc::Request;
+
+    /// `bdev_null_create` and `bdev_malloc_create` of 8 blocks named `name`: the error code,
+    /// or 0 when created.
+    fn create_codes(name: &str) -> [i32; 2] {
+        let params = json!({"name": name, "num_blocks": 8, "block_size": 512});
+        let null = match Request::decode("bdev_null_create", Some(params.clone())) {
+            Ok(Request::BdevNullCreate(p)) => Registry::default().null_create(p).map(drop),
+            other => panic!("{other:?}"),
+        };
+        let malloc = match Request::decode("bdev_malloc_create", Some(params)) {
+            Ok(Request::BdevMallocCreate(p)) => Registry::default().malloc_create(p).map(drop),
+            other => panic!("{other:?}"),
+        };
+        [null, malloc].map(|r| r.err().map_or(0, |e| e.code))
+    }
+
+    #[test]
+    fn names_spdk_refuses_are_refused_with_its_codes_the_rest_taken() {
+        assert_eq!(create_codes(""), [-22, -22]);
+        assert_eq!(create_codes("a\0b"), [-32603, -32603]);
+        assert_eq!(create_codes("\0"), [-32603, -32603]);
+        // nvmf_tgt takes these, and a name is never a path here.
+        for name in ["../x", "a/b", "a b", "..", "a:b", "é"] {
+            assert_eq!(create_codes(name), [0, 0], "{name:?}");
+        }
     }
 }

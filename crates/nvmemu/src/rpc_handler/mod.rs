@@ -86,7 +86,7 @@ impl NvmemuHandler {
         p: nvmemu_rpc::methods::bdev::BdevGetBdevsParams,
         caller: &Caller<'_>,
     ) -> Result<Value, RpcError> {
-        let deadline = Instant::now() + Duration::from_millis(p.timeout.min(3_600_000));
+        let deadline = Instant::now() + bdev_wait(p.timeout);
         loop {
             {
                 let st = self.lock();
@@ -101,6 +101,16 @@ impl NvmemuHandler {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+/// Longest `bdev_get_bdevs` waits for its bdev, whatever its `timeout` asks: rpc.py's own
+/// default timeout, past which its caller has given up anyway. A waiting call holds one of
+/// the server's connection slots and its thread.
+pub(crate) const MAX_BDEV_WAIT: Duration = Duration::from_secs(60);
+
+/// How long `bdev_get_bdevs` with `timeout_ms` waits: that, at most [`MAX_BDEV_WAIT`].
+fn bdev_wait(timeout_ms: u64) -> Duration {
+    Duration::from_millis(timeout_ms).min(MAX_BDEV_WAIT)
 }
 
 impl NvmemuHandler {

@@ -613,3 +613,11 @@ fn get_code(h: &NvmemuHandler, name: &str) -> Option<i32> {
 fn probe_named(name: &str) -> Value {
     json!({"name": name, "num_blocks": 0, "block_size": 512})
 }
+
+#[test]
+fn a_bdev_wait_is_capped_at_a_minute() {
+    use std::time::Duration;
+    assert_eq!(super::bdev_wait(2_000), Duration::from_secs(2));
+    assert_eq!(super::bdev_wait(600_000), Duration::from_secs(60));
+    assert_eq!(super::bdev_wait(u64::MAX), super::MAX_BDEV_WAIT);
+}

@@ -89,6 +89,9 @@ pub fn execute(args: &RpcArgs, out: &mut dyn Write) -> Result<(), String> {
 
 fn connect(path: &Path, timeout: Duration) -> Result<Client, String> {
     Client::connect(path, timeout).map_err(|e| {
+        if let ClientError::Untrusted(untrusted) = &e {
+            return untrusted.to_string();
+        }
         let detail = match e {
             ClientError::Io(io) => io.to_string(),
             other => other.to_string(),

@@ -123,7 +123,8 @@ pub struct BdevGetBdevsParams {
     /// Only this bdev (name or alias).
     #[serde(default)]
     pub name: Option<String>,
-    /// Milliseconds to wait for `name` to appear; 0 answers at once.
+    /// Milliseconds to wait for `name` to appear; 0 answers at once. `nvmemu serve` waits
+    /// at most 60 s, whatever is asked.
     #[serde(default)]
     pub timeout: u64,
 }

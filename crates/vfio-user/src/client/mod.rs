@@ -61,7 +61,8 @@ pub struct Client {
 
 impl Client {
     /// Connects to `socket_path` and negotiates VERSION (0.0, `max_msg_fds` 16), waiting at
-    /// most [`DEFAULT_REPLY_TIMEOUT`] for each step.
+    /// most [`DEFAULT_REPLY_TIMEOUT`] for each step. A server that runs as neither root nor
+    /// us is refused before anything is sent ([`ClientError::Untrusted`]).
     pub fn connect(socket_path: &Path) -> Result<Client, ClientError> {
         Self::connect_within(socket_path, DEFAULT_REPLY_TIMEOUT)
     }
@@ -437,6 +438,8 @@ fn connect_stream(path: &Path, limit: Duration) -> Result<UnixStream, ClientErro
             Err(e) => return Err(io(e)),
         }
     }
+    // Before anything is sent: a squatter would receive our memory fds next.
+    nvmemu_sockfile::check_server(&fd, path)?;
     Ok(UnixStream::from(fd))
 }
 

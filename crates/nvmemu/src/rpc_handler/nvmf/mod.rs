@@ -110,6 +110,7 @@ fn subsystem_mut<'a>(st: &'a mut State, nqn: &str) -> Result<&'a mut Subsystem, 
 }
 
 fn target_error(what: &str, e: nvmemu_device::TargetError) -> RpcError {
+    // With its causes: "cannot listen on DIR" alone does not say what to fix.
     RpcError::internal(format!("{what}: {}", crate::error_chain(&e)))
 }
 

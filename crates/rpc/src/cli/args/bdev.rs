@@ -87,7 +87,7 @@ pub struct NullCreateArgs {
 pub struct GetBdevsArgs {
     #[arg(short = 'b', long = "name")]
     pub name: Option<String>,
-    /// Time in ms to wait for the bdev to appear.
+    /// Time in ms to wait for the bdev to appear (nvmemu serve waits at most 60 s).
     #[arg(short = 't', long = "timeout-ms")]
     pub timeout: Option<i64>,
 }
