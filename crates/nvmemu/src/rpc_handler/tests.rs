@@ -409,6 +409,64 @@ mod spdk_shape {
     }
 
     #[test]
+    fn two_servers_built_by_one_script_report_different_global_ids() {
+        let ids = || {
+            let (h, _) = handler();
+            let dir = tempfile::tempdir().unwrap();
+            setup(&h, dir.path().to_str().unwrap());
+            let bdev_uuid =
+                call(&h, "bdev_get_bdevs", json!({"name": "Malloc0"})).unwrap()[0]["uuid"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+            let ns = call(&h, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap()[0]["namespaces"]
+                [0]
+            .clone();
+            (bdev_uuid, ns)
+        };
+        let (uuid_a, ns_a) = ids();
+        let (uuid_b, ns_b) = ids();
+        // As SPDK: the namespace UUID is the bdev's and the NGUID is its 16 bytes.
+        assert_eq!(ns_a["uuid"], json!(uuid_a));
+        assert_eq!(ns_a["nguid"], json!(uuid_a.replace('-', "").to_uppercase()));
+        assert_ne!(ns_a["uuid"], ns_b["uuid"]);
+        assert_ne!(ns_a["nguid"], ns_b["nguid"]);
+        assert_ne!(uuid_a, uuid_b);
+        assert_eq!(ns_a.get("eui64"), None);
+    }
+
+    #[test]
+    fn explicit_namespace_ids_win_and_an_eui64_is_listed_once_set() {
+        let (h, _) = handler();
+        let dir = tempfile::tempdir().unwrap();
+        setup(&h, dir.path().to_str().unwrap());
+        call(
+            &h,
+            "bdev_null_create",
+            json!({"name": "N", "num_blocks": 8, "block_size": 512,
+                   "uuid": "11111111-2222-4333-8444-555555555555"}),
+        )
+        .unwrap();
+        let given = json!({"bdev_name": "N", "eui64": "0102030405060708",
+                           "nguid": "000102030405060708090A0B0C0D0E0F",
+                           "uuid": "99999999-2222-4333-8444-555555555555"});
+        call(
+            &h,
+            "nvmf_subsystem_add_ns",
+            json!({"nqn": NQN, "namespace": given}),
+        )
+        .unwrap();
+        let ns = call(&h, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap()[0]["namespaces"][1]
+            .clone();
+        for key in ["eui64", "nguid", "uuid"] {
+            assert_eq!(ns[key], given[key], "{key}");
+        }
+        let saved = dispatch(&h, Request::SaveConfig).unwrap();
+        let bdev = saved_call(&saved, "bdev_null_create");
+        assert_eq!(bdev["uuid"], json!("11111111-2222-4333-8444-555555555555"));
+    }
+
+    #[test]
     fn save_config_records_every_transport_option_and_the_listeners_secure_channel() {
         let (h, _) = handler();
         let dir = tempfile::tempdir().unwrap();

@@ -62,9 +62,6 @@ pub(crate) struct Subsystem {
 struct NsEntry {
     bdev_name: String,
     ns: Namespace,
-    /// Whether `eui64` was given: SPDK reports an EUI-64 only when one was set, while every
-    /// namespace has an NGUID (SPDK's defaults to the bdev's UUID, ours is derived).
-    explicit_eui64: bool,
 }
 
 #[derive(Debug)]
