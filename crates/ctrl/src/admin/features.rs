@@ -30,7 +30,6 @@ pub(crate) struct Features {
     pub(crate) vector_cd: Vec<bool>,
     pub(crate) write_atomicity: u32,
     pub(crate) aec: u32,
-    pub(crate) keep_alive_ms: u32,
     /// Host Behavior Support byte 0 (ACRE only: no retry delays are ever asked for, so
     /// enabling it changes nothing the host sees).
     pub(crate) host_behavior: u8,
@@ -52,7 +51,6 @@ impl Features {
             vector_cd: vec![false; usize::from(config.msix_vectors)],
             write_atomicity: 0,
             aec: 0,
-            keep_alive_ms: 0,
             host_behavior: 0,
         }
     }
@@ -85,10 +83,12 @@ impl Features {
             }
             FeatureId::WriteAtomicity => self.write_atomicity,
             FeatureId::AsyncEventConfig => self.aec,
-            FeatureId::KeepAliveTimer => self.keep_alive_ms,
             // Its value is a data structure, not DW0; `get_features` transfers it.
             FeatureId::HostBehaviorSupport => 0,
-            FeatureId::Apst | FeatureId::Unknown(_) => return Err(Status::INVALID_FIELD),
+            // No keep alive timer (KAS is 0).
+            FeatureId::KeepAliveTimer | FeatureId::Apst | FeatureId::Unknown(_) => {
+                return Err(Status::INVALID_FIELD);
+            }
         })
     }
 
@@ -209,9 +209,8 @@ impl Controller {
             }
             FeatureId::WriteAtomicity => f.write_atomicity = value & 1,
             FeatureId::AsyncEventConfig => f.aec = value & AEC_SUPPORTED,
-            FeatureId::KeepAliveTimer => f.keep_alive_ms = value,
             FeatureId::HostBehaviorSupport => {} // handled above: it carries data
-            FeatureId::Apst | FeatureId::Unknown(_) => {
+            FeatureId::KeepAliveTimer | FeatureId::Apst | FeatureId::Unknown(_) => {
                 tracing::debug!(target: "guest", fid = u8::from(fid), "unsupported feature");
                 return Err(Status::INVALID_FIELD);
             }

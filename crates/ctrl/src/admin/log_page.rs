@@ -259,7 +259,6 @@ fn command_effects(buf: &mut [u8]) {
         A::SetFeatures,
         A::GetFeatures,
         A::AsyncEventRequest,
-        A::KeepAlive,
         A::DoorbellBufferConfig,
     ];
     for op in admin {
