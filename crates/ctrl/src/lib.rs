@@ -35,6 +35,7 @@ mod state;
 pub mod test_utils;
 pub mod timing;
 
+pub use admin::identify::ONCS;
 pub use controller::{Controller, ControllerConfig, CtrlError, InterruptSink, MmioError};
 pub use latency::{LatencyHook, LatencyTable, Stage};
 pub use metrics::{ControllerStats, QueueCounters};

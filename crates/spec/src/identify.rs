@@ -175,6 +175,10 @@ pub mod ctrl_bits {
     pub const ONCS_WRITE_ZEROES: u16 = 1 << 3;
     /// ONCS: Save field in Set Features and Select field in Get Features.
     pub const ONCS_SAVE_SELECT: u16 = 1 << 4;
+    /// ONCS: Reservations.
+    pub const ONCS_RESERVATIONS: u16 = 1 << 5;
+    /// ONCS: Copy.
+    pub const ONCS_COPY: u16 = 1 << 8;
     /// VWC: a volatile write cache is present.
     pub const VWC_PRESENT: u8 = 1 << 0;
     /// VWC: Flush with the broadcast NSID is supported (bits 2:1 = 11b).

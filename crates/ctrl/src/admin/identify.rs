@@ -15,6 +15,13 @@ use crate::admin::aer::AERL;
 use crate::admin::limits::{CCTEMP, ERROR_LOG_ENTRIES, WCTEMP};
 use crate::namespace::Namespace;
 
+/// Optional NVM commands this controller executes (Identify Controller ONCS). The control
+/// plane's `supported_io_types` must agree with it.
+pub const ONCS: u16 = ctrl_bits::ONCS_COMPARE
+    | ctrl_bits::ONCS_DSM
+    | ctrl_bits::ONCS_WRITE_ZEROES
+    | ctrl_bits::ONCS_SAVE_SELECT;
+
 /// IEEE OUI reported in Identify Controller (locally administered, "nvmemu").
 const IEEE_OUI: [u8; 3] = [0x4e, 0x58, 0x02];
 
@@ -103,10 +110,7 @@ impl Controller {
         id.cqes = 0x44;
         id.maxcmd = c.max_queue_entries;
         id.nn = c.max_namespaces;
-        id.oncs = ctrl_bits::ONCS_COMPARE
-            | ctrl_bits::ONCS_DSM
-            | ctrl_bits::ONCS_WRITE_ZEROES
-            | ctrl_bits::ONCS_SAVE_SELECT;
+        id.oncs = ONCS;
         id.vwc = ctrl_bits::VWC_PRESENT | ctrl_bits::VWC_FLUSH_BROADCAST;
         id.nvscc = 1;
         id.sgls = ctrl_bits::SGLS_SUPPORTED | ctrl_bits::SGLS_BIT_BUCKET;

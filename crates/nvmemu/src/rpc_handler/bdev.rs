@@ -331,10 +331,7 @@ fn info(name: &str, e: &BdevEntry, claimed: bool) -> BdevInfo {
         claimed,
         claim_type: claimed.then(|| "exclusive_write".to_owned()),
         zoned: false,
-        supported_io_types: match b.kind() {
-            BdevKind::Malloc => SupportedIoTypes::malloc(),
-            BdevKind::Null => SupportedIoTypes::null(),
-        },
+        supported_io_types: SupportedIoTypes::nvmemu(),
         driver_specific: driver_specific(b),
     }
 }

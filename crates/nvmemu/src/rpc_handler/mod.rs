@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use nvmemu_device::Target;
 use nvmemu_rpc::methods::bdev::BdevMallocCreateParams;
-use nvmemu_rpc::{Caller, Handler, Request, RpcError, StopHandle};
+use nvmemu_rpc::{Caller, Errno, Handler, Request, RpcError, StopHandle};
 use serde_json::Value;
 
 /// How the handler creates controllers and describes the target.
@@ -80,7 +80,8 @@ impl NvmemuHandler {
     }
 
     /// `bdev_get_bdevs` with a `timeout`: wait (without holding the lock) for the bdev, until
-    /// the timeout passes or the caller leaves (so a client that gives up frees its slot).
+    /// the timeout passes (then ETIMEDOUT, as SPDK) or the caller leaves (so a client that
+    /// gives up frees its slot).
     fn get_bdevs(
         &self,
         p: nvmemu_rpc::methods::bdev::BdevGetBdevsParams,
@@ -92,9 +93,13 @@ impl NvmemuHandler {
                 let st = self.lock();
                 let claims = nvmf::claims(&st.subsystems);
                 match st.bdevs.get_bdevs(p.name.as_deref(), &claims) {
-                    Err(e) if p.timeout > 0 && Instant::now() < deadline && !caller.is_gone() => {
-                        drop(e)
+                    Err(_) if p.timeout > 0 && caller.is_gone() => {
+                        return Err(RpcError::errno(Errno::ENODEV));
                     }
+                    Err(_) if p.timeout > 0 && Instant::now() >= deadline => {
+                        return Err(RpcError::errno(Errno::ETIMEDOUT));
+                    }
+                    Err(_) if p.timeout > 0 => {}
                     other => return other,
                 }
             }

@@ -324,7 +324,8 @@ fn get_bdevs_waits_up_to_timeout_for_the_name() {
             "bdev_get_bdevs",
             json!({"name": "Late", "timeout": 20})
         )),
-        -19
+        -110,
+        "SPDK answers a wait that timed out with -ETIMEDOUT"
     );
     let creator = {
         let h = Arc::clone(&h);
@@ -464,6 +465,46 @@ mod spdk_shape {
         let saved = dispatch(&h, Request::SaveConfig).unwrap();
         let bdev = saved_call(&saved, "bdev_null_create");
         assert_eq!(bdev["uuid"], json!("11111111-2222-4333-8444-555555555555"));
+    }
+
+    #[test]
+    fn supported_io_types_agree_with_what_identify_reports() {
+        use nvmemu_spec::identify::ctrl_bits;
+        let (h, _) = handler();
+        call(
+            &h,
+            "bdev_malloc_create",
+            json!({"num_blocks": 8, "block_size": 512}),
+        )
+        .unwrap();
+        call(
+            &h,
+            "bdev_null_create",
+            json!({"name": "N", "num_blocks": 8, "block_size": 512}),
+        )
+        .unwrap();
+        let oncs = |bit: u16| json!(nvmemu_ctrl::ONCS & bit != 0);
+        for b in call(&h, "bdev_get_bdevs", json!({}))
+            .unwrap()
+            .as_array()
+            .unwrap()
+        {
+            let io = &b["supported_io_types"];
+            assert_eq!(io["compare"], oncs(ctrl_bits::ONCS_COMPARE), "{b}");
+            assert_eq!(io["unmap"], oncs(ctrl_bits::ONCS_DSM), "{b}");
+            assert_eq!(
+                io["write_zeroes"],
+                oncs(ctrl_bits::ONCS_WRITE_ZEROES),
+                "{b}"
+            );
+            assert_eq!(io["copy"], oncs(ctrl_bits::ONCS_COPY), "{b}");
+            // FUSES is 0: no fused Compare and Write.
+            assert_eq!(io["compare_and_write"], json!(false), "{b}");
+            assert_eq!(
+                (&io["read"], &io["write"], &io["flush"]),
+                (&json!(true), &json!(true), &json!(true))
+            );
+        }
     }
 
     #[test]
