@@ -30,6 +30,7 @@ mod namespace;
 mod poll;
 mod queue;
 mod regs;
+mod reservation;
 mod state;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
@@ -40,4 +41,5 @@ pub use controller::{Controller, ControllerConfig, CtrlError, InterruptSink, Mmi
 pub use latency::{LatencyHook, LatencyTable, Stage};
 pub use metrics::{ControllerStats, QueueCounters};
 pub use namespace::Namespace;
+pub use reservation::MAX_REGISTRANTS;
 pub use state::CtrlState;

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use nvmemu_bdev::{Bdev, BdevChannel};
 use nvmemu_spec::Nsid;
 
+use crate::reservation::Reservations;
+
 /// A namespace attached to a controller.
 #[derive(Debug, Clone)]
 pub struct Namespace {
@@ -17,6 +19,8 @@ pub struct Namespace {
     nguid: [u8; 16],
     eui64: [u8; 8],
     uuid: [u8; 16],
+    /// Shared by every clone: each controller the namespace is attached to gets a clone.
+    reservations: Arc<Reservations>,
 }
 
 impl Namespace {
@@ -41,6 +45,7 @@ impl Namespace {
             nguid: uuid,
             eui64: [0; 8],
             uuid,
+            reservations: Arc::default(),
         }
     }
 
@@ -85,6 +90,11 @@ impl Namespace {
     /// Namespace UUID.
     pub fn uuid(&self) -> [u8; 16] {
         self.uuid
+    }
+
+    /// The reservation state, shared with every controller this namespace is attached to.
+    pub(crate) fn reservations(&self) -> &Reservations {
+        &self.reservations
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod dsm;
 mod flush;
+mod reservation;
 mod rw;
 mod write_zeroes;
 
@@ -44,7 +45,7 @@ impl Controller {
             } => {
                 self.counters.host_read_commands += 1;
                 rw::compare(
-                    active_ns(&self.namespaces, nsid)?,
+                    self.accessible_ns(nsid, false)?,
                     &self.mem,
                     slba,
                     blocks,
@@ -54,6 +55,9 @@ impl Controller {
                 (0, 0)
             }
             IoCommand::Flush { nsid } => {
+                if nsid != Nsid::BROADCAST {
+                    self.accessible_ns(nsid, true)?;
+                }
                 flush::flush(&self.namespaces, nsid)?;
                 (0, 0)
             }
@@ -65,7 +69,7 @@ impl Controller {
                 fua: _,
             } => {
                 write_zeroes::write_zeroes(
-                    active_ns(&self.namespaces, nsid)?,
+                    self.accessible_ns(nsid, true)?,
                     slba,
                     blocks,
                     deallocate,
@@ -79,7 +83,7 @@ impl Controller {
                 dptr,
             } => {
                 dsm::dataset_management(
-                    active_ns(&self.namespaces, nsid)?,
+                    self.accessible_ns(nsid, true)?,
                     &self.mem,
                     ranges,
                     attrs,
@@ -87,6 +91,7 @@ impl Controller {
                 )?;
                 (0, 0)
             }
+            IoCommand::Reservation(cmd) => return self.reservation(cmd),
             IoCommand::Unknown(opcode) => {
                 tracing::debug!(target: "guest", opcode, "unsupported I/O opcode");
                 return Err(Status::INVALID_OPCODE);
@@ -110,6 +115,7 @@ impl Controller {
     ) -> Result<u32, Status> {
         let max = self.max_transfer();
         let ns = active_ns(&self.namespaces, nsid)?;
+        ns.reservations().check(write, || self.host())?;
         if write {
             let n = rw::write(ns, &self.mem, slba, blocks, dptr, max)?;
             self.counters.host_write_commands += 1;
@@ -135,6 +141,14 @@ impl Controller {
 }
 
 impl Controller {
+    /// The attached namespace `nsid` if its reservation lets this controller's host read
+    /// it (or write it, with `write`); Reservation Conflict if not.
+    fn accessible_ns(&self, nsid: Nsid, write: bool) -> Result<&Namespace, Status> {
+        let ns = active_ns(&self.namespaces, nsid)?;
+        ns.reservations().check(write, || self.host())?;
+        Ok(ns)
+    }
+
     /// Start fetching the namespace data of a queued Read into the cache (a hint only: the
     /// command is validated when it runs). Issued for a whole batch before any of it runs, so
     /// the cache misses of its commands overlap.
