@@ -6,7 +6,8 @@
 //! with `socket_dir = traddr`) carrying the subsystem's serial, model, NQN and namespaces;
 //! adding or removing a namespace while listeners exist attaches or detaches it on every one
 //! of the subsystem's controllers (the controller raises Namespace Attribute Changed to an
-//! attached host). A bdev used by a namespace is claimed and cannot be deleted.
+//! attached host). A bdev used by a namespace is claimed: it cannot back a second one, and
+//! deleting it removes its namespace first (SPDK's hot remove).
 //!
 //! All state lives behind one mutex: RPCs run one at a time, like on SPDK's app thread.
 //! Errors are [`RpcError`] values in SPDK's style; nothing here panics on caller input.
@@ -108,6 +109,20 @@ impl NvmemuHandler {
     }
 }
 
+/// `bdev_malloc_delete` / `bdev_null_delete`: as SPDK's hot remove, a namespace the bdev
+/// backs is removed from its subsystem first (its hosts get Namespace Attribute Changed and
+/// see the NSID inactive), then the bdev goes.
+fn delete_bdev(
+    st: &mut State,
+    target: &Target,
+    kind: nvmemu_bdev::BdevKind,
+    name: &str,
+) -> Result<Value, RpcError> {
+    let name = st.bdevs.name_of(kind, name)?;
+    nvmf::remove_namespaces_of(st, target, &name);
+    st.bdevs.delete(&name)
+}
+
 impl NvmemuHandler {
     /// `bdev_malloc_create` backs all the bdev's memory, which takes seconds for a large one:
     /// done without the lock, so every other method (and `spdk_kill_instance`) goes on.
@@ -144,14 +159,10 @@ impl Handler for NvmemuHandler {
             R::SaveConfig => Ok(framework::save_config(st)),
             R::BdevNullCreate(p) => st.bdevs.null_create(p),
             R::BdevMallocDelete(p) => {
-                let claims = nvmf::claims(&st.subsystems);
-                st.bdevs
-                    .delete(nvmemu_bdev::BdevKind::Malloc, &p.name, &claims)
+                delete_bdev(st, &self.target, nvmemu_bdev::BdevKind::Malloc, &p.name)
             }
             R::BdevNullDelete(p) => {
-                let claims = nvmf::claims(&st.subsystems);
-                st.bdevs
-                    .delete(nvmemu_bdev::BdevKind::Null, &p.name, &claims)
+                delete_bdev(st, &self.target, nvmemu_bdev::BdevKind::Null, &p.name)
             }
             R::BdevGetIostat(p) => st.bdevs.iostat(&p, self.ticks()),
             R::NvmfCreateTransport(p) => nvmf::create_transport(st, p),

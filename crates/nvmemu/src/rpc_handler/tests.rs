@@ -110,8 +110,13 @@ fn claims_follow_namespaces() {
     let b = call(&h, "bdev_get_bdevs", json!({"name": "Malloc0"})).unwrap();
     assert_eq!(b[0]["claimed"], json!(true));
     assert_eq!(b[0]["claim_type"], json!("exclusive_write"));
+    // A claimed bdev cannot back a second namespace.
     assert_eq!(
-        code(call(&h, "bdev_malloc_delete", json!({"name": "Malloc0"}))),
+        code(call(
+            &h,
+            "nvmf_subsystem_add_ns",
+            json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}})
+        )),
         -16
     );
     let rm = json!({"nqn": NQN, "nsid": 1});
@@ -569,11 +574,6 @@ mod spdk_shape {
         );
         let iostat = call(&h, "bdev_get_iostat", json!({"name": uuid})).unwrap();
         assert_eq!(iostat["bdevs"][0]["name"], json!("Malloc0"));
-        // Malloc0 is claimed by setup's namespace, under either name.
-        assert_eq!(
-            code(call(&h, "bdev_malloc_delete", json!({"name": uuid}))),
-            -16
-        );
         let null_uuid = call(&h, "bdev_get_bdevs", json!({"name": "N"})).unwrap()[0]["uuid"]
             .as_str()
             .unwrap()
@@ -592,15 +592,54 @@ mod spdk_shape {
             call(&h, "bdev_get_bdevs", json!({"name": "N"})).unwrap()[0]["claimed"],
             json!(true)
         );
+        // Deleting by the alias finds the bdev (and hot-removes its namespace).
         assert_eq!(
-            code(call(&h, "bdev_null_delete", json!({"name": "N"}))),
-            -16
+            call(&h, "bdev_malloc_delete", json!({"name": uuid})),
+            Ok(json!(true))
         );
         assert_eq!(
             code(call(&h, "bdev_get_bdevs", json!({"name": "nope"}))),
             -19
         );
     }
+}
+
+#[test]
+fn deleting_a_claimed_bdev_hot_removes_its_namespace() {
+    let (h, _) = handler();
+    let dir = tempfile::tempdir().unwrap();
+    setup(&h, dir.path().to_str().unwrap());
+    // The wrong kind is no such device, and nothing changes.
+    assert_eq!(
+        code(call(&h, "bdev_null_delete", json!({"name": "Malloc0"}))),
+        -19
+    );
+    assert_eq!(
+        call(&h, "bdev_malloc_delete", json!({"name": "Malloc0"})),
+        Ok(json!(true))
+    );
+    let subs = call(&h, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap();
+    assert_eq!(subs[0]["namespaces"], json!([]));
+    assert_eq!(
+        code(call(&h, "bdev_get_bdevs", json!({"name": "Malloc0"}))),
+        -19
+    );
+    // The listener stays, and the NSID can be used again.
+    assert!(dir.path().join("cntrl").exists());
+    call(
+        &h,
+        "bdev_null_create",
+        json!({"name": "N", "num_blocks": 8, "block_size": 512}),
+    )
+    .unwrap();
+    assert_eq!(
+        call(
+            &h,
+            "nvmf_subsystem_add_ns",
+            json!({"nqn": NQN, "namespace": {"bdev_name": "N"}})
+        ),
+        Ok(json!(1))
+    );
 }
 
 #[test]

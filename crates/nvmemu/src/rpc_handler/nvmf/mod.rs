@@ -23,7 +23,7 @@ use nvmemu_rpc::methods::nvmf::{
 use serde_json::{Value, json};
 
 pub(crate) use listener::{add_listener, remove_listener};
-pub(crate) use namespace::{add_ns, remove_ns};
+pub(crate) use namespace::{add_ns, remove_namespaces_of, remove_ns};
 pub(crate) use subsystem::{create_subsystem, delete_subsystem, get_subsystems};
 pub(crate) use transport::{create_transport, get_transports};
 

@@ -140,3 +140,29 @@ pub(crate) fn remove_ns(
     tracing::info!(nqn, nsid, "namespace removed");
     Ok(Value::Bool(true))
 }
+
+/// Hot remove: every namespace backed by bdev `bdev_name`, in every subsystem, detached
+/// from its controllers and dropped.
+pub(crate) fn remove_namespaces_of(st: &mut State, target: &Target, bdev_name: &str) {
+    let doomed: Vec<(String, u32)> = st
+        .subsystems
+        .iter()
+        .flat_map(|(nqn, s)| {
+            s.namespaces
+                .iter()
+                .filter(|(_, n)| n.bdev_name == bdev_name)
+                .map(move |(nsid, _)| (nqn.clone(), *nsid))
+        })
+        .collect();
+    for (nqn, nsid) in doomed {
+        tracing::info!(
+            nqn,
+            nsid,
+            bdev = bdev_name,
+            "bdev deleted: removing its namespace"
+        );
+        if let Err(e) = remove_ns(st, target, &nqn, nsid) {
+            tracing::warn!(nqn, nsid, "hot remove: {}", e.message);
+        }
+    }
+}
