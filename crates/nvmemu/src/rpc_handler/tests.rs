@@ -513,6 +513,59 @@ mod spdk_shape {
     }
 
     #[test]
+    fn answers_keep_spdks_key_order() {
+        let (h, _) = handler();
+        let dir = tempfile::tempdir().unwrap();
+        setup(&h, dir.path().to_str().unwrap());
+        let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        let bdev = &call(&h, "bdev_get_bdevs", json!({"name": "Malloc0"})).unwrap()[0];
+        assert_eq!(
+            keys(bdev),
+            [
+                "name",
+                "aliases",
+                "product_name",
+                "block_size",
+                "num_blocks",
+                "uuid",
+                "assigned_rate_limits",
+                "claimed",
+                "claim_type",
+                "zoned",
+                "supported_io_types",
+                "driver_specific"
+            ]
+        );
+        assert_eq!(
+            keys(&bdev["supported_io_types"])[..4],
+            ["read", "write", "unmap", "flush"]
+        );
+        let sub = &call(&h, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap()[0];
+        assert_eq!(
+            keys(sub),
+            [
+                "nqn",
+                "subtype",
+                "listen_addresses",
+                "allow_any_host",
+                "hosts",
+                "serial_number",
+                "model_number",
+                "max_namespaces",
+                "min_cntlid",
+                "max_cntlid",
+                "namespaces"
+            ]
+        );
+        // The text on the wire keeps it too.
+        let text = serde_json::to_string(bdev).unwrap();
+        assert!(
+            text.starts_with("{\"name\":\"Malloc0\",\"aliases\":"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn save_config_records_every_transport_option_and_the_listeners_secure_channel() {
         let (h, _) = handler();
         let dir = tempfile::tempdir().unwrap();
