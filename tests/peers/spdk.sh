@@ -4,6 +4,8 @@
 # SPDK's own tools as independent peers of `nvmemu serve` (SPDK v25.05 binaries, unchanged):
 #   checkers    unit tests of spdk_results.py and rpc_shape.py, which judge the checks below
 #   identify    spdk_nvme_identify sees the serial, model and namespace nvmemu serves
+#   identity    two servers set up alike: their NGUIDs differ (each is the bdev's random UUID,
+#               no EUI-64); both report a shared namespace (CMIC, NMIC) with reservations
 #   perf        spdk_nvme_perf, 4 KiB randread QD16 and randwrite QD16: IOPS > 0, no errors
 #   bdevperf    bdevperf -w verify over bdev_nvme (SPDK's bdev layer): IOPS > 0, 0 failed I/O
 #   compliance  nvme_compliance (SPDK's CUnit suite for vfio-user controllers): every test passes
@@ -204,6 +206,15 @@ check_identify() {
     --serial "$SERIAL" --model "$MODEL" --lbas $((NS_BYTES / LBA)) --lba-size "$LBA"
 }
 
+check_identity() {
+  local n
+  for n in 1 2; do
+    serve "identity$n"
+    run_bounded 60 "identity$n" "$P/spdk_nvme_identify" -g -r "$TRID"
+  done
+  python3 "$HERE/spdk_results.py" identity "$WORK/identity1.log" "$WORK/identity2.log"
+}
+
 check_perf() {
   serve perf
   local rw
@@ -295,6 +306,7 @@ check_rpc_shape() {
 
 check checkers check_checkers
 check identify check_identify
+check identity check_identity
 check perf check_perf
 check bdevperf check_bdevperf
 check compliance check_compliance
