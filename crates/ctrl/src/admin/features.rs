@@ -89,10 +89,9 @@ impl Features {
             FeatureId::AsyncEventConfig => self.aec,
             // Their values are data structures, not DW0; `get_features` transfers them.
             FeatureId::HostBehaviorSupport | FeatureId::HostIdentifier => 0,
-            // No keep alive timer (KAS is 0).
-            FeatureId::KeepAliveTimer | FeatureId::Apst | FeatureId::Unknown(_) => {
-                return Err(Status::INVALID_FIELD);
-            }
+            // No keep alive timer (KAS is 0): the timeout reads as 0, disabled.
+            FeatureId::KeepAliveTimer => 0,
+            FeatureId::Apst | FeatureId::Unknown(_) => return Err(Status::INVALID_FIELD),
         })
     }
 
@@ -223,6 +222,8 @@ impl Controller {
             FeatureId::AsyncEventConfig => f.aec = value & AEC_SUPPORTED,
             // Handled above: they carry data.
             FeatureId::HostBehaviorSupport | FeatureId::HostIdentifier => {}
+            // Disabling the timer that does not run is fine; enabling it is not offered.
+            FeatureId::KeepAliveTimer if value == 0 => {}
             FeatureId::KeepAliveTimer | FeatureId::Apst | FeatureId::Unknown(_) => {
                 tracing::debug!(target: "guest", fid = u8::from(fid), "unsupported feature");
                 return Err(Status::INVALID_FIELD);
