@@ -4,12 +4,14 @@
 //! controller is enforced on the other's I/O.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
 use nvmemu_bdev::Bdev;
 use nvmemu_ctrl::{ControllerConfig, Namespace};
-use nvmemu_device::{Backoff, ControllerSpec, Target, TargetConfig};
+use nvmemu_device::{ControllerSpec, Target};
 use nvmemu_driver::{AttachOptions, Controller, DmaBuf, IoQpair, NvmeError};
 use nvmemu_spec::{Cid, Lba, Nsid, Psdt, Sqe, Status};
 
@@ -20,14 +22,7 @@ struct Shared {
 
 /// A target with controllers 1 and 2, each on its own socket, both serving one namespace.
 fn shared() -> Shared {
-    let target = Target::start(TargetConfig {
-        poller_timeout: nvmemu_device::CALL_TIMEOUT,
-        deadlines: nvmemu_device::Deadlines::default(),
-        cores: vec![0],
-        pin: false,
-        backoff: Backoff::default(),
-    })
-    .unwrap();
+    let target = common::test_target(nvmemu_device::Deadlines::default());
     let bdev = Arc::new(Bdev::malloc("shared", 512, 1 << 12).unwrap());
     let ns = Namespace::new(Nsid(1), bdev);
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];

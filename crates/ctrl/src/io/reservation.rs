@@ -2,8 +2,8 @@
 //! Reservation Register, Acquire, Release and Report (NVM Command Set 6.10-6.13): keys
 //! come from the data buffer, the state lives in the namespace (see `crate::reservation`).
 
-use nvmemu_spec::Status;
 use nvmemu_spec::reservation::ReservationCommand;
+use nvmemu_spec::{DataPtr, Status};
 
 use super::active_ns;
 use crate::Controller;
@@ -36,9 +36,7 @@ impl Controller {
                 if cptpl & 1 != 0 {
                     return Err(Status::INVALID_FIELD);
                 }
-                let mut keys = [0u8; 16];
-                crate::dptr::copy_from_host(&self.mem, &dptr, &mut keys)?;
-                r.register(host, action, iekey, split_keys(&keys))?;
+                r.register(host, action, iekey, self.key_pair(&dptr)?)?;
             }
             ReservationCommand::Acquire {
                 action,
@@ -47,9 +45,7 @@ impl Controller {
                 dptr,
                 ..
             } => {
-                let mut keys = [0u8; 16];
-                crate::dptr::copy_from_host(&self.mem, &dptr, &mut keys)?;
-                r.acquire(host, action, iekey, rtype, split_keys(&keys))?;
+                r.acquire(host, action, iekey, rtype, self.key_pair(&dptr)?)?;
             }
             ReservationCommand::Release {
                 action,
@@ -80,11 +76,17 @@ impl Controller {
     }
 }
 
-/// CRKEY and the second key (NRKEY or PRKEY), little-endian.
-fn split_keys(keys: &[u8; 16]) -> (u64, u64) {
-    let mut a = [0u8; 8];
-    let mut b = [0u8; 8];
-    a.copy_from_slice(keys.get(..8).unwrap_or(&[0; 8]));
-    b.copy_from_slice(keys.get(8..).unwrap_or(&[0; 8]));
-    (u64::from_le_bytes(a), u64::from_le_bytes(b))
+impl Controller {
+    /// CRKEY and the second key (NRKEY or PRKEY) from the data buffer, little-endian.
+    fn key_pair(&self, dptr: &DataPtr) -> Result<(u64, u64), Status> {
+        let mut keys = [0u8; 16];
+        crate::dptr::copy_from_host(&self.mem, dptr, &mut keys)?;
+        let (a, b) = keys.split_at(8);
+        let key = |half: &[u8]| {
+            let mut k = [0u8; 8];
+            k.copy_from_slice(half);
+            u64::from_le_bytes(k)
+        };
+        Ok((key(a), key(b)))
+    }
 }

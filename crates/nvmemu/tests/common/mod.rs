@@ -83,15 +83,7 @@ pub fn start_with(
     deadlines: nvmemu_device::Deadlines,
 ) -> TestTarget {
     let dir = tempfile::tempdir().expect("tempdir");
-    // Pollers unpinned and backing off: tests run in parallel on 2 cores.
-    let target = Target::start(TargetConfig {
-        poller_timeout: nvmemu_device::CALL_TIMEOUT,
-        deadlines,
-        cores: vec![0],
-        pin: false,
-        backoff: Backoff::default(),
-    })
-    .expect("target starts");
+    let target = test_target(deadlines);
     let namespaces = namespaces
         .iter()
         .enumerate()
@@ -120,6 +112,19 @@ pub fn start_with(
         })
         .expect("controller");
     TestTarget { target, id, dir }
+}
+
+/// A target with one poller on core 0, unpinned and backing off (tests run in parallel on
+/// 2 cores), and these client deadlines.
+pub fn test_target(deadlines: nvmemu_device::Deadlines) -> Target {
+    Target::start(TargetConfig {
+        poller_timeout: nvmemu_device::CALL_TIMEOUT,
+        deadlines,
+        cores: vec![0],
+        pin: false,
+        backoff: Backoff::default(),
+    })
+    .expect("target starts")
 }
 
 /// One malloc namespace of 512-byte blocks, big enough for every test here.
