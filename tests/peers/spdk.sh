@@ -6,6 +6,8 @@
 #   identify    spdk_nvme_identify sees the serial, model and namespace nvmemu serves
 #   waiting     spdk_nvme_identify as a second client waits while spdk_nvme_perf is attached,
 #               then runs (as against SPDK's nvmf_tgt); the server logs that it waits
+#   identity    two servers set up alike: their NGUIDs differ (each is the bdev's random UUID,
+#               no EUI-64); both report a shared namespace (CMIC, NMIC) with reservations
 #   perf        spdk_nvme_perf, 4 KiB randread QD16 and randwrite QD16: IOPS > 0, no errors
 #   bdevperf    bdevperf -w verify over bdev_nvme (SPDK's bdev layer): IOPS > 0, 0 failed I/O
 #   compliance  nvme_compliance (SPDK's CUnit suite for vfio-user controllers): every test passes
@@ -234,6 +236,15 @@ check_waiting() {
   grep -m1 -o "client of .* waits: .*" "$WORK/waiting-serve.log"
 }
 
+check_identity() {
+  local n
+  for n in 1 2; do
+    serve "identity$n"
+    run_bounded 60 "identity$n" "$P/spdk_nvme_identify" -g -r "$TRID"
+  done
+  python3 "$HERE/spdk_results.py" identity "$WORK/identity1.log" "$WORK/identity2.log"
+}
+
 check_perf() {
   serve perf
   local rw
@@ -326,6 +337,7 @@ check_rpc_shape() {
 check checkers check_checkers
 check identify check_identify
 check waiting check_waiting
+check identity check_identity
 check perf check_perf
 check bdevperf check_bdevperf
 check compliance check_compliance

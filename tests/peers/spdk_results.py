@@ -3,6 +3,7 @@
 """Reads what SPDK's tools printed in tests/peers/spdk.sh and decides pass or fail.
 
     spdk_results.py identify LOG --serial S --model M --lbas N --lba-size B
+    spdk_results.py identity LOG LOG   (two servers set up alike)
     spdk_results.py perf LOG --label TEXT
     spdk_results.py compliance LOG
     spdk_results.py bdevperf RPC_SOCKET [--timeout SECONDS]   (needs SPDK's python/ on PYTHONPATH)
@@ -43,6 +44,43 @@ def check_identify(text, serial, model, lbas, lba_size):
     if problems:
         raise CheckFailed("\n".join(problems))
     return f"identify: serial {serial!r}, model {model!r}, namespace 1 of {lbas} LBAs"
+
+
+# What spdk_nvme_identify must say of a subsystem whose namespaces its listeners share.
+SHARED = (
+    ("May have multiple subsystem ports", "Yes"),
+    ("May have multiple controllers", "Yes"),
+    ("128-bit Host Identifier", "Supported"),
+    ("Reservations", "Supported"),
+    ("Reservation", "Supported"),
+    ("Namespace Sharing Capabilities", "Multiple Controllers"),
+)
+
+
+def check_identity(texts):
+    """spdk_nvme_identify of two servers set up alike: each namespace has an NGUID and a
+    UUID (the same bytes, as SPDK derives them), no EUI-64, the two servers' differ, and
+    both report a shared namespace with reservations."""
+    problems = []
+    ids = []
+    for n, text in enumerate(texts, 1):
+        nguid, uuid = field(text, "NGUID"), field(text, "UUID")
+        if not nguid or not uuid:
+            problems.append(f"server {n}: NGUID {nguid!r}, UUID {uuid!r}: both must be listed")
+        elif nguid.lower() != uuid.replace("-", "").lower():
+            problems.append(f"server {n}: NGUID {nguid} is not the UUID {uuid}")
+        if field(text, "EUI64") is not None:
+            problems.append(f"server {n}: an EUI64 is listed though none was set")
+        for label, want in SHARED:
+            got = field(text, label)
+            if got != want:
+                problems.append(f"server {n}: {label}: got {got!r}, want {want!r}")
+        ids.append(nguid)
+    if len(ids) == 2 and ids[0] is not None and ids[0] == ids[1]:
+        problems.append(f"both servers report NGUID {ids[0]}")
+    if problems:
+        raise CheckFailed("\n".join(problems))
+    return f"identity: NGUIDs {ids[0]} and {ids[1]} differ; namespaces shared, reservations offered"
 
 
 # SPDK's perf prints per-I/O failures ("... completed with error (sct=..., sc=...)") and
@@ -149,6 +187,8 @@ def main(argv):
     p.add_argument("--model", required=True)
     p.add_argument("--lbas", type=int, required=True)
     p.add_argument("--lba-size", type=int, required=True)
+    p = sub.add_parser("identity")
+    p.add_argument("logs", nargs=2)
     p = sub.add_parser("perf")
     p.add_argument("log")
     p.add_argument("--label", default="")
@@ -161,6 +201,12 @@ def main(argv):
     try:
         if a.tool == "bdevperf":
             line = check_bdevperf(a.sock, a.timeout)
+        elif a.tool == "identity":
+            texts = []
+            for log in a.logs:
+                with open(log, encoding="utf-8", errors="replace") as f:
+                    texts.append(f.read())
+            line = check_identity(texts)
         else:
             with open(a.log, encoding="utf-8", errors="replace") as f:
                 text = f.read()

@@ -14,7 +14,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import rpc_shape  # noqa: E402
-from spdk_results import CheckFailed, check_compliance, check_identify, check_perf  # noqa: E402
+from spdk_results import CheckFailed, check_compliance, check_identify, check_identity, check_perf  # noqa: E402
 
 COMPLIANCE_OK = """
 Suite: nvme_compliance
@@ -98,6 +98,32 @@ class SpdkResults(unittest.TestCase):
         ):
             with self.assertRaises(CheckFailed):
                 check_identify(IDENTIFY, *args)
+
+
+IDENTITY = """Multi-path I/O
+  May have multiple subsystem ports:   Yes
+  May have multiple controllers:       Yes
+  128-bit Host Identifier:             Supported
+Reservations:                Supported
+Reservation:                           Supported
+Namespace Sharing Capabilities:        Multiple Controllers
+NGUID:                                 2E97D595264346C38A9C5388E18ADBAB
+UUID:                                  2e97d595-2643-46c3-8a9c-5388e18adbab
+"""
+
+
+class Identity(unittest.TestCase):
+    def test_two_servers_must_differ_and_share(self):
+        other = IDENTITY.replace("2E97D595", "11111111").replace("2e97d595", "11111111")
+        self.assertIn("differ", check_identity([IDENTITY, other]))
+        for bad in (
+            [IDENTITY, IDENTITY],
+            [IDENTITY, other.replace("Multiple Controllers", "Private")],
+            [IDENTITY, other + "EUI64:                                 BE4F4C00A5DF736C\n"],
+            [IDENTITY, other.replace("UUID:                                  1111", "UUID: 2222")],
+        ):
+            with self.assertRaises(CheckFailed):
+                check_identity(bad)
 
 
 def shape(method, ref, got, nvmemu_methods=()):

@@ -155,9 +155,10 @@ class T(unittest.TestCase):
         self.assertEqual(e.code, -17)
         e = self.err("nvmf_create_subsystem", {"nqn": NQN})
         self.assertLess(e.code, 0)
-        e = self.err("bdev_malloc_delete", {"name": "Malloc0"})  # in use by a namespace
-        self.assertLess(e.code, 0)
-        self.assertNotIn(e.code, (-32700, -32600, -32601))
+        e = self.err("bdev_null_delete", {"name": "Malloc0"})  # not a null bdev
+        self.assertEqual(e.code, -19)
+        e = self.err("nvmf_subsystem_add_ns", {"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}})
+        self.assertEqual(e.code, -16)  # claimed by namespace 1
         self.assertEqual(self.err("bdev_get_bdevs", {"name": "NoSuchBdev"}).code, -19)
         # The server is still serving this connection.
         self.assertIs(self.c.call("framework_wait_init"), True)

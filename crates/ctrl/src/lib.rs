@@ -30,13 +30,16 @@ mod namespace;
 mod poll;
 mod queue;
 mod regs;
+mod reservation;
 mod state;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
 pub mod timing;
 
+pub use admin::identify::ONCS;
 pub use controller::{Controller, ControllerConfig, CtrlError, InterruptSink, MmioError};
 pub use latency::{LatencyHook, LatencyTable, Stage};
 pub use metrics::{ControllerStats, QueueCounters};
 pub use namespace::Namespace;
+pub use reservation::MAX_REGISTRANTS;
 pub use state::CtrlState;

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use nvmemu_bdev::{Bdev, BdevChannel};
 use nvmemu_spec::Nsid;
 
+use crate::reservation::Reservations;
+
 /// A namespace attached to a controller.
 #[derive(Debug, Clone)]
 pub struct Namespace {
@@ -17,14 +19,17 @@ pub struct Namespace {
     nguid: [u8; 16],
     eui64: [u8; 8],
     uuid: [u8; 16],
+    /// Shared by every clone: each controller the namespace is attached to gets a clone.
+    reservations: Arc<Reservations>,
 }
 
 impl Namespace {
-    /// A namespace `nsid` backed by `bdev`. The identifiers are derived from the bdev name
-    /// and the NSID (stable across restarts); use [`Namespace::with_ids`] to set them.
+    /// A namespace `nsid` backed by `bdev`, with a UUID derived from the bdev name and the
+    /// NSID (stable across restarts), the NGUID equal to it and no EUI-64. The control plane
+    /// gives each bdev its own random UUID and sets the identifiers from it with
+    /// [`Namespace::with_ids`]; this default serves namespaces built without one.
     pub fn new(nsid: Nsid, bdev: Arc<Bdev>) -> Namespace {
-        let hash = fnv1a_128(bdev.name().as_bytes(), nsid.0);
-        let mut uuid = hash.to_be_bytes();
+        let mut uuid = fnv1a_128(bdev.name().as_bytes(), nsid.0).to_be_bytes();
         // RFC 4122 version 4 layout, variant 10b.
         if let Some(b) = uuid.get_mut(6) {
             *b = (*b & 0x0F) | 0x40;
@@ -32,20 +37,15 @@ impl Namespace {
         if let Some(b) = uuid.get_mut(8) {
             *b = (*b & 0x3F) | 0x80;
         }
-        let nguid = hash.rotate_left(64).to_be_bytes();
-        let bytes = hash.to_be_bytes();
-        let mut eui64 = [0u8; 8];
-        for (i, b) in eui64.iter_mut().enumerate() {
-            *b = bytes.get(i).copied().unwrap_or(0) ^ bytes.get(i + 8).copied().unwrap_or(0);
-        }
         let block_shift = bdev.block_size().trailing_zeros();
         Namespace {
             nsid,
             io: bdev.channel(),
             block_shift,
-            nguid,
-            eui64,
+            nguid: uuid,
+            eui64: [0; 8],
             uuid,
+            reservations: Arc::default(),
         }
     }
 
@@ -91,6 +91,11 @@ impl Namespace {
     pub fn uuid(&self) -> [u8; 16] {
         self.uuid
     }
+
+    /// The reservation state, shared with every controller this namespace is attached to.
+    pub(crate) fn reservations(&self) -> &Reservations {
+        &self.reservations
+    }
 }
 
 fn fnv1a_128(bytes: &[u8], salt: u32) -> u128 {
@@ -115,6 +120,8 @@ mod tests {
         assert_eq!(a.uuid(), Namespace::new(Nsid(1), Arc::clone(&bdev)).uuid());
         assert_ne!(a.uuid(), b.uuid());
         assert_ne!(a.nguid(), b.nguid());
+        assert_eq!(a.nguid(), a.uuid());
+        assert_eq!(a.eui64(), [0; 8]);
         assert_eq!(a.uuid()[6] >> 4, 4);
         assert_eq!(a.block_shift(), 9);
     }

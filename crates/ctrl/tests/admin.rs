@@ -367,7 +367,7 @@ fn aer_completes_on_namespace_attach_and_respects_the_limit() {
 }
 
 #[test]
-fn abort_and_keep_alive() {
+fn abort_of_an_unknown_command() {
     let mut h = TestHost::new();
     h.enable();
     let c = h.admin(Sqe {
@@ -375,7 +375,27 @@ fn abort_and_keep_alive() {
         ..bare(0x08)
     });
     assert_eq!((c.status(), c.dw0), (Status::SUCCESS, 1));
-    assert_eq!(h.admin(bare(0x18)).status(), Status::SUCCESS);
+}
+
+#[test]
+fn keep_alive_is_not_offered_anywhere() {
+    let mut h = TestHost::new();
+    h.enable();
+    assert_eq!(id_ctrl(&mut h).kas, 0);
+    // Commands Supported and Effects: no CSUPP for opcode 18h.
+    let s = get_log(&h, 0x05, 1024, 0, 0);
+    assert_eq!(h.admin(s).status(), Status::SUCCESS);
+    assert_eq!(h.mem.read_vec(layout::ADMIN_DATA + 0x18 * 4, 4), vec![0; 4]);
+    assert_eq!(h.mem.read_vec(layout::ADMIN_DATA + 0x06 * 4, 1), vec![1]);
+    assert_eq!(h.admin(bare(0x18)).status(), Status::INVALID_OPCODE);
+    // KATO reads 0 (disabled: SPDK's nvme_compliance gets it) and cannot be turned on.
+    let c = h.admin(get_feature(0x0F, 0, 0));
+    assert_eq!((c.status(), c.dw0), (Status::SUCCESS, 0));
+    assert_eq!(h.admin(set_feature(0x0F, 0)).status(), Status::SUCCESS);
+    assert_eq!(
+        h.admin(set_feature(0x0F, 1000)).status(),
+        Status::INVALID_FIELD
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! Register access and the enable / disable / shutdown / reset life cycle, driven through
 //! BAR0 accesses as a host driver does.
 
-use nvmemu_ctrl::test_utils::{TestHost, bare, layout};
+use nvmemu_ctrl::test_utils::{TestHost, get_feature, layout};
 use nvmemu_ctrl::{CtrlState, MmioError};
 use nvmemu_spec::Status;
 use nvmemu_spec::regs::{self, csts};
@@ -56,14 +56,14 @@ fn enable_disable_cycle() {
     // Admin queue registers are frozen while enabled.
     h.write_reg32(regs::AQA, 0);
     assert_eq!(h.read_reg32(regs::AQA), 31 | (31 << 16));
-    let c = h.admin(bare(0x18));
+    let c = h.admin(get_feature(0x01, 0, 0));
     assert_eq!(c.status(), Status::SUCCESS);
     h.write_reg32(regs::CC, 0);
     assert_eq!(h.read_reg32(regs::CSTS), 0);
     assert_eq!(h.ctrl.state(), CtrlState::Disabled);
     // Re-enable: a fresh admin queue works again from slot 0.
     assert_eq!(h.enable(), csts::RDY);
-    assert_eq!(h.admin(bare(0x18)).status(), Status::SUCCESS);
+    assert_eq!(h.admin(get_feature(0x01, 0, 0)).status(), Status::SUCCESS);
 }
 
 #[test]
@@ -72,7 +72,7 @@ fn shutdown_completes_immediately_and_stops_processing() {
     h.enable();
     h.write_reg32(regs::CC, TestHost::CC_ENABLE | (1 << 14));
     assert_eq!(h.read_reg32(regs::CSTS), csts::RDY | csts::SHST_COMPLETE);
-    h.submit(0, bare(0x18));
+    h.submit(0, get_feature(0x01, 0, 0));
     assert_eq!(h.poll(), 0);
     assert!(h.reap(0).is_none());
     h.write_reg32(regs::CC, 0);
@@ -125,8 +125,8 @@ fn unmapped_queue_memory_pauses_the_queue_until_it_is_mapped_again() {
         csts::RDY,
         "still ready, not fatal"
     );
-    // A Keep Alive rung while the admin queue is unmapped is not taken yet.
-    let cid = h.submit(0, bare(0x18));
+    // A Get Features rung while the admin queue is unmapped is not taken yet.
+    let cid = h.submit(0, get_feature(0x01, 0, 0));
     assert_eq!(h.poll(), 0);
     assert_eq!(h.poll(), 0);
     // Mapped again: the command runs and completes normally.

@@ -7,7 +7,7 @@
 #![allow(clippy::cast_possible_truncation)] // test data built from small values
 
 use nvmemu_ctrl::test_utils::{
-    TestHost, bare, create_cq, create_sq, delete_cq, delete_sq, layout, pattern, rw,
+    TestHost, create_cq, create_sq, delete_cq, delete_sq, get_feature, layout, pattern, rw,
 };
 use nvmemu_spec::{Cqe, Status};
 
@@ -181,7 +181,7 @@ fn reset_with_queues_live(reset: impl Fn(&mut TestHost)) {
     let write = rw(0x01, 1, 9, 1, h.prps(layout::DATA, 512));
     h.submit(1, write);
     h.submit(1, write);
-    h.submit(0, bare(0x18)); // Keep Alive, queued on the admin SQ
+    h.submit(0, get_feature(0x01, 0, 0)); // Get Features, queued on the admin SQ
 
     reset(&mut h);
     assert_eq!(h.enable() & 1, 1);

@@ -362,8 +362,8 @@ fn bad_parameters_unknown_methods_and_state_errors_get_spdk_codes() {
     assert!(msg.contains("nqn"), "{msg}");
     // State errors: SPDK's -errno style.
     assert_eq!(
-        rpc_code(s.call("bdev_malloc_delete", json!({"name": "Malloc0"}))).0,
-        -16
+        rpc_code(s.call("bdev_malloc_delete", json!({"name": "Missing"}))).0,
+        -19
     );
     assert_eq!(
         rpc_code(s.call(
@@ -412,10 +412,10 @@ fn bad_parameters_unknown_methods_and_state_errors_get_spdk_codes() {
     );
     // The CLI: usage errors exit 2, failed calls exit 1 with rpc.py's error text.
     assert_eq!(s.cli(&["bdev_frobnicate"]).status.code(), Some(2));
-    let out = s.cli(&["bdev_malloc_delete", "Malloc0"]);
+    let out = s.cli(&["bdev_null_delete", "Malloc0"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("\"code\": -16"), "{err}");
+    assert!(err.contains("\"code\": -19"), "{err}");
     // Nothing crashed: the server still answers, and the state is intact.
     assert_eq!(s.ok(&["nvmf_subsystem_add_ns", NQN, "Malloc1"]), "");
     s.kill();
@@ -488,9 +488,10 @@ fn namespace_hot_add_and_remove_reach_an_attached_driver_by_async_event() {
         .unwrap();
     assert!(w.status().is_success());
 
-    // Hot remove with reads in flight: each completes (successfully, or with Invalid
-    // Namespace if it was fetched after the removal); none is lost. Then another event,
-    // the log lists the NSID again, and I/O to it fails while namespace 1 is untouched.
+    // Hot remove with reads in flight, by deleting the bdev as SPDK users do: each read
+    // completes (successfully, or with Invalid Namespace if it was fetched after the
+    // removal); none is lost. Then another event, the log lists the NSID again, and I/O to
+    // it fails while namespace 1 is untouched.
     c.submit_async_event_request().unwrap();
     let inflight = 24u64;
     for i in 0..inflight {
@@ -498,7 +499,7 @@ fn namespace_hot_add_and_remove_reach_an_attached_driver_by_async_event() {
         q.submit_raw(rd, Some((&buf, 4096)), i).unwrap();
     }
     q.ring().unwrap();
-    s.ok(&["nvmf_subsystem_remove_ns", NQN, "2"]);
+    s.ok(&["bdev_malloc_delete", "Malloc1"]);
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while (seen.len() as u64) < inflight {
@@ -532,8 +533,11 @@ fn namespace_hot_add_and_remove_reach_an_attached_driver_by_async_event() {
         Status::INVALID_NAMESPACE.with_dnr(false)
     );
     q.write_blocking(Nsid(1), Lba(0), 8, &buf).unwrap();
-    // The bdev is free again.
-    assert_eq!(s.ok(&["bdev_malloc_delete", "Malloc1"]), "");
+    // The bdev went with its namespace.
+    assert_eq!(
+        rpc_code(s.call("bdev_get_bdevs", json!({"name": "Malloc1"}))).0,
+        -19
+    );
     drop(q);
     c.shutdown().unwrap();
     s.kill();

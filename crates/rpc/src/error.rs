@@ -105,6 +105,8 @@ impl Errno {
     pub const ENOSPC: Errno = Errno(28);
     /// Operation not supported (unsupported transport type).
     pub const ENOTSUP: Errno = Errno(95);
+    /// Timed out (`bdev_get_bdevs` waited its `timeout` for a bdev that never came).
+    pub const ETIMEDOUT: Errno = Errno(110);
 
     /// The glibc `strerror` text SPDK's `spdk_strerror` returns for this errno.
     pub fn message(self) -> String {
@@ -118,6 +120,7 @@ impl Errno {
             22 => "Invalid argument",
             28 => "No space left on device",
             95 => "Operation not supported",
+            110 => "Connection timed out",
             other => return format!("Unknown error {other}"),
         };
         text.to_owned()

@@ -86,11 +86,7 @@ impl FakeHandler {
             claimed,
             claim_type: claimed.then(|| "exclusive_write".to_owned()),
             zoned: false,
-            supported_io_types: if b.product == BdevInfo::MALLOC_PRODUCT {
-                SupportedIoTypes::malloc()
-            } else {
-                SupportedIoTypes::null()
-            },
+            supported_io_types: SupportedIoTypes::nvmemu(),
             driver_specific: serde_json::Map::new(),
         }
     }

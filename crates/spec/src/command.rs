@@ -146,6 +146,8 @@ pub enum IoCommand {
         /// The range list.
         dptr: DataPtr,
     },
+    /// Reservation Register, Report, Acquire or Release.
+    Reservation(crate::reservation::ReservationCommand),
     /// An opcode this controller does not implement.
     Unknown(u8),
 }
@@ -281,6 +283,12 @@ impl IoCommand {
                 },
                 dptr: DataPtr::decode(sqe)?,
             },
+            op @ (IoOpcode::ReservationRegister
+            | IoOpcode::ReservationReport
+            | IoOpcode::ReservationAcquire
+            | IoOpcode::ReservationRelease) => IoCommand::Reservation(
+                crate::reservation::ReservationCommand::decode(u8::from(op), sqe)?,
+            ),
             IoOpcode::Unknown(op) => IoCommand::Unknown(op),
         })
     }

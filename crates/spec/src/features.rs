@@ -58,6 +58,8 @@ feature_ids! {
     KeepAliveTimer = 0x0F,
     /// Host Behavior Support (a 512-byte data structure, NVMe Base 2.0, 5.27.1.18).
     HostBehaviorSupport = 0x16,
+    /// Host Identifier (8 or, with CDW11.EXHID, 16 bytes in the data buffer).
+    HostIdentifier = 0x81,
 }
 
 /// Host Behavior Support (FID 16h): the data structure's size and its one field this

@@ -163,6 +163,12 @@ const _: () = assert!(core::mem::offset_of!(IdentifyController, psd) == 2048);
 
 /// Identify Controller bit fields this project uses.
 pub mod ctrl_bits {
+    /// CMIC: the NVM subsystem may have two or more ports.
+    pub const CMIC_MULTI_PORT: u8 = 1 << 0;
+    /// CMIC: the NVM subsystem may have two or more controllers.
+    pub const CMIC_MULTI_CTRLR: u8 = 1 << 1;
+    /// CTRATT: 128-bit Host Identifiers supported.
+    pub const CTRATT_EXHID: u32 = 1 << 0;
     /// OACS: Doorbell Buffer Config supported.
     pub const OACS_DBBUF: u16 = 1 << 8;
     /// OAES: Namespace Attribute Notices supported.
@@ -175,6 +181,10 @@ pub mod ctrl_bits {
     pub const ONCS_WRITE_ZEROES: u16 = 1 << 3;
     /// ONCS: Save field in Set Features and Select field in Get Features.
     pub const ONCS_SAVE_SELECT: u16 = 1 << 4;
+    /// ONCS: Reservations.
+    pub const ONCS_RESERVATIONS: u16 = 1 << 5;
+    /// ONCS: Copy.
+    pub const ONCS_COPY: u16 = 1 << 8;
     /// VWC: a volatile write cache is present.
     pub const VWC_PRESENT: u8 = 1 << 0;
     /// VWC: Flush with the broadcast NSID is supported (bits 2:1 = 11b).
@@ -262,6 +272,9 @@ pub struct IdentifyNamespace {
 const _: () = assert!(size_of::<IdentifyNamespace>() == IDENTIFY_SIZE);
 const _: () = assert!(core::mem::offset_of!(IdentifyNamespace, nguid) == 104);
 const _: () = assert!(core::mem::offset_of!(IdentifyNamespace, lbaf) == 128);
+
+/// NMIC: the namespace may be attached to two or more controllers.
+pub const NMIC_SHARED: u8 = 1 << 0;
 
 /// DLFEAT: deallocated blocks read as zeroes (bits 2:0 = 001b).
 pub const DLFEAT_READ_ZEROES: u8 = 0b001;

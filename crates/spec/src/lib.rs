@@ -23,6 +23,7 @@ pub mod log_page;
 pub mod opcode;
 pub mod queue_entry;
 pub mod regs;
+pub mod reservation;
 pub mod sgl;
 pub mod status;
 

@@ -76,6 +76,14 @@ opcodes! {
         WriteZeroes = 0x08,
         /// Dataset Management.
         DatasetManagement = 0x09,
+        /// Reservation Register.
+        ReservationRegister = 0x0D,
+        /// Reservation Report.
+        ReservationReport = 0x0E,
+        /// Reservation Acquire.
+        ReservationAcquire = 0x11,
+        /// Reservation Release.
+        ReservationRelease = 0x15,
     }
 }
 

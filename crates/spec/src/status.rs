@@ -81,6 +81,9 @@ statuses! {
     PRP_OFFSET_INVALID = (Generic, 0x13, true);
     /// SGL Offset Invalid.
     SGL_OFFSET_INVALID = (Generic, 0x16, true);
+    /// The Host Identifier format does not match what the command needs (Reservation
+    /// Report without EDS while 128-bit host identifiers are in use).
+    HOST_ID_INCONSISTENT_FORMAT = (Generic, 0x18, true);
     /// Namespace is Write Protected.
     NAMESPACE_WRITE_PROTECTED = (Generic, 0x20, true);
     /// LBA Out of Range.
@@ -89,6 +92,8 @@ statuses! {
     CAPACITY_EXCEEDED = (Generic, 0x81, true);
     /// Namespace Not Ready.
     NAMESPACE_NOT_READY = (Generic, 0x82, false);
+    /// The namespace is reserved by another host (retryable, as SPDK reports it).
+    RESERVATION_CONFLICT = (Generic, 0x83, false);
     /// Completion Queue Invalid (Create I/O SQ).
     CQ_INVALID = (CommandSpecific, 0x00, true);
     /// Invalid Queue Identifier.

@@ -30,7 +30,9 @@ pub(crate) struct Features {
     pub(crate) vector_cd: Vec<bool>,
     pub(crate) write_atomicity: u32,
     pub(crate) aec: u32,
-    pub(crate) keep_alive_ms: u32,
+    /// Host Identifier (Set Features 81h): 8 bytes zero-extended, or 16 with EXHID; all
+    /// zero until the host sets one. Reservations tell hosts apart by it.
+    pub(crate) host_id: [u8; 16],
     /// Host Behavior Support byte 0 (ACRE only: no retry delays are ever asked for, so
     /// enabling it changes nothing the host sees).
     pub(crate) host_behavior: u8,
@@ -52,7 +54,7 @@ impl Features {
             vector_cd: vec![false; usize::from(config.msix_vectors)],
             write_atomicity: 0,
             aec: 0,
-            keep_alive_ms: 0,
+            host_id: [0; 16],
             host_behavior: 0,
         }
     }
@@ -85,9 +87,10 @@ impl Features {
             }
             FeatureId::WriteAtomicity => self.write_atomicity,
             FeatureId::AsyncEventConfig => self.aec,
-            FeatureId::KeepAliveTimer => self.keep_alive_ms,
-            // Its value is a data structure, not DW0; `get_features` transfers it.
-            FeatureId::HostBehaviorSupport => 0,
+            // Their values are data structures, not DW0; `get_features` transfers them.
+            FeatureId::HostBehaviorSupport | FeatureId::HostIdentifier => 0,
+            // No keep alive timer (KAS is 0): the timeout reads as 0, disabled.
+            FeatureId::KeepAliveTimer => 0,
             FeatureId::Apst | FeatureId::Unknown(_) => return Err(Status::INVALID_FIELD),
         })
     }
@@ -129,6 +132,11 @@ impl Controller {
             let data = features.host_behavior_data();
             crate::dptr::copy_to_host(&self.mem, dptr, &data, data.len() as u64)?;
         }
+        if fid == FeatureId::HostIdentifier {
+            let len = host_id_len(arg);
+            let id = features.host_id;
+            crate::dptr::copy_to_host(&self.mem, dptr, &id, len as u64)?;
+        }
         Ok(dw0)
     }
 
@@ -154,6 +162,9 @@ impl Controller {
             }
             self.features.host_behavior = data[0];
             return Ok(0);
+        }
+        if fid == FeatureId::HostIdentifier {
+            return self.set_host_id(value, dptr);
         }
         let f = &mut self.features;
         match fid {
@@ -209,15 +220,44 @@ impl Controller {
             }
             FeatureId::WriteAtomicity => f.write_atomicity = value & 1,
             FeatureId::AsyncEventConfig => f.aec = value & AEC_SUPPORTED,
-            FeatureId::KeepAliveTimer => f.keep_alive_ms = value,
-            FeatureId::HostBehaviorSupport => {} // handled above: it carries data
-            FeatureId::Apst | FeatureId::Unknown(_) => {
+            // Handled above: they carry data.
+            FeatureId::HostBehaviorSupport | FeatureId::HostIdentifier => {}
+            // Disabling the timer that does not run is fine; enabling it is not offered.
+            FeatureId::KeepAliveTimer if value == 0 => {}
+            FeatureId::KeepAliveTimer | FeatureId::Apst | FeatureId::Unknown(_) => {
                 tracing::debug!(target: "guest", fid = u8::from(fid), "unsupported feature");
                 return Err(Status::INVALID_FIELD);
             }
         }
         Ok(0)
     }
+}
+
+impl Controller {
+    /// Set Features Host Identifier: 8 bytes, or 16 with CDW11.EXHID. Refused with Command
+    /// Sequence Error while this host holds a registration on one of the namespaces (the
+    /// registration would lose its owner).
+    fn set_host_id(&mut self, cdw11: u32, dptr: &DataPtr) -> Result<u32, Status> {
+        let mut id = [0u8; 16];
+        let len = host_id_len(cdw11);
+        let dst = id.get_mut(..len).ok_or(Status::INTERNAL_ERROR)?;
+        crate::dptr::copy_from_host(&self.mem, dptr, dst)?;
+        let host = self.host();
+        if self
+            .namespaces()
+            .any(|ns| ns.reservations().is_registered(host))
+        {
+            tracing::debug!(target: "guest", "Host Identifier change while registered");
+            return Err(Status::COMMAND_SEQUENCE_ERROR);
+        }
+        self.features.host_id = id;
+        Ok(0)
+    }
+}
+
+/// Bytes of the Host Identifier CDW11 asks for: 16 with EXHID (bit 0), else 8.
+fn host_id_len(cdw11: u32) -> usize {
+    if cdw11 & 1 != 0 { 16 } else { 8 }
 }
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 
 use nvmemu_spec::identify::{
     Cns, DLFEAT_READ_ZEROES, DLFEAT_WRITE_ZEROES_DEALLOCATE, IDENTIFY_SIZE, IdentifyController,
-    IdentifyNamespace, LbaFormat, ascii_field, ctrl_bits, nidt,
+    IdentifyNamespace, LbaFormat, NMIC_SHARED, ascii_field, ctrl_bits, nidt,
 };
 use nvmemu_spec::regs::VERSION_1_4;
+use nvmemu_spec::reservation::rescap;
 use nvmemu_spec::{DataPtr, Nsid, Status};
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -14,6 +15,14 @@ use crate::Controller;
 use crate::admin::aer::AERL;
 use crate::admin::limits::{CCTEMP, ERROR_LOG_ENTRIES, WCTEMP};
 use crate::namespace::Namespace;
+
+/// Optional NVM commands this controller executes (Identify Controller ONCS). The control
+/// plane's `supported_io_types` must agree with it.
+pub const ONCS: u16 = ctrl_bits::ONCS_COMPARE
+    | ctrl_bits::ONCS_DSM
+    | ctrl_bits::ONCS_WRITE_ZEROES
+    | ctrl_bits::ONCS_SAVE_SELECT
+    | ctrl_bits::ONCS_RESERVATIONS;
 
 /// IEEE OUI reported in Identify Controller (locally administered, "nvmemu").
 const IEEE_OUI: [u8; 3] = [0x4e, 0x58, 0x02];
@@ -81,6 +90,10 @@ impl Controller {
         id.fr = ascii_field(&c.firmware);
         id.rab = 6;
         id.ieee = IEEE_OUI;
+        // As SPDK's target: a subsystem may have several ports (listeners) and controllers,
+        // which share its namespaces. No ANA reporting.
+        id.cmic = ctrl_bits::CMIC_MULTI_PORT | ctrl_bits::CMIC_MULTI_CTRLR;
+        id.ctratt = ctrl_bits::CTRATT_EXHID;
         id.mdts = c.mdts;
         id.cntlid = c.cntlid;
         id.ver = VERSION_1_4;
@@ -103,10 +116,7 @@ impl Controller {
         id.cqes = 0x44;
         id.maxcmd = c.max_queue_entries;
         id.nn = c.max_namespaces;
-        id.oncs = ctrl_bits::ONCS_COMPARE
-            | ctrl_bits::ONCS_DSM
-            | ctrl_bits::ONCS_WRITE_ZEROES
-            | ctrl_bits::ONCS_SAVE_SELECT;
+        id.oncs = ONCS;
         id.vwc = ctrl_bits::VWC_PRESENT | ctrl_bits::VWC_FLUSH_BROADCAST;
         id.nvscc = 1;
         id.sgls = ctrl_bits::SGLS_SUPPORTED | ctrl_bits::SGLS_BIT_BUCKET;
@@ -137,6 +147,9 @@ fn identify_namespace(ns: &Namespace) -> IdentifyNamespace {
     id.nlbaf = 0;
     id.flbas = 0;
     id.dlfeat = DLFEAT_READ_ZEROES | DLFEAT_WRITE_ZEROES_DEALLOCATE;
+    // Every namespace may be attached to several controllers (one per listener).
+    id.nmic = NMIC_SHARED;
+    id.rescap = rescap::ALL_TYPES_AND_IEKEY;
     id.nvmcap = (u128::from(blocks) << ns.block_shift()).to_le_bytes();
     id.nguid = ns.nguid();
     id.eui64 = ns.eui64();

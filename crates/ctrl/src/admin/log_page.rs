@@ -259,7 +259,6 @@ fn command_effects(buf: &mut [u8]) {
         A::SetFeatures,
         A::GetFeatures,
         A::AsyncEventRequest,
-        A::KeepAlive,
         A::DoorbellBufferConfig,
     ];
     for op in admin {
@@ -272,6 +271,10 @@ fn command_effects(buf: &mut [u8]) {
         (I::Compare, effects::CSUPP),
         (I::WriteZeroes, effects::CSUPP | effects::LBCC),
         (I::DatasetManagement, effects::CSUPP | effects::LBCC),
+        (I::ReservationRegister, effects::CSUPP),
+        (I::ReservationReport, effects::CSUPP),
+        (I::ReservationAcquire, effects::CSUPP),
+        (I::ReservationRelease, effects::CSUPP),
     ];
     for (op, e) in io {
         put(buf, 1024 + usize::from(u8::from(op)) * 4, e);

@@ -6,7 +6,6 @@ pub(crate) mod aer;
 pub(crate) mod dbbuf;
 pub(crate) mod features;
 pub(crate) mod identify;
-pub(crate) mod keep_alive;
 pub(crate) mod limits;
 pub(crate) mod log_page;
 pub(crate) mod queue_mgmt;
@@ -73,7 +72,13 @@ impl Controller {
             AdminCommand::DeleteIoSq { qid } => self.delete_io_sq(qid),
             AdminCommand::DeleteIoCq { qid } => self.delete_io_cq(qid),
             AdminCommand::Abort { sqid, cid } => abort::abort(sqid, cid),
-            AdminCommand::KeepAlive => keep_alive::keep_alive(),
+            // KAS is 0: no keep alive timer (as QEMU's emulated NVMe; PCIe hosts never ask
+            // for one), so the command is not supported and the Commands Supported log
+            // does not list it.
+            AdminCommand::KeepAlive => {
+                tracing::debug!(target: "guest", "Keep Alive without keep alive support");
+                Err(Status::INVALID_OPCODE)
+            }
             AdminCommand::DoorbellBufferConfig { shadow, event_idx } => {
                 self.doorbell_buffer_config(sqe, shadow, event_idx)
             }

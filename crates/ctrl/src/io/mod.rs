@@ -4,6 +4,7 @@
 
 mod dsm;
 mod flush;
+mod reservation;
 mod rw;
 mod write_zeroes;
 pub(crate) mod zeroing;
@@ -54,12 +55,17 @@ impl Controller {
                 dptr,
             } => {
                 self.counters.host_read_commands += 1;
-                let ns = active_ns(&self.namespaces, nsid);
+                let ns = self.accessible_ns(nsid, false);
                 return Some(ns.and_then(|ns| {
                     rw::compare(ns, &self.mem, slba, blocks, &dptr, max).map(|()| 0)
                 }));
             }
             IoCommand::Flush { nsid } => {
+                if nsid != Nsid::BROADCAST
+                    && let Err(s) = self.accessible_ns(nsid, true)
+                {
+                    return Some(Err(s));
+                }
                 return Some(flush::flush(&self.namespaces, nsid).map(|()| 0));
             }
             IoCommand::WriteZeroes {
@@ -68,7 +74,7 @@ impl Controller {
                 blocks,
                 deallocate,
                 fua: _,
-            } => active_ns(&self.namespaces, nsid).and_then(|ns| {
+            } => self.accessible_ns(nsid, true).and_then(|ns| {
                 write_zeroes::write_zeroes_range(ns, slba, blocks, deallocate)
                     .map(|(op, r)| Some((nsid, op, r)))
             }),
@@ -77,10 +83,11 @@ impl Controller {
                 ranges,
                 attrs,
                 dptr,
-            } => active_ns(&self.namespaces, nsid).and_then(|ns| {
+            } => self.accessible_ns(nsid, true).and_then(|ns| {
                 dsm::deallocate_ranges(ns, &self.mem, ranges, attrs, &dptr)
                     .map(|r| r.map(|r| (nsid, BdevOp::Deallocate, r)))
             }),
+            IoCommand::Reservation(cmd) => return Some(self.reservation(cmd)),
             IoCommand::Unknown(opcode) => {
                 tracing::debug!(target: "guest", opcode, "unsupported I/O opcode");
                 return Some(Err(Status::INVALID_OPCODE));
@@ -107,6 +114,7 @@ impl Controller {
     ) -> Result<u32, Status> {
         let max = self.max_transfer();
         let ns = active_ns(&self.namespaces, nsid)?;
+        ns.reservations().check(write, || self.host())?;
         if write {
             let n = rw::write(ns, &self.mem, slba, blocks, dptr, max)?;
             self.counters.host_write_commands += 1;
@@ -132,6 +140,14 @@ impl Controller {
 }
 
 impl Controller {
+    /// The attached namespace `nsid` if its reservation lets this controller's host read
+    /// it (or write it, with `write`); Reservation Conflict if not.
+    fn accessible_ns(&self, nsid: Nsid, write: bool) -> Result<&Namespace, Status> {
+        let ns = active_ns(&self.namespaces, nsid)?;
+        ns.reservations().check(write, || self.host())?;
+        Ok(ns)
+    }
+
     /// Start fetching the namespace data of a queued Read into the cache (a hint only: the
     /// command is validated when it runs). Issued for a whole batch before any of it runs, so
     /// the cache misses of its commands overlap.

@@ -2,8 +2,8 @@
 //! The bdev registry: `bdev_malloc_create`, `bdev_null_create`, their deletes,
 //! `bdev_get_bdevs` and `bdev_get_iostat` (SPDK `module/bdev/{malloc,null}`, `lib/bdev`).
 //!
-//! A bdev used by a namespace is claimed (SPDK's `exclusive_write` claim): it cannot be
-//! deleted or used by a second namespace. Claims are derived from the subsystems, so they
+//! A bdev used by a namespace is claimed (SPDK's `exclusive_write` claim): no second
+//! namespace may use it, and deleting it removes the namespace first. Claims are derived from the subsystems, so they
 //! cannot drift from what is attached. As in SPDK, a bdev's UUID is also its alias: every
 //! method that names a bdev accepts either.
 
@@ -203,24 +203,20 @@ impl Registry {
         Ok(Value::String(new.name))
     }
 
-    /// `bdev_malloc_delete` / `bdev_null_delete`: only a bdev of that kind, only unclaimed.
-    pub(crate) fn delete(
-        &mut self,
-        kind: BdevKind,
-        name: &str,
-        claims: &BTreeSet<String>,
-    ) -> Result<Value, RpcError> {
-        let name = match self.get(name) {
-            Some((n, e)) if e.bdev.kind() == kind => n.to_owned(),
-            _ => return Err(RpcError::errno(Errno::ENODEV)),
-        };
-        if claims.contains(&name) {
-            return Err(RpcError::errno_msg(
-                Errno::EBUSY,
-                format!("Bdev {name} is claimed by an NVMe-oF namespace: remove it first"),
-            ));
+    /// The registered name of the bdev of `kind` called (or aliased) `name`; ENODEV if there
+    /// is none of that kind.
+    pub(crate) fn name_of(&self, kind: BdevKind, name: &str) -> Result<String, RpcError> {
+        match self.get(name) {
+            Some((n, e)) if e.bdev.kind() == kind => Ok(n.to_owned()),
+            _ => Err(RpcError::errno(Errno::ENODEV)),
         }
-        self.map.remove(&name);
+    }
+
+    /// Unregisters the bdev `name` (its namespaces already removed).
+    pub(crate) fn delete(&mut self, name: &str) -> Result<Value, RpcError> {
+        self.map
+            .remove(name)
+            .ok_or_else(|| RpcError::errno(Errno::ENODEV))?;
         tracing::info!(name, "bdev deleted");
         Ok(Value::Bool(true))
     }
@@ -351,10 +347,7 @@ fn info(name: &str, e: &BdevEntry, claimed: bool) -> BdevInfo {
         claimed,
         claim_type: claimed.then(|| "exclusive_write".to_owned()),
         zoned: false,
-        supported_io_types: match b.kind() {
-            BdevKind::Malloc => SupportedIoTypes::malloc(),
-            BdevKind::Null => SupportedIoTypes::null(),
-        },
+        supported_io_types: SupportedIoTypes::nvmemu(),
         driver_specific: driver_specific(b),
     }
 }

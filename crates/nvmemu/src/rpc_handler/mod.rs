@@ -6,7 +6,8 @@
 //! with `socket_dir = traddr`) carrying the subsystem's serial, model, NQN and namespaces;
 //! adding or removing a namespace while listeners exist attaches or detaches it on every one
 //! of the subsystem's controllers (the controller raises Namespace Attribute Changed to an
-//! attached host). A bdev used by a namespace is claimed and cannot be deleted.
+//! attached host). A bdev used by a namespace is claimed: it cannot back a second one, and
+//! deleting it removes its namespace first (SPDK's hot remove).
 //!
 //! All state lives behind one mutex: RPCs run one at a time, like on SPDK's app thread.
 //! Errors are [`RpcError`] values in SPDK's style; nothing here panics on caller input.
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use nvmemu_device::Target;
 use nvmemu_rpc::methods::bdev::BdevMallocCreateParams;
-use nvmemu_rpc::{Caller, Handler, Request, RpcError, StopHandle};
+use nvmemu_rpc::{Caller, Errno, Handler, Request, RpcError, StopHandle};
 use serde_json::Value;
 
 /// How the handler creates controllers and describes the target.
@@ -80,7 +81,8 @@ impl NvmemuHandler {
     }
 
     /// `bdev_get_bdevs` with a `timeout`: wait (without holding the lock) for the bdev, until
-    /// the timeout passes or the caller leaves (so a client that gives up frees its slot).
+    /// the timeout passes (then ETIMEDOUT, as SPDK) or the caller leaves (so a client that
+    /// gives up frees its slot).
     fn get_bdevs(
         &self,
         p: nvmemu_rpc::methods::bdev::BdevGetBdevsParams,
@@ -92,9 +94,13 @@ impl NvmemuHandler {
                 let st = self.lock();
                 let claims = nvmf::claims(&st.subsystems);
                 match st.bdevs.get_bdevs(p.name.as_deref(), &claims) {
-                    Err(e) if p.timeout > 0 && Instant::now() < deadline && !caller.is_gone() => {
-                        drop(e)
+                    Err(_) if p.timeout > 0 && caller.is_gone() => {
+                        return Err(RpcError::errno(Errno::ENODEV));
                     }
+                    Err(_) if p.timeout > 0 && Instant::now() >= deadline => {
+                        return Err(RpcError::errno(Errno::ETIMEDOUT));
+                    }
+                    Err(_) if p.timeout > 0 => {}
                     other => return other,
                 }
             }
@@ -111,6 +117,20 @@ pub(crate) const MAX_BDEV_WAIT: Duration = Duration::from_secs(60);
 /// How long `bdev_get_bdevs` with `timeout_ms` waits: that, at most [`MAX_BDEV_WAIT`].
 fn bdev_wait(timeout_ms: u64) -> Duration {
     Duration::from_millis(timeout_ms).min(MAX_BDEV_WAIT)
+}
+
+/// `bdev_malloc_delete` / `bdev_null_delete`: as SPDK's hot remove, a namespace the bdev
+/// backs is removed from its subsystem first (its hosts get Namespace Attribute Changed and
+/// see the NSID inactive), then the bdev goes.
+fn delete_bdev(
+    st: &mut State,
+    target: &Target,
+    kind: nvmemu_bdev::BdevKind,
+    name: &str,
+) -> Result<Value, RpcError> {
+    let name = st.bdevs.name_of(kind, name)?;
+    nvmf::remove_namespaces_of(st, target, &name);
+    st.bdevs.delete(&name)
 }
 
 impl NvmemuHandler {
@@ -149,14 +169,10 @@ impl Handler for NvmemuHandler {
             R::SaveConfig => Ok(framework::save_config(st)),
             R::BdevNullCreate(p) => st.bdevs.null_create(p),
             R::BdevMallocDelete(p) => {
-                let claims = nvmf::claims(&st.subsystems);
-                st.bdevs
-                    .delete(nvmemu_bdev::BdevKind::Malloc, &p.name, &claims)
+                delete_bdev(st, &self.target, nvmemu_bdev::BdevKind::Malloc, &p.name)
             }
             R::BdevNullDelete(p) => {
-                let claims = nvmf::claims(&st.subsystems);
-                st.bdevs
-                    .delete(nvmemu_bdev::BdevKind::Null, &p.name, &claims)
+                delete_bdev(st, &self.target, nvmemu_bdev::BdevKind::Null, &p.name)
             }
             R::BdevGetIostat(p) => st.bdevs.iostat(&p, self.ticks()),
             R::NvmfCreateTransport(p) => nvmf::create_transport(st, p),

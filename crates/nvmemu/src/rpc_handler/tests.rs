@@ -111,8 +111,13 @@ fn claims_follow_namespaces() {
     let b = call(&h, "bdev_get_bdevs", json!({"name": "Malloc0"})).unwrap();
     assert_eq!(b[0]["claimed"], json!(true));
     assert_eq!(b[0]["claim_type"], json!("exclusive_write"));
+    // A claimed bdev cannot back a second namespace.
     assert_eq!(
-        code(call(&h, "bdev_malloc_delete", json!({"name": "Malloc0"}))),
+        code(call(
+            &h,
+            "nvmf_subsystem_add_ns",
+            json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}})
+        )),
         -16
     );
     let rm = json!({"nqn": NQN, "nsid": 1});
@@ -325,7 +330,8 @@ fn get_bdevs_waits_up_to_timeout_for_the_name() {
             "bdev_get_bdevs",
             json!({"name": "Late", "timeout": 20})
         )),
-        -19
+        -110,
+        "SPDK answers a wait that timed out with -ETIMEDOUT"
     );
     let creator = {
         let h = Arc::clone(&h);
@@ -410,6 +416,157 @@ mod spdk_shape {
     }
 
     #[test]
+    fn two_servers_built_by_one_script_report_different_global_ids() {
+        let ids = || {
+            let (h, _) = handler();
+            let dir = tempfile::tempdir().unwrap();
+            setup(&h, dir.path().to_str().unwrap());
+            let bdev_uuid =
+                call(&h, "bdev_get_bdevs", json!({"name": "Malloc0"})).unwrap()[0]["uuid"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+            let ns = call(&h, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap()[0]["namespaces"]
+                [0]
+            .clone();
+            (bdev_uuid, ns)
+        };
+        let (uuid_a, ns_a) = ids();
+        let (uuid_b, ns_b) = ids();
+        // As SPDK: the namespace UUID is the bdev's and the NGUID is its 16 bytes.
+        assert_eq!(ns_a["uuid"], json!(uuid_a));
+        assert_eq!(ns_a["nguid"], json!(uuid_a.replace('-', "").to_uppercase()));
+        assert_ne!(ns_a["uuid"], ns_b["uuid"]);
+        assert_ne!(ns_a["nguid"], ns_b["nguid"]);
+        assert_ne!(uuid_a, uuid_b);
+        assert_eq!(ns_a.get("eui64"), None);
+    }
+
+    #[test]
+    fn explicit_namespace_ids_win_and_an_eui64_is_listed_once_set() {
+        let (h, _) = handler();
+        let dir = tempfile::tempdir().unwrap();
+        setup(&h, dir.path().to_str().unwrap());
+        call(
+            &h,
+            "bdev_null_create",
+            json!({"name": "N", "num_blocks": 8, "block_size": 512,
+                   "uuid": "11111111-2222-4333-8444-555555555555"}),
+        )
+        .unwrap();
+        let given = json!({"bdev_name": "N", "eui64": "0102030405060708",
+                           "nguid": "000102030405060708090A0B0C0D0E0F",
+                           "uuid": "99999999-2222-4333-8444-555555555555"});
+        call(
+            &h,
+            "nvmf_subsystem_add_ns",
+            json!({"nqn": NQN, "namespace": given}),
+        )
+        .unwrap();
+        let ns = call(&h, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap()[0]["namespaces"][1]
+            .clone();
+        for key in ["eui64", "nguid", "uuid"] {
+            assert_eq!(ns[key], given[key], "{key}");
+        }
+        let saved = dispatch(&h, Request::SaveConfig).unwrap();
+        let bdev = saved_call(&saved, "bdev_null_create");
+        assert_eq!(bdev["uuid"], json!("11111111-2222-4333-8444-555555555555"));
+    }
+
+    #[test]
+    fn supported_io_types_agree_with_what_identify_reports() {
+        use nvmemu_spec::identify::ctrl_bits;
+        let (h, _) = handler();
+        call(
+            &h,
+            "bdev_malloc_create",
+            json!({"num_blocks": 8, "block_size": 512}),
+        )
+        .unwrap();
+        call(
+            &h,
+            "bdev_null_create",
+            json!({"name": "N", "num_blocks": 8, "block_size": 512}),
+        )
+        .unwrap();
+        let oncs = |bit: u16| json!(nvmemu_ctrl::ONCS & bit != 0);
+        for b in call(&h, "bdev_get_bdevs", json!({}))
+            .unwrap()
+            .as_array()
+            .unwrap()
+        {
+            let io = &b["supported_io_types"];
+            assert_eq!(io["compare"], oncs(ctrl_bits::ONCS_COMPARE), "{b}");
+            assert_eq!(io["unmap"], oncs(ctrl_bits::ONCS_DSM), "{b}");
+            assert_eq!(
+                io["write_zeroes"],
+                oncs(ctrl_bits::ONCS_WRITE_ZEROES),
+                "{b}"
+            );
+            assert_eq!(io["copy"], oncs(ctrl_bits::ONCS_COPY), "{b}");
+            // FUSES is 0: no fused Compare and Write.
+            assert_eq!(io["compare_and_write"], json!(false), "{b}");
+            assert_eq!(
+                (&io["read"], &io["write"], &io["flush"]),
+                (&json!(true), &json!(true), &json!(true))
+            );
+        }
+    }
+
+    #[test]
+    fn answers_keep_spdks_key_order() {
+        let (h, _) = handler();
+        let dir = tempfile::tempdir().unwrap();
+        setup(&h, dir.path().to_str().unwrap());
+        let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        let bdev = &call(&h, "bdev_get_bdevs", json!({"name": "Malloc0"})).unwrap()[0];
+        assert_eq!(
+            keys(bdev),
+            [
+                "name",
+                "aliases",
+                "product_name",
+                "block_size",
+                "num_blocks",
+                "uuid",
+                "assigned_rate_limits",
+                "claimed",
+                "claim_type",
+                "zoned",
+                "supported_io_types",
+                "driver_specific"
+            ]
+        );
+        assert_eq!(
+            keys(&bdev["supported_io_types"])[..4],
+            ["read", "write", "unmap", "flush"]
+        );
+        let sub = &call(&h, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap()[0];
+        assert_eq!(
+            keys(sub),
+            [
+                "nqn",
+                "subtype",
+                "listen_addresses",
+                "allow_any_host",
+                "hosts",
+                "serial_number",
+                "model_number",
+                "max_namespaces",
+                "min_cntlid",
+                "max_cntlid",
+                "namespaces"
+            ]
+        );
+        // The text on the wire keeps it too.
+        let text = serde_json::to_string(bdev).unwrap();
+        assert!(
+            text.starts_with("{\"name\":\"Malloc0\",\"aliases\":"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn save_config_records_every_transport_option_and_the_listeners_secure_channel() {
         let (h, _) = handler();
         let dir = tempfile::tempdir().unwrap();
@@ -471,11 +628,6 @@ mod spdk_shape {
         );
         let iostat = call(&h, "bdev_get_iostat", json!({"name": uuid})).unwrap();
         assert_eq!(iostat["bdevs"][0]["name"], json!("Malloc0"));
-        // Malloc0 is claimed by setup's namespace, under either name.
-        assert_eq!(
-            code(call(&h, "bdev_malloc_delete", json!({"name": uuid}))),
-            -16
-        );
         let null_uuid = call(&h, "bdev_get_bdevs", json!({"name": "N"})).unwrap()[0]["uuid"]
             .as_str()
             .unwrap()
@@ -494,15 +646,54 @@ mod spdk_shape {
             call(&h, "bdev_get_bdevs", json!({"name": "N"})).unwrap()[0]["claimed"],
             json!(true)
         );
+        // Deleting by the alias finds the bdev (and hot-removes its namespace).
         assert_eq!(
-            code(call(&h, "bdev_null_delete", json!({"name": "N"}))),
-            -16
+            call(&h, "bdev_malloc_delete", json!({"name": uuid})),
+            Ok(json!(true))
         );
         assert_eq!(
             code(call(&h, "bdev_get_bdevs", json!({"name": "nope"}))),
             -19
         );
     }
+}
+
+#[test]
+fn deleting_a_claimed_bdev_hot_removes_its_namespace() {
+    let (h, _) = handler();
+    let dir = tempfile::tempdir().unwrap();
+    setup(&h, dir.path().to_str().unwrap());
+    // The wrong kind is no such device, and nothing changes.
+    assert_eq!(
+        code(call(&h, "bdev_null_delete", json!({"name": "Malloc0"}))),
+        -19
+    );
+    assert_eq!(
+        call(&h, "bdev_malloc_delete", json!({"name": "Malloc0"})),
+        Ok(json!(true))
+    );
+    let subs = call(&h, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap();
+    assert_eq!(subs[0]["namespaces"], json!([]));
+    assert_eq!(
+        code(call(&h, "bdev_get_bdevs", json!({"name": "Malloc0"}))),
+        -19
+    );
+    // The listener stays, and the NSID can be used again.
+    assert!(dir.path().join("cntrl").exists());
+    call(
+        &h,
+        "bdev_null_create",
+        json!({"name": "N", "num_blocks": 8, "block_size": 512}),
+    )
+    .unwrap();
+    assert_eq!(
+        call(
+            &h,
+            "nvmf_subsystem_add_ns",
+            json!({"nqn": NQN, "namespace": {"bdev_name": "N"}})
+        ),
+        Ok(json!(1))
+    );
 }
 
 #[test]

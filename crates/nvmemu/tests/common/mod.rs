@@ -92,16 +92,7 @@ pub fn start_with_budget(
     client_budget: ClientBudget,
 ) -> TestTarget {
     let dir = tempfile::tempdir().expect("tempdir");
-    // Pollers unpinned and backing off: tests run in parallel on 2 cores.
-    let target = Target::start(TargetConfig {
-        poller_timeout: nvmemu_device::CALL_TIMEOUT,
-        client_budget,
-        deadlines,
-        cores: vec![0],
-        pin: false,
-        backoff: Backoff::default(),
-    })
-    .expect("target starts");
+    let target = test_target(deadlines, client_budget);
     let namespaces = namespaces
         .iter()
         .enumerate()
@@ -130,6 +121,20 @@ pub fn start_with_budget(
         })
         .expect("controller");
     TestTarget { target, id, dir }
+}
+
+/// A target with one poller on core 0, unpinned and backing off (tests run in parallel on
+/// 2 cores), and these client deadlines and per-client map budget.
+pub fn test_target(deadlines: nvmemu_device::Deadlines, client_budget: ClientBudget) -> Target {
+    Target::start(TargetConfig {
+        poller_timeout: nvmemu_device::CALL_TIMEOUT,
+        client_budget,
+        deadlines,
+        cores: vec![0],
+        pin: false,
+        backoff: Backoff::default(),
+    })
+    .expect("target starts")
 }
 
 /// One malloc namespace of 512-byte blocks, big enough for every test here.

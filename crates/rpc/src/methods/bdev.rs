@@ -233,9 +233,10 @@ pub struct SupportedIoTypes {
 }
 
 impl SupportedIoTypes {
-    /// What SPDK's malloc bdev reports: read, write, unmap, flush, reset, write_zeroes,
-    /// zcopy, abort, copy (and compare when it has no metadata).
-    pub fn malloc() -> Self {
+    /// What a namespace on an nvmemu bdev (malloc or null) executes: read, write, unmap
+    /// (Dataset Management deallocate), flush, reset, write_zeroes, compare and abort; no
+    /// copy, no fused compare-and-write and no zero-copy, as Identify Controller reports.
+    pub fn nvmemu() -> Self {
         Self {
             read: true,
             write: true,
@@ -243,23 +244,7 @@ impl SupportedIoTypes {
             flush: true,
             reset: true,
             write_zeroes: true,
-            zcopy: true,
-            abort: true,
-            copy: true,
             compare: true,
-            ..Self::default()
-        }
-    }
-
-    /// What SPDK's null bdev reports: read, write, write_zeroes, flush, reset, unmap, abort.
-    pub fn null() -> Self {
-        Self {
-            read: true,
-            write: true,
-            write_zeroes: true,
-            flush: true,
-            reset: true,
-            unmap: true,
             abort: true,
             ..Self::default()
         }

@@ -23,7 +23,7 @@ use nvmemu_rpc::methods::nvmf::{
 use serde_json::{Value, json};
 
 pub(crate) use listener::{add_listener, remove_listener};
-pub(crate) use namespace::{add_ns, remove_ns};
+pub(crate) use namespace::{add_ns, remove_namespaces_of, remove_ns};
 pub(crate) use subsystem::{create_subsystem, delete_subsystem, get_subsystems};
 pub(crate) use transport::{create_transport, get_transports};
 
@@ -62,9 +62,6 @@ pub(crate) struct Subsystem {
 struct NsEntry {
     bdev_name: String,
     ns: Namespace,
-    /// Whether `eui64` was given: SPDK reports an EUI-64 only when one was set, while every
-    /// namespace has an NGUID (SPDK's defaults to the bdev's UUID, ours is derived).
-    explicit_eui64: bool,
 }
 
 #[derive(Debug)]

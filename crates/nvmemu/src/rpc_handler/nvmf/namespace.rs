@@ -15,43 +15,44 @@ use super::super::{State, ids};
 use super::{NsEntry, claims, no_subsystem, subsystem_mut, target_error};
 
 pub(super) fn namespace_info(nsid: u32, n: &NsEntry) -> NamespaceInfo {
-    let (uuid, nguid) = (n.ns.uuid(), n.ns.nguid());
+    let (uuid, nguid, eui64) = (n.ns.uuid(), n.ns.nguid(), n.ns.eui64());
     NamespaceInfo {
         nsid,
         bdev_name: n.bdev_name.clone(),
         name: n.bdev_name.clone(),
         nguid: (nguid != [0; 16]).then(|| ids::format_hex(&nguid)),
-        eui64: n.explicit_eui64.then(|| ids::format_hex(&n.ns.eui64())),
+        eui64: (eui64 != [0; 8]).then(|| ids::format_hex(&eui64)),
         uuid: (uuid != [0; 16]).then(|| ids::format_uuid(&uuid)),
     }
 }
 
-/// Builds the namespace for `p`: identifiers from the parameters, else the UUID from the
-/// bdev (as SPDK does) and NGUID / EUI-64 derived from the bdev name and NSID. The flag
-/// says whether the EUI-64 was given.
+/// Builds the namespace for `p` as SPDK does: each identifier given in the parameters wins;
+/// otherwise the UUID and the NGUID are both the bdev's UUID (random per bdev, so two
+/// servers never report the same ones), and there is no EUI-64.
 fn make_namespace(
     nsid: u32,
     bdev: Arc<nvmemu_bdev::Bdev>,
     bdev_uuid: &str,
     p: &NamespaceParams,
-) -> Result<(Namespace, bool), RpcError> {
+) -> Result<Namespace, RpcError> {
     let bad = |field: &str, v: &str| {
         RpcError::invalid_params(format!("Invalid parameter `namespace.{field}`: {v:?}"))
     };
     let base = Namespace::new(Nsid(nsid), bdev);
+    let bdev_uuid = ids::parse_uuid(bdev_uuid).unwrap_or_else(|| base.uuid());
     let nguid = match &p.nguid {
         Some(v) => ids::parse_hex::<16>(v).ok_or_else(|| bad("nguid", v))?,
-        None => base.nguid(),
+        None => bdev_uuid,
     };
     let eui64 = match &p.eui64 {
         Some(v) => ids::parse_hex::<8>(v).ok_or_else(|| bad("eui64", v))?,
-        None => base.eui64(),
+        None => [0; 8],
     };
     let uuid = match &p.uuid {
         Some(v) => ids::parse_uuid(v).ok_or_else(|| bad("uuid", v))?,
-        None => ids::parse_uuid(bdev_uuid).unwrap_or_else(|| base.uuid()),
+        None => bdev_uuid,
     };
-    Ok((base.with_ids(nguid, eui64, uuid), p.eui64.is_some()))
+    Ok(base.with_ids(nguid, eui64, uuid))
 }
 
 pub(crate) fn add_ns(
@@ -96,8 +97,7 @@ pub(crate) fn add_ns(
         }
         n => n,
     };
-    let (ns, explicit_eui64) =
-        make_namespace(nsid, Arc::clone(&entry.bdev), &entry.uuid, &p.namespace)?;
+    let ns = make_namespace(nsid, Arc::clone(&entry.bdev), &entry.uuid, &p.namespace)?;
     let mut done: Vec<ControllerId> = Vec::new();
     for l in &sub.listeners {
         if let Err(e) = target.attach_namespace(l.ctrl, ns.clone()) {
@@ -114,7 +114,6 @@ pub(crate) fn add_ns(
         NsEntry {
             bdev_name: bdev_name.to_owned(),
             ns,
-            explicit_eui64,
         },
     );
     Ok(json!(nsid))
@@ -140,4 +139,30 @@ pub(crate) fn remove_ns(
     }
     tracing::info!(nqn, nsid, "namespace removed");
     Ok(Value::Bool(true))
+}
+
+/// Hot remove: every namespace backed by bdev `bdev_name`, in every subsystem, detached
+/// from its controllers and dropped.
+pub(crate) fn remove_namespaces_of(st: &mut State, target: &Target, bdev_name: &str) {
+    let doomed: Vec<(String, u32)> = st
+        .subsystems
+        .iter()
+        .flat_map(|(nqn, s)| {
+            s.namespaces
+                .iter()
+                .filter(|(_, n)| n.bdev_name == bdev_name)
+                .map(move |(nsid, _)| (nqn.clone(), *nsid))
+        })
+        .collect();
+    for (nqn, nsid) in doomed {
+        tracing::info!(
+            nqn,
+            nsid,
+            bdev = bdev_name,
+            "bdev deleted: removing its namespace"
+        );
+        if let Err(e) = remove_ns(st, target, &nqn, nsid) {
+            tracing::warn!(nqn, nsid, "hot remove: {}", e.message);
+        }
+    }
 }
