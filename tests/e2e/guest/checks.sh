@@ -304,3 +304,5 @@ scenario_shell() {
 
 # The userspace-driver scenario, when the host packed it (tests/e2e/userspace.sh).
 [ -f /e2e/userspace.sh ] && . /e2e/userspace.sh
+# fio with xNVMe's uPCIe driver, when the host packed it (tests/e2e/xnvme.sh).
+[ -f /e2e/xnvme.sh ] && . /e2e/xnvme.sh
