@@ -10,14 +10,6 @@
 
 XN_BIN=/opt/xnvme/bin
 
-# The first function of vendor EXP_VID (nvmemu and SPDK's vfio-user target share 0x4e58).
-xn_function() {
-    for d in /sys/bus/pci/devices/*; do
-        [ "$(cat "$d/vendor")" = "$EXP_VID" ] && { echo "${d##*/}"; return 0; }
-    done
-    return 1
-}
-
 # xn_bind ADDR: unbind the kernel driver, bind uio_pci_generic through driver_override.
 xn_bind() {
     [ -e "/sys/bus/pci/devices/$1/driver" ] && echo "$1" >"/sys/bus/pci/devices/$1/driver/unbind"
@@ -55,7 +47,7 @@ scenario_xnvme() {
     while read -r m; do
         insmod "/e2e/modules/$m" || echo "E2E: insmod $m failed"
     done </e2e/modules/order
-    ADDR=$(xn_function) && ok "function of vendor $EXP_VID at $ADDR" || fail "no PCI function with vendor $EXP_VID"
+    ADDR=$(vendor_function) && ok "function of vendor $EXP_VID at $ADDR (nvmemu and SPDK's vfio-user target share it)" || fail "no PCI function with vendor $EXP_VID"
     xn_bind "$ADDR" && ok "$ADDR bound to uio_pci_generic" || fail "cannot bind $ADDR to uio_pci_generic"
     echo "$XN_HUGEPAGES" >/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
     got=$(sed -n 's/^HugePages_Total: *//p' /proc/meminfo)
