@@ -6,7 +6,7 @@
 # in ../shared/peers/xnvme/README.md) drives the function from guest userspace, first against
 # `nvmemu serve`, then against SPDK's nvmf_tgt in interrupt mode; guest/xnvme.sh runs the jobs.
 #
-#   NVMEMU_XNVME_PEERS  fio and xnvme for the guest (default: ../shared/peers/xnvme beside the
+#   NVMEMU_XNVME_PEERS  fio and libxnvme for the guest (default: ../shared/peers/xnvme beside the
 #                       checkout); missing: skipped in one line, except under CI=true
 #   NVMEMU_SPDK_PEERS   SPDK's tools for the nvmf_tgt boot (default: ../shared/peers/spdk);
 #                       missing: that boot is skipped in one line, except under CI=true
@@ -146,7 +146,7 @@ xnvme_spdk() {
 run_xnvme() {
     local xn spdk t0=$SECONDS
     xn=$(xn_peer_dir NVMEMU_XNVME_PEERS xnvme bin/fio) ||
-        { xn_missing "xNVMe peer binaries (fio, xnvme)" "${NVMEMU_XNVME_PEERS:-../shared/peers/xnvme}"; return; }
+        { xn_missing "xNVMe peer binaries (fio, libxnvme)" "${NVMEMU_XNVME_PEERS:-../shared/peers/xnvme}"; return; }
     xn_stage_cpio "$xn" "$RUN/xn-files.cpio"
     log "guest 5: fio with xNVMe's uPCIe driver (uio_pci_generic) against nvmemu serve"
     xnvme_nvmemu || return 1
