@@ -49,9 +49,7 @@ impl Backoff {
         yield_passes: 0,
         sleep: Duration::ZERO,
     };
-}
 
-impl Backoff {
     /// The action after the `idle_passes`-th consecutive pass that found no work (1-based).
     #[inline(always)]
     pub(crate) fn action(&self, idle_passes: u64) -> IdleAction {
