@@ -71,7 +71,7 @@ impl Backoff {
 ///
 /// No `sched_yield` phase: on a CPU shared with other runnable threads, each yield of Linux's
 /// EEVDF scheduler pushes the yielder's virtual deadline one slice later, so a poller that
-/// yields a thousand times in a row (an idle stretch of a millisecond or two) is then passed
+/// yields a thousand times in a row is then passed
 /// over for other threads' slices long after its work has arrived (measured:
 /// docs/architecture.md, "Idle pollers"). A parked poller is placed afresh when it wakes.
 impl Default for Backoff {
