@@ -53,12 +53,14 @@ make_initrd() {
     rm -rf "$stage"
 }
 
-# guest_args INITRD: sets GUEST_ARGS, the QEMU options every e2e guest shares (console aside).
+# guest_args INITRD: sets GUEST_ARGS, the QEMU options every e2e guest shares (console aside);
+# E2E_MEM sizes the guest's RAM (default 1G).
 guest_args() {
+    local mem=${E2E_MEM:-1G}
     # shellcheck disable=SC2054 # commas belong to QEMU option values
     GUEST_ARGS=(-nodefaults -no-user-config -display none
-        -accel tcg,thread=multi -cpu max -smp "${E2E_SMP:-2}" -m 1G
-        -object memory-backend-memfd,id=mem,size=1G,share=on -machine q35,memory-backend=mem
+        -accel tcg,thread=multi -cpu max -smp "${E2E_SMP:-2}" -m "$mem"
+        -object "memory-backend-memfd,id=mem,size=$mem,share=on" -machine q35,memory-backend=mem
         -kernel "$KERNEL" -initrd "$1"
         -append "console=ttyS0 loglevel=4 mitigations=off panic=0 ${E2E_APPEND:-}")
 }

@@ -9,6 +9,8 @@
 #   tests/e2e/qemu.sh shell [nvmemu|qemu-nvme]
 #                                an interactive guest (serial console on this terminal)
 #   tests/e2e/qemu.sh userspace  only the userspace-driver guests (tests/e2e/userspace.sh)
+#   tests/e2e/qemu.sh xnvme      only the guests running fio with xNVMe's uPCIe driver
+#                                (tests/e2e/xnvme.sh)
 #   tests/e2e/qemu.sh bench [nvmemu|qemu-nvme|virtio-blk]...
 #                                fio 4k randread iodepth 16 in the guest, for docs/qemu-guest.md
 #   tests/e2e/qemu.sh latency [SVG]
@@ -21,8 +23,11 @@
 # second QEMU process against the same, still running server runs phase 3 (data still there,
 # fio verify); then two more QEMU processes run nvmemu's own driver inside the guest
 # (uio_pci_generic and vfio-pci no-IOMMU without an IOMMU, vfio-pci type1 behind a virtual
-# Intel IOMMU) and hand the function back to nvme (tests/e2e/userspace.sh). Any failure exits
-# non-zero with the guest console in the log.
+# Intel IOMMU) and hand the function back to nvme (tests/e2e/userspace.sh); then the reference
+# set-up's own client, fio with xNVMe's uPCIe driver, runs randread and randwrite + verify in the
+# guest against nvmemu serve and against SPDK's nvmf_tgt in interrupt mode (tests/e2e/xnvme.sh;
+# skipped in one line outside CI when the peer binaries are absent). Any failure exits non-zero
+# with the guest console in the log.
 #
 # Environment:
 #   NVMEMU_BIN          nvmemu binary (default: cargo build --release -p nvmemu)
@@ -41,6 +46,8 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/userspace.sh
 . "$(dirname "${BASH_SOURCE[0]}")/userspace.sh"
+# shellcheck source=tests/e2e/xnvme.sh
+. "$(dirname "${BASH_SOURCE[0]}")/xnvme.sh"
 
 MODEL=${NVMEMU_MODEL:-nvmemu Virtual NVMe}
 SERIAL=${NVMEMU_SERIAL:-NVMEMU0001}
@@ -58,6 +65,7 @@ cleanup() {
         kill "$SERVER_PID" 2>/dev/null || true
         wait "$SERVER_PID" 2>/dev/null || true
     fi
+    xn_spdk_stop
     if [[ -n "${RUN:-}" && -d "$RUN" ]]; then
         if [[ $rc -eq 0 && "${NVMEMU_E2E_KEEP:-0}" != 1 ]]; then
             rm -rf "$RUN"
@@ -312,7 +320,7 @@ main() {
     case $mode in
     nvmemu | reference)
         [[ $mode == reference ]] && mode=qemu-nvme
-        if run_flow "$mode" && { [[ $mode != nvmemu ]] || run_userspace; }; then
+        if run_flow "$mode" && { [[ $mode != nvmemu ]] || { run_userspace && run_xnvme; }; }; then
             log "PASS: e2e against $mode in $((SECONDS - T_START)) s"
         else
             log "FAIL: e2e against $mode after $((SECONDS - T_START)) s"
@@ -324,6 +332,14 @@ main() {
             log "PASS: userspace driver in the guest in $((SECONDS - T_START)) s"
         else
             log "FAIL: userspace driver in the guest after $((SECONDS - T_START)) s"
+            exit 1
+        fi
+        ;;
+    xnvme)
+        if run_xnvme; then
+            log "PASS: fio with xNVMe's uPCIe driver in the guest in $((SECONDS - T_START)) s"
+        else
+            log "FAIL: fio with xNVMe's uPCIe driver in the guest after $((SECONDS - T_START)) s"
             exit 1
         fi
         ;;
@@ -340,7 +356,7 @@ main() {
         shift
         run_latency "$@" || exit 1
         ;;
-    *) die "usage: $0 [reference | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]... | latency [SVG]]" ;;
+    *) die "usage: $0 [reference | userspace | xnvme | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]... | latency [SVG]]" ;;
     esac
 }
 

@@ -2,8 +2,8 @@
 //! Pinned poller threads: each owns its controllers and busy-polls their queues.
 //!
 //! A poller never makes a syscall on the I/O path except the MSI-X eventfd write. When it
-//! finds no work it backs off (spin, then yield, then short parked sleeps) so an idle daemon
-//! does not burn a core; benchmarks turn the back-off off.
+//! finds no work it backs off (spin, then short parked sleeps) so an idle daemon does not burn
+//! a core; benchmarks turn the back-off off.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,10 +25,21 @@ use crate::mailbox::Mailbox;
 pub struct Backoff {
     /// Idle passes spent spinning before yielding.
     pub spin_passes: u32,
-    /// Idle passes spent yielding before sleeping.
+    /// Idle passes spent yielding (`sched_yield`) before sleeping; the default has none.
     pub yield_passes: u32,
     /// Sleep per idle pass after that (woken early by control calls); zero = never sleep.
     pub sleep: Duration,
+}
+
+/// What the poller does after a pass that found no work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IdleAction {
+    /// Poll again at once (a PAUSE first unless the back-off is off).
+    Spin,
+    /// `sched_yield`, then poll again.
+    Yield,
+    /// Park for at most this long (a control call unparks it sooner).
+    Park(Duration),
 }
 
 impl Backoff {
@@ -38,13 +49,36 @@ impl Backoff {
         yield_passes: 0,
         sleep: Duration::ZERO,
     };
+
+    /// The action after the `idle_passes`-th consecutive pass that found no work (1-based).
+    #[inline(always)]
+    pub(crate) fn action(&self, idle_passes: u64) -> IdleAction {
+        let spin = u64::from(self.spin_passes);
+        if idle_passes < spin {
+            IdleAction::Spin
+        } else if idle_passes < spin.saturating_add(u64::from(self.yield_passes))
+            || self.sleep.is_zero()
+        {
+            IdleAction::Yield
+        } else {
+            IdleAction::Park(self.sleep)
+        }
+    }
 }
 
+/// Spin, then park 200 us per idle pass: a command that arrives while the poller sleeps waits
+/// at most one sleep plus the kernel's wake-up of the poller.
+///
+/// No `sched_yield` phase: on a CPU shared with other runnable threads, each yield of Linux's
+/// EEVDF scheduler pushes the yielder's virtual deadline one slice later, so a poller that
+/// yields a thousand times in a row is then passed
+/// over for other threads' slices long after its work has arrived (measured:
+/// docs/architecture.md, "Idle pollers"). A parked poller is placed afresh when it wakes.
 impl Default for Backoff {
     fn default() -> Self {
         Backoff {
             spin_passes: 20_000,
-            yield_passes: 1_000,
+            yield_passes: 0,
             sleep: Duration::from_micros(200),
         }
     }
@@ -221,8 +255,6 @@ fn run(
     let mut idle = IdleTimer::default();
     let mut idle_passes: u64 = 0;
     let (mut passes, mut commands) = (0u64, 0u64);
-    let spin = u64::from(backoff.spin_passes);
-    let spin_and_yield = spin.saturating_add(u64::from(backoff.yield_passes));
     loop {
         mailbox.run_pending(&mut state);
         if stop.load(Ordering::Relaxed) {
@@ -259,16 +291,13 @@ fn run(
             stats.passes.store(passes, Ordering::Relaxed);
         }
         idle_passes += 1;
-        if idle_passes < spin {
+        match backoff.action(idle_passes) {
             // A dedicated core (no back-off) re-polls at once: PAUSE costs ~140 cycles on
             // recent cores, all of it added to the next command's latency.
-            if backoff != Backoff::NONE {
-                std::hint::spin_loop();
-            }
-        } else if idle_passes < spin_and_yield || backoff.sleep.is_zero() {
-            std::thread::yield_now();
-        } else {
-            std::thread::park_timeout(backoff.sleep);
+            IdleAction::Spin if backoff != Backoff::NONE => std::hint::spin_loop(),
+            IdleAction::Spin => {}
+            IdleAction::Yield => std::thread::yield_now(),
+            IdleAction::Park(sleep) => std::thread::park_timeout(sleep),
         }
     }
     stats
@@ -276,4 +305,44 @@ fn run(
         .store(idle.finish(clock.now_ns()), Ordering::Relaxed);
     stats.passes.store(passes, Ordering::Relaxed);
     stats.commands.store(commands, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_back_off_spins_then_parks_200_us_and_never_yields() {
+        let b = Backoff::default();
+        let spin = u64::from(b.spin_passes);
+        for idle_passes in [1, spin - 1] {
+            assert_eq!(b.action(idle_passes), IdleAction::Spin);
+        }
+        // Every pass from the end of the spin on, for ever: a park bounded by 200 us.
+        for idle_passes in (spin..spin + 5_000).chain([u64::MAX / 2, u64::MAX]) {
+            assert_eq!(
+                b.action(idle_passes),
+                IdleAction::Park(Duration::from_micros(200)),
+                "idle pass {idle_passes}"
+            );
+        }
+    }
+
+    #[test]
+    fn busy_poll_spins_and_a_yield_phase_sits_between_spin_and_park() {
+        for idle_passes in [1, 1 << 20, u64::from(u32::MAX) - 1] {
+            assert_eq!(Backoff::NONE.action(idle_passes), IdleAction::Spin);
+        }
+        // Past u32::MAX passes a busy poller yields: it never sleeps.
+        assert_eq!(Backoff::NONE.action(u64::MAX), IdleAction::Yield);
+        let b = Backoff {
+            spin_passes: 2,
+            yield_passes: 3,
+            sleep: Duration::from_micros(50),
+        };
+        let got: Vec<_> = (1..=6).map(|i| b.action(i)).collect();
+        use IdleAction::*;
+        let park = Park(Duration::from_micros(50));
+        assert_eq!(got, [Spin, Yield, Yield, Yield, park, park]);
+    }
 }

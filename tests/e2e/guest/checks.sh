@@ -67,6 +67,14 @@ finish_phase() {
     fi
 }
 
+# The first PCI function of vendor EXP_VID (its address, as sysfs names it).
+vendor_function() {
+    for d in /sys/bus/pci/devices/*; do
+        [ "$(cat "$d/vendor")" = "$EXP_VID" ] && { echo "${d##*/}"; return 0; }
+    done
+    return 1
+}
+
 # wait_for PATH [seconds]
 wait_for() {
     i=0
@@ -304,3 +312,5 @@ scenario_shell() {
 
 # The userspace-driver scenario, when the host packed it (tests/e2e/userspace.sh).
 [ -f /e2e/userspace.sh ] && . /e2e/userspace.sh
+# fio with xNVMe's uPCIe driver, when the host packed it (tests/e2e/xnvme.sh).
+[ -f /e2e/xnvme.sh ] && . /e2e/xnvme.sh

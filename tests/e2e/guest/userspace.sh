@@ -17,14 +17,6 @@
 US_J_OFFSET_MB=${US_J_OFFSET_MB:-64}
 US_J_SIZE_MB=4
 
-# The function whose vendor is nvmemu's (its PCI address, as sysfs names it).
-nvmemu_function() {
-    for d in /sys/bus/pci/devices/*; do
-        [ "$(cat "$d/vendor")" = "$EXP_VID" ] && { echo "${d##*/}"; return 0; }
-    done
-    return 1
-}
-
 region_md5() {
     dd if="$NS1" bs=1M skip="$US_J_OFFSET_MB" count="$US_J_SIZE_MB" iflag=direct 2>/dev/null |
         md5sum | cut -d' ' -f1
@@ -62,7 +54,7 @@ scenario_userspace() {
         insmod "/e2e/modules/$m" || echo "E2E: insmod $m failed"
     done
     resolve_namespaces >/dev/null
-    ADDR=$(nvmemu_function) && ok "nvmemu function at $ADDR" || fail "no PCI function with vendor $EXP_VID"
+    ADDR=$(vendor_function) && ok "nvmemu function at $ADDR" || fail "no PCI function with vendor $EXP_VID"
     case $US_IOMMU in
     none) userspace_without_iommu ;;
     intel) userspace_with_iommu ;;
