@@ -219,20 +219,22 @@ impl Reader<'_> {
     }
 }
 
-/// Applies the options that place a job (`stonewall`, `wait_for_previous`, `new_group`);
-/// false for any other option.
+/// Applies the options that place a job (`stonewall`, `wait_for_previous`, `new_group`,
+/// `wait_for`); false for any other option. `wait_for=NAME` waits for every job before
+/// this one, the named one among them, and stays in the same reporting group.
 fn place(job: &mut JobDef, opt: &JobOption) -> Result<bool, String> {
     if !matches!(
         opt.key.as_str(),
-        "stonewall" | "wait_for_previous" | "new_group"
+        "stonewall" | "wait_for_previous" | "new_group" | "wait_for"
     ) {
         return Ok(false);
     }
-    let on = match &opt.value {
-        None => true,
-        Some(v) => parse_bool(v).map_err(|e| format!("{}: {e}", opt.key))?,
+    let on = match (&opt.value, opt.key.as_str()) {
+        (None, _) | (Some(_), "wait_for") => true,
+        (Some(v), _) => parse_bool(v).map_err(|e| format!("{}: {e}", opt.key))?,
     };
     match opt.key.as_str() {
+        "wait_for" => job.stonewall = true,
         "stonewall" | "wait_for_previous" => {
             job.stonewall |= on;
             job.new_group |= on;
@@ -351,10 +353,12 @@ mod tests {
 
     #[test]
     fn a_global_section_applies_to_later_jobs_only() {
-        let jobs = parse("[a]\nrw=read\n[global]\nbs=8k\n[b]\nnew_group\n").unwrap();
+        let jobs =
+            parse("[a]\nrw=read\n[global]\nbs=8k\n[b]\nnew_group\n[c]\nwait_for=a\n").unwrap();
         assert_eq!(kv(&jobs[0]), [("rw", Some("read"))]);
         assert_eq!(kv(&jobs[1]), [("bs", Some("8k"))]);
         assert!(jobs[1].new_group && !jobs[1].stonewall);
+        assert!(!jobs[2].new_group && jobs[2].stonewall);
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub mod ceiling;
 pub mod compare;
 mod engine;
 mod error;
+mod fio_names;
 pub mod iolog;
 mod job;
 pub mod jobfile;

@@ -84,7 +84,9 @@ pub enum VerifyMode {
     /// No verification (fio's `verify=0`).
     #[value(name = "0", alias = "none")]
     Off,
-    /// Per-block header {magic, LBA, generation} plus crc32c of the block.
+    /// Per-block header {magic, LBA, generation} plus crc32c of the block (fio's
+    /// `crc32c-intel` and `meta`, which checks only the header, are taken as this).
+    #[value(alias = "crc32c-intel", alias = "meta")]
     Crc32c,
     /// The same header with an MD5 digest.
     Md5,
@@ -163,7 +165,7 @@ pub struct BenchOptions {
     #[arg(long = "numjobs", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub numjobs: u32,
     /// Stop after this long (seconds, or with a us/ms/s/m/h suffix); 0 means no limit.
-    #[arg(long = "runtime", value_parser = parse_time)]
+    #[arg(long = "runtime", alias = "timeout", value_parser = parse_time)]
     pub runtime: Option<Duration>,
     /// Run this long before statistics are collected.
     #[arg(long = "ramp_time", value_parser = parse_time)]
@@ -175,7 +177,7 @@ pub struct BenchOptions {
     #[arg(long = "size", value_parser = parse_size_spec)]
     pub size: Option<SizeSpec>,
     /// Start of the I/O range in bytes (or `N%`).
-    #[arg(long = "offset", default_value = "0", value_parser = parse_size_spec)]
+    #[arg(long = "offset", alias = "fileoffset", default_value = "0", value_parser = parse_size_spec)]
     pub offset: SizeSpec,
     /// CPUs for the job threads; job i is pinned to the (i mod n)-th listed CPU.
     #[arg(long = "cpus_allowed", value_parser = parse_cpu_list_arg)]
@@ -499,11 +501,11 @@ mod tests {
             "--bs=128k",
             "--iodepth=32",
             "--numjobs=2",
-            "--runtime=10",
+            "--timeout=10",
             "--ramp_time=2s",
             "--time_based",
             "--size=1g",
-            "--offset=1m",
+            "--fileoffset=1m",
             "--cpus_allowed=0,2-3",
             "--verify=crc32c",
             "--output-format=json,normal",
@@ -597,6 +599,10 @@ mod tests {
         assert!(parse(&["--cpus_allowed=3-1"]).is_err());
         assert!(parse(&["--rw=discard"]).is_err());
         assert_eq!(parse(&["--rw=randtrim"]).unwrap().rw, RwMode::Randtrim);
+        for v in ["crc32c-intel", "meta"] {
+            let o = parse(&[&format!("--verify={v}")]).unwrap();
+            assert_eq!(o.verify, VerifyMode::Crc32c, "{v}");
+        }
     }
 
     #[test]

@@ -157,13 +157,14 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
     let capacity = geometry.num_blocks.saturating_mul(u64::from(block_size));
     let offset = opts.offset.resolve(capacity) / bs * bs;
     let avail = capacity.saturating_sub(offset);
-    let size = opts.size.map_or(avail, |s| s.resolve(avail));
+    // As fio does on a block device, a size beyond the end is cut at the end.
+    let size = opts.size.map_or(avail, |s| s.resolve(avail)).min(avail);
     let range_err = BenchError::Range {
         offset,
         size,
         capacity,
     };
-    if offset >= capacity || size > avail || size < max_bs {
+    if offset >= capacity || size < max_bs {
         return Err(range_err);
     }
     // Verify jobs get disjoint slices so they never overwrite each other's
@@ -242,6 +243,24 @@ mod tests {
     use crate::options::SizeSpec;
 
     #[test]
+    fn a_size_beyond_the_end_is_cut_at_the_end_as_fio_does_on_a_device() {
+        let g = Geometry {
+            block_size: 512,
+            num_blocks: 8192,
+            max_transfer: 128 * 1024,
+        };
+        let o = BenchOptions {
+            size: Some(SizeSpec::Bytes(10 << 30)),
+            offset: SizeSpec::Bytes(1 << 20),
+            ..BenchOptions::default()
+        };
+        let p = plan_jobs(&o, g).unwrap();
+        assert_eq!(p[0].first_lba, 2048);
+        assert_eq!(p[0].units * 4096, 3 << 20);
+        assert_eq!(p[0].loop_bytes, 3 << 20);
+    }
+
+    #[test]
     fn bad_plans_are_rejected() {
         let g = Geometry {
             block_size: 4096,
@@ -273,7 +292,7 @@ mod tests {
             Err(BenchError::TimeBasedWithoutRuntime)
         ));
         let o = BenchOptions {
-            size: Some(SizeSpec::Bytes(8 << 20)),
+            offset: SizeSpec::Bytes(4 << 20),
             ..BenchOptions::default()
         };
         assert!(matches!(plan_jobs(&o, g), Err(BenchError::Range { .. })));
