@@ -197,7 +197,7 @@ pub struct BenchOptions {
     /// touching every block of the range once per pass.
     #[arg(long = "norandommap", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "1")]
     pub norandommap: bool,
-    /// Report formats: comma list of normal, json, json+.
+    /// Report formats: comma list of normal, json, json+, terse.
     #[arg(long = "output-format", default_value = "normal", value_parser = parse_output_format)]
     pub output_format: OutputFormat,
     /// Live status line: auto (only on a terminal), always or never.
@@ -581,6 +581,14 @@ mod tests {
                 .iter()
                 .any(|(k, _)| k.starts_with("iodepth_batch"))
         );
+    }
+
+    #[test]
+    fn help_names_every_output_format() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_help().to_string();
+        let line = help.lines().find(|l| l.contains("Report formats")).unwrap();
+        assert!(line.contains("json+, terse"), "{line}");
     }
 
     #[test]
