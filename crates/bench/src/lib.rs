@@ -58,6 +58,7 @@ mod sysinfo;
 pub mod verify;
 mod workload_options;
 mod workload_values;
+mod zones;
 
 pub use breakdown::LatBreakdown;
 pub use ceiling::{CeilingError, CeilingOptions, CeilingResult, run_ceiling};

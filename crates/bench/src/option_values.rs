@@ -27,8 +27,11 @@ pub enum OptionError {
     /// A percentile list such as `99:99.9` did not parse.
     #[error("Invalid percentile list {0:?} (use numbers in 0..=100 separated by ':')")]
     PercentileList(String),
-    /// Not `random`, `zipf:THETA`, `pareto:H` or `normal:STDDEV` (each with an optional `:CENTER`).
-    #[error("Invalid random_distribution {0:?} (use random, zipf:1.2, pareto:0.2 or normal:10)")]
+    /// Not `random`, `zipf:THETA`, `pareto:H` or `normal:STDDEV` (each with an optional
+    /// `:CENTER`), or `zoned:` zones whose accesses do not add up to 100.
+    #[error(
+        "Invalid random_distribution {0:?} (use random, zipf:1.2, pareto:0.2, normal:10 or zoned:60/10:40/90)"
+    )]
     Distribution(String),
     /// Not a hex number, a decimal number or a quoted string.
     #[error("Invalid verify_pattern {0:?} (use 0xdeadbeef, 255 or \"text\")")]
