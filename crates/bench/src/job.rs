@@ -314,6 +314,7 @@ pub fn run_job(
         sizes: plan.sizes.clone(),
         read_pct: plan.read_pct,
         trim: plan.rw.is_trim(),
+        seq_add: plan.seq_add_units,
     });
     let mut pacer = plan.pacer.clone();
     // A paced mixed job lets a direction that must wait give way to the other (fio's rule);

@@ -70,8 +70,9 @@ pub use mem_queue::{CommandLog, MemDevice, MemQueue};
 pub use offsets::{Offsets, Permutation, RandomMap};
 pub use options::{
     Batching, BenchOptions, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat,
-    PercentileList, RwMode, SizeSpec, VerifyMode, parse_bool, parse_cpu_list, parse_cpu_list_arg,
-    parse_output_format, parse_percentile_list, parse_size, parse_size_spec, parse_time,
+    PercentileList, RwMode, RwSpec, SizeSpec, VerifyMode, parse_bool, parse_cpu_list,
+    parse_cpu_list_arg, parse_output_format, parse_percentile_list, parse_size, parse_size_spec,
+    parse_time,
 };
 pub use pasted::PastedOptions;
 pub use plan::{JobPlan, plan_jobs};

@@ -78,6 +78,81 @@ impl RwMode {
     }
 }
 
+/// `rw=` as fio writes it: the pattern, and for a sequential one an optional `:N` (bytes,
+/// may be negative) added to the offset after each I/O (`rw=write:112k` leaves holes,
+/// `rw=read:-8k` with bs=4k reads backwards). Reads as its [`RwMode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RwSpec {
+    /// The pattern.
+    pub mode: RwMode,
+    /// Bytes added to the next sequential offset after each I/O.
+    pub seq_add: i64,
+}
+
+impl std::ops::Deref for RwSpec {
+    type Target = RwMode;
+    fn deref(&self) -> &RwMode {
+        &self.mode
+    }
+}
+
+impl From<RwMode> for RwSpec {
+    fn from(mode: RwMode) -> RwSpec {
+        RwSpec { mode, seq_add: 0 }
+    }
+}
+
+impl PartialEq<RwMode> for RwSpec {
+    fn eq(&self, other: &RwMode) -> bool {
+        self.mode == *other
+    }
+}
+
+impl RwSpec {
+    /// fio's spelling, with the modifier when there is one.
+    pub fn to_fio(self) -> String {
+        match self.seq_add {
+            0 => self.mode.as_str().to_string(),
+            n if n < 0 => format!(
+                "{}:-{}",
+                self.mode.as_str(),
+                size_to_string(n.unsigned_abs())
+            ),
+            n => format!(
+                "{}:{}",
+                self.mode.as_str(),
+                size_to_string(n.unsigned_abs())
+            ),
+        }
+    }
+}
+
+/// Parses `rw`: a [`RwMode`] name, and after a sequential one an optional `:[-]SIZE`.
+pub fn parse_rw(s: &str) -> Result<RwSpec, String> {
+    let (name, add) = s.split_once(':').unwrap_or((s, ""));
+    let mode = RwMode::from_str(name.trim(), true).map_err(|_| {
+        format!(
+            "{name:?} is not an rw pattern (use read, write, randread, randwrite, rw, randrw, trim or randtrim)"
+        )
+    })?;
+    let add = add.trim();
+    if add.is_empty() {
+        return Ok(mode.into());
+    }
+    if mode.is_random() {
+        return Err(format!(
+            "{s:?}: a ':N' modifier is taken for sequential patterns only (rw=read:8k)"
+        ));
+    }
+    let (neg, size) = add.strip_prefix('-').map_or((false, add), |v| (true, v));
+    let bytes = parse_size(size).map_err(|e| e.to_string())?;
+    let bytes = i64::try_from(bytes).map_err(|_| format!("{s:?}: the offset step is too large"))?;
+    Ok(RwSpec {
+        mode,
+        seq_add: if neg { -bytes } else { bytes },
+    })
+}
+
 /// `verify=` methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum VerifyMode {
@@ -129,9 +204,10 @@ pub struct BenchOptions {
     /// Job name (fio `--name`).
     #[arg(long = "name", default_value = "nvmemu")]
     pub name: String,
-    /// I/O pattern.
-    #[arg(long = "rw", alias = "readwrite", value_enum, default_value = "read")]
-    pub rw: RwMode,
+    /// I/O pattern: read, write, randread, randwrite, rw (readwrite), randrw, trim or
+    /// randtrim; a sequential one may add `:N` bytes (negative: backwards) after each I/O.
+    #[arg(long = "rw", alias = "readwrite", default_value = "read", value_parser = parse_rw)]
+    pub rw: RwSpec,
     /// Percentage of reads in a mixed workload.
     #[arg(long = "rwmixread", default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub rwmixread: u8,
@@ -236,7 +312,7 @@ impl Default for BenchOptions {
     fn default() -> Self {
         BenchOptions {
             name: "nvmemu".into(),
-            rw: RwMode::Read,
+            rw: RwMode::Read.into(),
             rwmixread: 50,
             bs: 4096,
             iodepth: 1,
@@ -340,10 +416,7 @@ impl BenchOptions {
     /// plus name and rw, as fio lists what the job file set).
     pub fn job_options(&self) -> Vec<(&'static str, String)> {
         let d = BenchOptions::default();
-        let mut v = vec![
-            ("name", self.name.clone()),
-            ("rw", self.rw.as_str().to_string()),
-        ];
+        let mut v = vec![("name", self.name.clone()), ("rw", self.rw.to_fio())];
         if self.rw.read_pct(self.rwmixread) != 100 && self.rw.read_pct(self.rwmixread) != 0 {
             v.push(("rwmixread", self.rwmixread.to_string()));
         }
@@ -584,6 +657,17 @@ mod tests {
     }
 
     #[test]
+    fn rw_takes_fios_offset_modifier_on_sequential_patterns() {
+        let o = parse(&["--rw=read:-8k"]).unwrap();
+        assert_eq!(o.rw, RwMode::Read);
+        assert_eq!(o.rw.seq_add, -8192);
+        assert!(o.job_options().contains(&("rw", "read:-8k".to_string())));
+        let o = parse(&["--readwrite=write:112k"]).unwrap();
+        assert_eq!((o.rw.mode, o.rw.seq_add), (RwMode::Write, 112 << 10));
+        assert_eq!(parse(&["--rw=readwrite"]).unwrap().rw, RwMode::Rw);
+    }
+
+    #[test]
     fn help_names_every_output_format() {
         use clap::CommandFactory;
         let help = Cli::command().render_help().to_string();
@@ -607,6 +691,8 @@ mod tests {
         assert!(parse(&["--cpus_allowed=3-1"]).is_err());
         assert!(parse(&["--rw=discard"]).is_err());
         assert_eq!(parse(&["--rw=randtrim"]).unwrap().rw, RwMode::Randtrim);
+        assert!(parse(&["--rw=randread:8"]).is_err());
+        assert!(parse(&["--rw=read:-"]).is_err());
         for v in ["crc32c-intel", "meta"] {
             let o = parse(&[&format!("--verify={v}")]).unwrap();
             assert_eq!(o.verify, VerifyMode::Crc32c, "{v}");

@@ -32,6 +32,8 @@ pub struct JobPlan {
     pub job: u32,
     /// Workload.
     pub rw: RwMode,
+    /// Units a sequential workload adds to its offset after each I/O (fio's `rw=read:N`).
+    pub seq_add_units: i64,
     /// Percentage of reads.
     pub read_pct: u8,
     /// LBA size.
@@ -185,7 +187,14 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
     }
     let batching = opts.batching();
     let seed = opts.seed();
-    let read_pct = match (opts.rw, w.rwmixwrite) {
+    let unit_bytes = i64::try_from(bs).unwrap_or(i64::MAX);
+    if opts.rw.seq_add % unit_bytes != 0 {
+        return Err(BenchError::Conflict {
+            reason: "the rw offset step (rw=read:N) must be a multiple of the block size",
+        });
+    }
+    let seq_add_units = opts.rw.seq_add / unit_bytes;
+    let read_pct = match (opts.rw.mode, w.rwmixwrite) {
         (RwMode::Rw | RwMode::Randrw, Some(wr)) => 100 - wr.min(100),
         (rw, _) => rw.read_pct(opts.rwmixread),
     };
@@ -199,7 +208,8 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
             };
             JobPlan {
                 job,
-                rw: opts.rw,
+                rw: opts.rw.mode,
+                seq_add_units,
                 read_pct,
                 block_size,
                 unit_blocks,

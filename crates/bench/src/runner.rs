@@ -218,7 +218,7 @@ mod tests {
 
     fn opts(rw: RwMode, size: u64) -> BenchOptions {
         BenchOptions {
-            rw,
+            rw: rw.into(),
             size: Some(SizeSpec::Bytes(size)),
             iodepth: 8,
             eta: EtaMode::Never,

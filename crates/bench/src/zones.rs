@@ -25,7 +25,7 @@ impl Zones {
     }
 
     /// fio's spelling.
-    pub fn to_fio(&self) -> String {
+    pub fn to_fio(self) -> String {
         let parts: Vec<String> = self
             .as_slice()
             .iter()

@@ -41,7 +41,7 @@ fn run(opts: &BenchOptions) -> (BenchResult, Vec<Vec<(Op, u64)>>) {
 /// 4 KiB random I/O over 1 MiB (256 units).
 fn random(rw: RwMode) -> BenchOptions {
     BenchOptions {
-        rw,
+        rw: rw.into(),
         bs: 4096,
         iodepth: 8,
         size: Some(SizeSpec::Bytes(1 << 20)),

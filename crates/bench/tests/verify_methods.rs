@@ -15,7 +15,7 @@ use nvmemu_bench::{
 
 fn job(verify: VerifyMode, workload: WorkloadOptions) -> BenchOptions {
     BenchOptions {
-        rw: RwMode::Randwrite,
+        rw: RwMode::Randwrite.into(),
         bs: 4096,
         iodepth: 8,
         size: Some(SizeSpec::Bytes(1 << 20)),

@@ -25,7 +25,7 @@ fn run(opts: &BenchOptions) -> (BenchResult, Vec<(Op, u64)>) {
 
 fn job(rw: RwMode, size: u64, workload: WorkloadOptions) -> BenchOptions {
     BenchOptions {
-        rw,
+        rw: rw.into(),
         bs: 4096,
         iodepth: 8,
         size: Some(SizeSpec::Bytes(size)),

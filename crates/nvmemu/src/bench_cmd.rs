@@ -383,7 +383,7 @@ fn ceiling_options(args: &BenchArgs, opts: &BenchOptions) -> CeilingOptions {
         depth: u16::try_from(opts.iodepth.max(1)).unwrap_or(u16::MAX - 1),
         footprint: args.ns.size.max(opts.bs),
         copy,
-        write: matches!(opts.rw, RwMode::Write | RwMode::Randwrite),
+        write: matches!(opts.rw.mode, RwMode::Write | RwMode::Randwrite),
         runtime: opts.time_limit().unwrap_or(DEFAULT_RUNTIME),
         client_cpu,
         device_cpu: placement.target_cpus.first().copied(),

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 const EXAMPLES: &str = "/usr/share/doc/fio/examples";
 
 /// Value forms docs/bench.md names as not yet taken.
-const KNOWN_VALUE_GAPS: &[&str] = &["read:-8k", "write:112k", "512,512,16384"];
+const KNOWN_VALUE_GAPS: &[&str] = &["512,512,16384"];
 
 fn examples() -> Option<Vec<PathBuf>> {
     if !Path::new(EXAMPLES).is_dir() && rustix::process::geteuid().is_root() {

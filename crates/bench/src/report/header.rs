@@ -72,14 +72,14 @@ mod tests {
     fn job_lines_name_what_runs() {
         let a = BenchOptions {
             name: "randread".into(),
-            rw: RwMode::Randread,
+            rw: RwMode::Randread.into(),
             iodepth: 32,
             numjobs: 2,
             ..BenchOptions::default()
         };
         let b = BenchOptions {
             name: "seqwrite".into(),
-            rw: RwMode::Write,
+            rw: RwMode::Write.into(),
             bs: 128 << 10,
             ..BenchOptions::default()
         };
@@ -98,7 +98,7 @@ mod tests {
     fn mixed_block_sizes_show_each_directions_span_as_fio_does() {
         let o = BenchOptions {
             name: "mix".into(),
-            rw: RwMode::Randrw,
+            rw: RwMode::Randrw.into(),
             workload: crate::WorkloadOptions {
                 bssplit: Some(crate::parse_bssplit("4k/50:1m/50,8k/100").unwrap()),
                 ..Default::default()
