@@ -69,7 +69,7 @@ pub use job::{JobOutput, JobState, Progress, Rng, VerifySummary, run_job};
 pub use mem_queue::{CommandLog, MemDevice, MemQueue};
 pub use offsets::{Offsets, Permutation, RandomMap};
 pub use options::{
-    Batching, BenchOptions, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat,
+    Batching, BenchOptions, BsSpec, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat,
     PercentileList, RwMode, RwSpec, SizeSpec, VerifyMode, parse_bool, parse_cpu_list,
     parse_cpu_list_arg, parse_output_format, parse_percentile_list, parse_size, parse_size_spec,
     parse_time,

@@ -38,6 +38,64 @@ pub enum OptionError {
     Pattern(String),
 }
 
+/// `bs=` as fio writes it: one size for every direction, or `READ,WRITE[,TRIM]` (an empty
+/// part takes the read size; a missing trim size the write size). Reads as the read size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BsSpec(pub [u64; 3]);
+
+impl std::ops::Deref for BsSpec {
+    type Target = u64;
+    fn deref(&self) -> &u64 {
+        &self.0[0]
+    }
+}
+
+impl From<u64> for BsSpec {
+    fn from(bs: u64) -> BsSpec {
+        BsSpec([bs; 3])
+    }
+}
+
+impl BsSpec {
+    /// Whether the directions differ.
+    pub fn per_direction(self) -> bool {
+        self.0.iter().any(|&b| b != self.0[0])
+    }
+
+    /// fio's spelling.
+    pub fn to_fio(self) -> String {
+        let [r, w, t] = self.0;
+        if self.per_direction() {
+            format!(
+                "{},{},{}",
+                size_to_string(r),
+                size_to_string(w),
+                size_to_string(t)
+            )
+        } else {
+            size_to_string(r)
+        }
+    }
+}
+
+/// Parses `bs`: `4k`, or `4k,64k` (reads, writes; trims as writes) or `512,512,16k`.
+pub fn parse_bs(s: &str) -> Result<BsSpec, OptionError> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    // An empty read size is fio's default.
+    let read = match parts.first().copied().unwrap_or("") {
+        "" => 4096,
+        p => parse_size(p)?,
+    };
+    let at = |d: usize| match parts.get(d).or(parts.last()) {
+        Some(p) if !p.is_empty() => parse_size(p),
+        _ => Ok(read),
+    };
+    if parts.len() > 3 {
+        return Err(OptionError::Size(s.to_string()));
+    }
+    Ok(BsSpec([read, at(1)?, at(2)?]))
+}
+
 /// A size that may be a percentage of the namespace (fio's `size=50%`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SizeSpec {

@@ -9,9 +9,9 @@ use clap::{Args, ValueEnum};
 pub use crate::workload_options::WorkloadOptions;
 
 pub use crate::option_values::{
-    CpuList, OptionError, OutputFormat, PercentileList, SizeSpec, parse_bool, parse_cpu_list,
-    parse_cpu_list_arg, parse_output_format, parse_percentile_list, parse_size, parse_size_spec,
-    parse_time, size_to_string,
+    BsSpec, CpuList, OptionError, OutputFormat, PercentileList, SizeSpec, parse_bool, parse_bs,
+    parse_cpu_list, parse_cpu_list_arg, parse_output_format, parse_percentile_list, parse_size,
+    parse_size_spec, parse_time, size_to_string,
 };
 use crate::pasted::PastedOptions;
 
@@ -211,9 +211,9 @@ pub struct BenchOptions {
     /// Percentage of reads in a mixed workload.
     #[arg(long = "rwmixread", default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub rwmixread: u8,
-    /// Block size per I/O (`4k`, `128k`, `1m`).
-    #[arg(long = "bs", alias = "blocksize", default_value = "4k", value_parser = parse_size)]
-    pub bs: u64,
+    /// Block size per I/O (`4k`, `128k`, `1m`), or per direction: READ,WRITE[,TRIM].
+    #[arg(long = "bs", alias = "blocksize", default_value = "4k", value_parser = parse_bs)]
+    pub bs: BsSpec,
     /// I/Os kept in flight per job.
     #[arg(long = "iodepth", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65535))]
     pub iodepth: u32,
@@ -314,7 +314,7 @@ impl Default for BenchOptions {
             name: "nvmemu".into(),
             rw: RwMode::Read.into(),
             rwmixread: 50,
-            bs: 4096,
+            bs: BsSpec::from(4096),
             iodepth: 1,
             iodepth_batch_submit: 0,
             iodepth_batch_complete_min: 1,
@@ -359,16 +359,25 @@ impl BenchOptions {
     /// The largest I/O the job can issue: `bs`, or more with `bssplit`/`bsrange` (what its
     /// buffers and DMA memory must hold).
     pub fn max_bs(&self) -> u64 {
-        let w = &self.workload;
-        w.bssplit
-            .as_ref()
-            .or(w.bsrange.as_ref())
-            .into_iter()
+        self.size_lists()
+            .iter()
             .flat_map(|l| {
                 l.0.iter()
                     .flat_map(crate::workload_values::BlockSizes::sizes)
             })
-            .fold(self.bs, u64::max)
+            .fold(*self.bs, u64::max)
+    }
+
+    /// The per-direction size lists: `bssplit`, else `bsrange`, else a per-direction `bs`;
+    /// `None` when every I/O is `bs`.
+    pub fn size_lists(&self) -> Option<crate::workload_values::DirBlockSizes> {
+        let w = &self.workload;
+        let fixed = |b: u64| crate::workload_values::BlockSizes::Split(vec![(b, 100)]);
+        w.bssplit.clone().or_else(|| w.bsrange.clone()).or_else(|| {
+            self.bs
+                .per_direction()
+                .then(|| crate::workload_values::DirBlockSizes(self.bs.0.map(fixed)))
+        })
     }
 
     /// The run's time limit: `None` without `--runtime` or with `--runtime=0` (fio: no limit).
@@ -420,7 +429,7 @@ impl BenchOptions {
         if self.rw.read_pct(self.rwmixread) != 100 && self.rw.read_pct(self.rwmixread) != 0 {
             v.push(("rwmixread", self.rwmixread.to_string()));
         }
-        v.push(("bs", size_to_string(self.bs)));
+        v.push(("bs", self.bs.to_fio()));
         v.push(("iodepth", self.iodepth.to_string()));
         for (name, value, default) in [
             (
@@ -559,7 +568,7 @@ mod tests {
     fn defaults_match_fio() {
         let o = parse(&[]).unwrap();
         assert_eq!(o, BenchOptions::default());
-        assert_eq!(o.bs, 4096);
+        assert_eq!(*o.bs, 4096);
         assert_eq!(o.iodepth, 1);
         assert_eq!(o.rwmixread, 50);
         assert_eq!(o.name, "nvmemu");
@@ -587,7 +596,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.rw, RwMode::Randrw);
         assert_eq!(o.rwmixread, 70);
-        assert_eq!(o.bs, 128 * 1024);
+        assert_eq!(*o.bs, 128 * 1024);
         assert_eq!(o.iodepth, 32);
         assert_eq!(o.numjobs, 2);
         assert_eq!(o.runtime, Some(Duration::from_secs(10)));
@@ -665,6 +674,23 @@ mod tests {
         let o = parse(&["--readwrite=write:112k"]).unwrap();
         assert_eq!((o.rw.mode, o.rw.seq_add), (RwMode::Write, 112 << 10));
         assert_eq!(parse(&["--rw=readwrite"]).unwrap().rw, RwMode::Rw);
+    }
+
+    #[test]
+    fn bs_takes_one_size_per_direction_as_fio() {
+        let o = parse(&["--bs=4k,64k"]).unwrap();
+        assert_eq!(o.bs.0, [4096, 65536, 65536]);
+        assert_eq!(o.max_bs(), 65536);
+        assert!(o.job_options().contains(&("bs", "4k,64k,64k".to_string())));
+        let lists = o.size_lists().unwrap();
+        assert_eq!(lists.0[1].sizes(), [65536]);
+        assert_eq!(
+            parse(&["--bs=512,512,16384"]).unwrap().bs.0,
+            [512, 512, 16384]
+        );
+        assert_eq!(parse(&["--bs=,8k"]).unwrap().bs.0, [4096, 8192, 8192]);
+        assert!(parse(&["--bs=4k"]).unwrap().size_lists().is_none());
+        assert!(parse(&["--bs=4k,4k,4k,4k"]).is_err());
     }
 
     #[test]

@@ -112,14 +112,15 @@ fn verify_method(opts: &BenchOptions) -> Option<Method> {
 pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>, BenchError> {
     let w = &opts.workload;
     let block_size = geometry.block_size;
-    let lists = w.bssplit.as_ref().or(w.bsrange.as_ref()).map(|l| &l.0);
-    let grain = Sizes::grain(lists, opts.bs);
-    let sizes_bytes: Vec<u64> = lists.map_or(vec![opts.bs], |l| {
+    let size_lists = opts.size_lists();
+    let lists = size_lists.as_ref().map(|l| &l.0);
+    let grain = Sizes::grain(lists, *opts.bs);
+    let sizes_bytes: Vec<u64> = lists.map_or(vec![*opts.bs], |l| {
         l.iter()
             .flat_map(crate::workload_values::BlockSizes::sizes)
             .collect()
     });
-    let max_bs = sizes_bytes.iter().copied().max().unwrap_or(opts.bs);
+    let max_bs = sizes_bytes.iter().copied().max().unwrap_or(*opts.bs);
     let bad_bs = |bs: u64| BenchError::BlockSize {
         bs,
         block_size,
@@ -134,7 +135,7 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
         }
     }
     let unit_blocks = u32::try_from(grain / u64::from(block_size)).map_err(|_| bad_bs(grain))?;
-    let sizes = Sizes::new(lists, opts.bs, grain);
+    let sizes = Sizes::new(lists, *opts.bs, grain);
     let bs = grain;
     if opts.time_based && opts.runtime.is_none() {
         return Err(BenchError::TimeBasedWithoutRuntime);
@@ -278,7 +279,7 @@ mod tests {
             max_transfer: 128 * 1024,
         };
         let o = BenchOptions {
-            bs: 512,
+            bs: 512.into(),
             ..BenchOptions::default()
         };
         assert!(matches!(
@@ -286,7 +287,7 @@ mod tests {
             Err(BenchError::BlockSize { .. })
         ));
         let o = BenchOptions {
-            bs: 1 << 20,
+            bs: (1 << 20).into(),
             ..BenchOptions::default()
         };
         assert!(matches!(

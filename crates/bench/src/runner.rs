@@ -440,7 +440,7 @@ mod tests {
         let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
         let o = BenchOptions {
             verify: VerifyMode::Crc32c,
-            bs: 4096,
+            bs: 4096.into(),
             ..opts(RwMode::Write, 1 << 20)
         };
         let r = run(&o, &dev);

@@ -42,7 +42,7 @@ fn run(opts: &BenchOptions) -> (BenchResult, Vec<Vec<(Op, u64)>>) {
 fn random(rw: RwMode) -> BenchOptions {
     BenchOptions {
         rw: rw.into(),
-        bs: 4096,
+        bs: 4096.into(),
         iodepth: 8,
         size: Some(SizeSpec::Bytes(1 << 20)),
         eta: EtaMode::Never,

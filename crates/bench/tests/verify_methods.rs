@@ -16,7 +16,7 @@ use nvmemu_bench::{
 fn job(verify: VerifyMode, workload: WorkloadOptions) -> BenchOptions {
     BenchOptions {
         rw: RwMode::Randwrite.into(),
-        bs: 4096,
+        bs: 4096.into(),
         iodepth: 8,
         size: Some(SizeSpec::Bytes(1 << 20)),
         verify,

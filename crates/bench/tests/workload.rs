@@ -26,7 +26,7 @@ fn run(opts: &BenchOptions) -> (BenchResult, Vec<(Op, u64)>) {
 fn job(rw: RwMode, size: u64, workload: WorkloadOptions) -> BenchOptions {
     BenchOptions {
         rw: rw.into(),
-        bs: 4096,
+        bs: 4096.into(),
         iodepth: 8,
         size: Some(SizeSpec::Bytes(size)),
         eta: EtaMode::Never,

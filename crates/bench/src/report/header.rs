@@ -18,15 +18,12 @@ pub const FIO_TEXT_VERSION: &str = "fio-3.33";
 
 /// The smallest and largest block size of direction `dir` (0 read, 1 write, 2 trim).
 fn bs_span(o: &BenchOptions, dir: usize) -> (u64, u64) {
-    let w = &o.workload;
-    let sizes = w
-        .bssplit
-        .as_ref()
-        .or(w.bsrange.as_ref())
-        .and_then(|l| l.0.get(dir))
-        .map_or_else(|| vec![o.bs], crate::workload_values::BlockSizes::sizes);
-    let min = sizes.iter().copied().min().unwrap_or(o.bs);
-    let max = sizes.iter().copied().max().unwrap_or(o.bs);
+    let sizes = o
+        .size_lists()
+        .and_then(|l| l.0.get(dir).map(crate::workload_values::BlockSizes::sizes))
+        .unwrap_or_else(|| vec![*o.bs]);
+    let min = sizes.iter().copied().min().unwrap_or(*o.bs);
+    let max = sizes.iter().copied().max().unwrap_or(*o.bs);
     (min, max)
 }
 
@@ -80,7 +77,7 @@ mod tests {
         let b = BenchOptions {
             name: "seqwrite".into(),
             rw: RwMode::Write.into(),
-            bs: 128 << 10,
+            bs: (128 << 10).into(),
             ..BenchOptions::default()
         };
         let h = render_header(&[(0, &a), (1, &b)]);
