@@ -51,8 +51,11 @@ fn fio_example_job_files_run_or_stop_only_where_fio_would() {
     };
     let (mut ran, mut other) = (Vec::new(), Vec::new());
     let mut wrong = Vec::new();
+    // Some jobs write fio's log files into the working directory.
+    let scratch = tempfile::tempdir().unwrap();
     for file in &files {
         let out = Command::new(env!("CARGO_BIN_EXE_nvmemu"))
+            .current_dir(scratch.path())
             .args(["bench", "--eta=never", "--ns=malloc:size=64M"])
             .arg(file)
             .args(["--runtime=50ms", "--output-format=terse"])
