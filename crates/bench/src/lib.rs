@@ -49,6 +49,7 @@ pub mod plot_time;
 pub mod report;
 mod result;
 mod runner;
+mod rw_spec;
 mod sizes;
 mod skew;
 mod stats;

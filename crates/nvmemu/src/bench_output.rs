@@ -51,8 +51,6 @@ impl Output {
     }
 }
 
-/// The notes for options without effect, one line each and each once; a `filename` that
-/// names a vfio-user socket becomes `lead.socket` (unless `--socket` is given).
 /// Said when a paced job (rate, rate_iops, thinktime) drives a server: what its latencies
 /// then include.
 const PACED_REMOTE: &str = "rate and thinktime leave the server idle between I/Os: a server \
@@ -60,6 +58,8 @@ const PACED_REMOTE: &str = "rate and thinktime leave the server idle between I/O
      core is busy) adds its wake-up to the latencies and can hold the job below its rate; \
      start the server with --busy-poll to measure the device alone";
 
+/// The notes for options without effect, one line each and each once; a `filename` that
+/// names a vfio-user socket becomes `lead.socket` (unless `--socket` is given).
 pub fn notes(lead: &mut BenchArgs, plan: &RunPlan) -> Result<Vec<String>> {
     let mut notes: Vec<String> = Vec::new();
     let mut add = |n: String| {
