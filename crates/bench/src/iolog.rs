@@ -290,7 +290,7 @@ pub fn write_logs(r: &BenchResult, dir: &Path) -> std::io::Result<Vec<PathBuf>> 
         for (prefix, kind) in files {
             let path = dir.join(format!("{prefix}_{}.{}.log", kind.suffix(), i + 1));
             let mut text = String::new();
-            log.render(kind, o.bs, &mut text);
+            log.render(kind, *o.bs, &mut text);
             let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
             f.write_all(text.as_bytes())?;
             f.flush()?;

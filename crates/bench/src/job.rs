@@ -362,8 +362,12 @@ pub fn run_job(
         sizes: plan.sizes.clone(),
         read_pct: plan.read_pct,
         trim: plan.rw.is_trim(),
+        seq_add: plan.seq_add_units,
     });
     let mut pacer = plan.pacer.clone();
+    // A paced mixed job lets a direction that must wait give way to the other (fio's rule);
+    // not with verify, whose verify_only replay issues the same I/Os without pacing.
+    let mixed_paced = (1..100).contains(&plan.read_pct) && plan.verify.is_none();
     // The next workload I/O when it could not be issued yet; issued before any other.
     let mut held: Option<NextIo> = None;
     let mut inflight: usize = 0;
@@ -467,7 +471,12 @@ pub fn run_job(
                         {
                             None
                         } else {
-                            let io = held.take().unwrap_or_else(|| source.next());
+                            let mut io = held.take().unwrap_or_else(|| source.next());
+                            if let Some(p) = &pacer
+                                && mixed_paced
+                            {
+                                io.dir = p.pick(io.dir, start_ns);
+                            }
                             let in_flight = verifier.is_some() && busy.any(io.unit, io.units);
                             let due = pacer.as_ref().is_none_or(|p| p.ready(io.dir, start_ns));
                             if dry_run {

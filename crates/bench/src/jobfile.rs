@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! fio job files: `[global]` and job sections of `key=value` lines or bare keys
-//! (`time_based`), `;` and `#` comment lines, `include FILE` (relative to the including
-//! file), and `${VAR}` / `$VAR` taken from the environment (plus fio's `$ncpus` and
-//! `$pagesize`). Each job comes out as fio option names and values in order, the
+//! (`time_based`), `;` and `#` comments (whole lines, or after a blank at the end of a
+//! line), `include FILE` (relative to the including file), `${VAR}` taken from the
+//! environment and fio's `$ncpus`, `$pagesize` and `$mb_memory`. As in fio, an unset
+//! `${VAR}` and any other `$word` (`$jobnum` in `filename_format`) stay as written. Each job comes out as fio option names and values in order, the
 //! `[global]` ones before its own, for the caller to feed to the same option parser as
 //! the command line; only the options that place jobs (`stonewall`, `wait_for_previous`,
 //! `new_group`) are read here.
@@ -143,7 +144,7 @@ impl Reader<'_> {
     fn text(&mut self, text: &str, path: &Path, depth: usize) -> Result<(), JobFileError> {
         let mut section = Section::None;
         for (i, raw) in text.lines().enumerate() {
-            let line = raw.trim();
+            let line = strip_comment(raw).trim();
             let bad = |what: String| JobFileError::Line {
                 path: path.to_path_buf(),
                 line: i + 1,
@@ -187,13 +188,13 @@ impl Reader<'_> {
                         "includes nest deeper than {MAX_INCLUDE_DEPTH}; is a file including itself?"
                     )));
                 }
-                let inc = expand(inc.trim(), self.env).map_err(bad)?;
+                let inc = expand(inc.trim(), self.env);
                 let target = path.parent().unwrap_or(Path::new(".")).join(inc);
                 self.file(&target, depth + 1)?;
                 continue;
             }
             let (key, value) = match line.split_once('=') {
-                Some((k, v)) => (k.trim(), Some(expand(v.trim(), self.env).map_err(bad)?)),
+                Some((k, v)) => (k.trim(), Some(expand(v.trim(), self.env))),
                 None => (line, None),
             };
             let opt = JobOption {
@@ -222,20 +223,22 @@ impl Reader<'_> {
     }
 }
 
-/// Applies the options that place a job (`stonewall`, `wait_for_previous`, `new_group`);
-/// false for any other option.
+/// Applies the options that place a job (`stonewall`, `wait_for_previous`, `new_group`,
+/// `wait_for`); false for any other option. `wait_for=NAME` waits for every job before
+/// this one, the named one among them, and stays in the same reporting group.
 fn place(job: &mut JobDef, opt: &JobOption) -> Result<bool, String> {
     if !matches!(
         opt.key.as_str(),
-        "stonewall" | "wait_for_previous" | "new_group"
+        "stonewall" | "wait_for_previous" | "new_group" | "wait_for"
     ) {
         return Ok(false);
     }
-    let on = match &opt.value {
-        None => true,
-        Some(v) => parse_bool(v).map_err(|e| format!("{}: {e}", opt.key))?,
+    let on = match (&opt.value, opt.key.as_str()) {
+        (None, _) | (Some(_), "wait_for") => true,
+        (Some(v), _) => parse_bool(v).map_err(|e| format!("{}: {e}", opt.key))?,
     };
     match opt.key.as_str() {
+        "wait_for" => job.stonewall = true,
         "stonewall" | "wait_for_previous" => {
             job.stonewall |= on;
             job.new_group |= on;
@@ -246,44 +249,69 @@ fn place(job: &mut JobDef, opt: &JobOption) -> Result<bool, String> {
     Ok(true)
 }
 
-/// Replaces `${VAR}` and `$VAR` with the variable's value; fio's `$ncpus` and
-/// `$pagesize` are known without the environment.
-fn expand(v: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+/// The line without a trailing comment: `;` or `#` after a blank (`size=100k ; note`).
+fn strip_comment(line: &str) -> &str {
+    let bytes = line.as_bytes();
+    let at = (1..bytes.len())
+        .find(|&i| matches!(bytes[i], b';' | b'#') && bytes[i - 1].is_ascii_whitespace());
+    at.map_or(line, |i| &line[..i])
+}
+
+/// Replaces `${VAR}` with the environment's value and fio's keywords `$ncpus`,
+/// `$pagesize` and `$mb_memory` with the machine's; anything else (an unset `${VAR}`,
+/// `$jobnum`) stays as written, as fio leaves it.
+fn expand(v: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(v.len());
     let mut rest = v;
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
         let after = &rest[at + 1..];
-        let (name, tail) = if let Some(braced) = after.strip_prefix('{') {
-            let end = braced
-                .find('}')
-                .ok_or_else(|| format!("{v:?}: '${{' without a closing '}}'"))?;
-            (&braced[..end], &braced[end + 1..])
-        } else {
-            let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            (&after[..end], &after[end..])
-        };
-        if name.is_empty() {
-            out.push('$');
-            rest = after;
+        let braced = after
+            .strip_prefix('{')
+            .and_then(|b| b.find('}').map(|end| (&b[..end], &b[end + 1..])));
+        if let Some((name, tail)) = braced {
+            match env(name) {
+                Some(value) => out.push_str(&value),
+                None => out.push_str(&rest[at..rest.len() - tail.len()]),
+            }
+            rest = tail;
             continue;
         }
-        let value = match name {
-            "ncpus" => std::thread::available_parallelism()
-                .map(|n| n.get().to_string())
-                .ok(),
-            "pagesize" => Some(rustix::param::page_size().to_string()),
-            _ => env(name),
-        };
-        let value =
-            value.ok_or_else(|| format!("${name} is not set; export it or write the value"))?;
-        out.push_str(&value);
+        let end = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let (name, tail) = (&after[..end], &after[end..]);
+        match keyword(name) {
+            Some(value) => out.push_str(&value),
+            None => out.push_str(&rest[at..=at + name.len()]),
+        }
         rest = tail;
     }
     out.push_str(rest);
-    Ok(out)
+    out
+}
+
+/// fio's job file keywords: the machine's CPU count, page size and memory in MiB.
+fn keyword(name: &str) -> Option<String> {
+    match name {
+        "ncpus" => std::thread::available_parallelism()
+            .map(|n| n.get().to_string())
+            .ok(),
+        "pagesize" => Some(rustix::param::page_size().to_string()),
+        "mb_memory" => {
+            let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+            let kib: u64 = info
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()?;
+            Some((kib / 1024).to_string())
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -329,10 +357,12 @@ mod tests {
 
     #[test]
     fn a_global_section_applies_to_later_jobs_only() {
-        let jobs = parse("[a]\nrw=read\n[global]\nbs=8k\n[b]\nnew_group\n").unwrap();
+        let jobs =
+            parse("[a]\nrw=read\n[global]\nbs=8k\n[b]\nnew_group\n[c]\nwait_for=a\n").unwrap();
         assert_eq!(kv(&jobs[0]), [("rw", Some("read"))]);
         assert_eq!(kv(&jobs[1]), [("bs", Some("8k"))]);
         assert!(jobs[1].new_group && !jobs[1].stonewall);
+        assert!(!jobs[2].new_group && jobs[2].stonewall);
     }
 
     #[test]
@@ -342,8 +372,6 @@ mod tests {
             e,
             "t.fio:1: bs comes before any section; put it under [global] or a [job]"
         );
-        let e = parse("[a]\nfilename=${NOPE}\n").unwrap_err().to_string();
-        assert_eq!(e, "t.fio:2: $NOPE is not set; export it or write the value");
         assert!(
             parse("[a\n")
                 .unwrap_err()
@@ -354,14 +382,42 @@ mod tests {
     }
 
     #[test]
-    fn variables_expand_in_both_spellings() {
+    fn variables_expand_as_fio_expands_them() {
+        assert_eq!(expand("x${DEV}y", &env), "x/dev/nvme0n1y");
+        assert_eq!(expand("cost: 5$", &env), "cost: 5$");
+        assert!(expand("$ncpus", &env).parse::<u32>().unwrap() >= 1);
+        assert!(expand("$mb_memory", &env).parse::<u64>().unwrap() >= 1);
+        // fio keeps other words and unset variables as written.
         assert_eq!(
-            expand("x$DEV-${DEV}y", &env).unwrap(),
-            "x/dev/nvme0n1-/dev/nvme0n1y"
+            expand("/mnt/$jobnum.$filenum-$DEV", &env),
+            "/mnt/$jobnum.$filenum-$DEV"
         );
-        assert_eq!(expand("cost: 5$", &env).unwrap(), "cost: 5$");
-        let n = expand("$ncpus", &env).unwrap();
-        assert!(n.parse::<u32>().unwrap() >= 1);
+        assert_eq!(expand("${NOPE}/x", &env), "${NOPE}/x");
+        assert_eq!(expand("${unclosed", &env), "${unclosed");
+        let jobs = parse("[a]\nfilename_format=f.$jobnum.$filenum\nfilename=${NOPE}\n").unwrap();
+        assert_eq!(
+            kv(&jobs[0]),
+            [
+                ("filename_format", Some("f.$jobnum.$filenum")),
+                ("filename", Some("${NOPE}"))
+            ]
+        );
+    }
+
+    #[test]
+    fn comments_end_a_line_after_a_blank() {
+        let jobs =
+            parse("[a] ; first\nsize=102404k ; 100Mb+4k\nbs=4k\t# four\nverify_pattern=a;b\n")
+                .unwrap();
+        assert_eq!(jobs[0].name, "a");
+        assert_eq!(
+            kv(&jobs[0]),
+            [
+                ("size", Some("102404k")),
+                ("bs", Some("4k")),
+                ("verify_pattern", Some("a;b"))
+            ]
+        );
     }
 
     #[test]

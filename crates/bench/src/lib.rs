@@ -32,6 +32,7 @@ pub mod ceiling;
 pub mod compare;
 mod engine;
 mod error;
+mod fio_names;
 pub mod iolog;
 mod job;
 pub mod jobfile;
@@ -48,6 +49,7 @@ pub mod plot_time;
 pub mod report;
 mod result;
 mod runner;
+mod rw_spec;
 mod sizes;
 mod skew;
 mod stats;
@@ -57,6 +59,7 @@ mod sysinfo;
 pub mod verify;
 mod workload_options;
 mod workload_values;
+mod zones;
 
 pub use breakdown::LatBreakdown;
 pub use ceiling::{CeilingError, CeilingOptions, CeilingResult, run_ceiling};
@@ -67,9 +70,10 @@ pub use job::{JobOutput, JobState, Progress, Rng, VerifySummary, run_job};
 pub use mem_queue::{CommandLog, MemDevice, MemQueue};
 pub use offsets::{Offsets, Permutation, RandomMap};
 pub use options::{
-    Batching, BenchOptions, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat,
-    PercentileList, RwMode, SizeSpec, VerifyMode, parse_bool, parse_cpu_list, parse_cpu_list_arg,
-    parse_output_format, parse_percentile_list, parse_size, parse_size_spec, parse_time,
+    Batching, BenchOptions, BsSpec, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat,
+    PercentileList, RwMode, RwSpec, SizeSpec, VerifyMode, parse_bool, parse_cpu_list,
+    parse_cpu_list_arg, parse_output_format, parse_percentile_list, parse_size, parse_size_spec,
+    parse_time,
 };
 pub use pasted::PastedOptions;
 pub use plan::{JobPlan, plan_jobs};

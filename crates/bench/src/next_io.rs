@@ -59,6 +59,7 @@ pub struct IoSource {
     trim: bool,
     units: u64,
     sequential: bool,
+    seq_add: i64,
     cursor: u64,
     covered: Option<Covered>,
 }
@@ -82,6 +83,8 @@ pub struct SourceSpec {
     pub read_pct: u8,
     /// Every I/O is a trim.
     pub trim: bool,
+    /// Units a sequential workload adds after each I/O (may be negative; wraps).
+    pub seq_add: i64,
 }
 
 impl IoSource {
@@ -109,6 +112,7 @@ impl IoSource {
             trim: spec.trim,
             units,
             sequential: !spec.random,
+            seq_add: spec.seq_add,
             cursor: 0,
             covered,
         }
@@ -130,7 +134,10 @@ impl IoSource {
         let (unit, units) = if self.sequential {
             let u = self.cursor;
             let k = want.min(self.units - u);
-            self.cursor = if u + k >= self.units { 0 } else { u + k };
+            // The next offset follows this I/O plus fio's step, wrapping both ways.
+            let next = i128::from(u) + i128::from(k) + i128::from(self.seq_add);
+            let next = next.rem_euclid(i128::from(self.units));
+            self.cursor = u64::try_from(next).unwrap_or(0);
             (u, k)
         } else if let Some(s) = &self.skew {
             let u = s.next(&mut self.rng);
@@ -173,6 +180,7 @@ mod tests {
             sizes,
             read_pct: 0,
             trim: false,
+            seq_add: 0,
         }
     }
 
@@ -237,5 +245,22 @@ mod tests {
         let mut src = IoSource::new(s);
         let reads = (0..100_000).filter(|_| src.next().dir == 0).count();
         assert!((69_000..71_000).contains(&reads), "{reads}");
+    }
+
+    #[test]
+    fn a_sequential_step_leaves_holes_or_walks_backwards_and_wraps() {
+        let sizes = Sizes::new(None, 1, 1);
+        let walk = |add: i64| {
+            let mut src = IoSource::new(SourceSpec {
+                seq_add: add,
+                ..spec(false, sizes.clone(), 10)
+            });
+            (0..6).map(|_| src.next().unit).collect::<Vec<_>>()
+        };
+        assert_eq!(walk(0), [0, 1, 2, 3, 4, 5]);
+        // write:2 units: one written, two skipped.
+        assert_eq!(walk(2), [0, 3, 6, 9, 2, 5]);
+        // read:-2 units with one-unit I/Os: backwards from the end.
+        assert_eq!(walk(-2), [0, 9, 8, 7, 6, 5]);
     }
 }

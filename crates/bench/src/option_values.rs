@@ -27,12 +27,73 @@ pub enum OptionError {
     /// A percentile list such as `99:99.9` did not parse.
     #[error("Invalid percentile list {0:?} (use numbers in 0..=100 separated by ':')")]
     PercentileList(String),
-    /// Not `random`, `zipf:THETA`, `pareto:H` or `normal:STDDEV` (each with an optional `:CENTER`).
-    #[error("Invalid random_distribution {0:?} (use random, zipf:1.2, pareto:0.2 or normal:10)")]
+    /// Not `random`, `zipf:THETA`, `pareto:H` or `normal:STDDEV` (each with an optional
+    /// `:CENTER`), or `zoned:` zones whose accesses do not add up to 100.
+    #[error(
+        "Invalid random_distribution {0:?} (use random, zipf:1.2, pareto:0.2, normal:10 or zoned:60/10:40/90)"
+    )]
     Distribution(String),
     /// Not a hex number, a decimal number or a quoted string.
     #[error("Invalid verify_pattern {0:?} (use 0xdeadbeef, 255 or \"text\")")]
     Pattern(String),
+}
+
+/// `bs=` as fio writes it: one size for every direction, or `READ,WRITE[,TRIM]` (an empty
+/// part takes the read size; a missing trim size the write size). Reads as the read size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BsSpec(pub [u64; 3]);
+
+impl std::ops::Deref for BsSpec {
+    type Target = u64;
+    fn deref(&self) -> &u64 {
+        &self.0[0]
+    }
+}
+
+impl From<u64> for BsSpec {
+    fn from(bs: u64) -> BsSpec {
+        BsSpec([bs; 3])
+    }
+}
+
+impl BsSpec {
+    /// Whether the directions differ.
+    pub fn per_direction(self) -> bool {
+        self.0.iter().any(|&b| b != self.0[0])
+    }
+
+    /// fio's spelling.
+    pub fn to_fio(self) -> String {
+        let [r, w, t] = self.0;
+        if self.per_direction() {
+            format!(
+                "{},{},{}",
+                size_to_string(r),
+                size_to_string(w),
+                size_to_string(t)
+            )
+        } else {
+            size_to_string(r)
+        }
+    }
+}
+
+/// Parses `bs`: `4k`, or `4k,64k` (reads, writes; trims as writes) or `512,512,16k`.
+pub fn parse_bs(s: &str) -> Result<BsSpec, OptionError> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    // An empty read size is fio's default.
+    let read = match parts.first().copied().unwrap_or("") {
+        "" => 4096,
+        p => parse_size(p)?,
+    };
+    let at = |d: usize| match parts.get(d).or(parts.last()) {
+        Some(p) if !p.is_empty() => parse_size(p),
+        _ => Ok(read),
+    };
+    if parts.len() > 3 {
+        return Err(OptionError::Size(s.to_string()));
+    }
+    Ok(BsSpec([read, at(1)?, at(2)?]))
 }
 
 /// A size that may be a percentage of the namespace (fio's `size=50%`).

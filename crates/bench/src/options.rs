@@ -9,11 +9,12 @@ use clap::{Args, ValueEnum};
 pub use crate::workload_options::WorkloadOptions;
 
 pub use crate::option_values::{
-    CpuList, OptionError, OutputFormat, PercentileList, SizeSpec, parse_bool, parse_cpu_list,
-    parse_cpu_list_arg, parse_output_format, parse_percentile_list, parse_size, parse_size_spec,
-    parse_time, size_to_string,
+    BsSpec, CpuList, OptionError, OutputFormat, PercentileList, SizeSpec, parse_bool, parse_bs,
+    parse_cpu_list, parse_cpu_list_arg, parse_output_format, parse_percentile_list, parse_size,
+    parse_size_spec, parse_time, size_to_string,
 };
 use crate::pasted::PastedOptions;
+pub use crate::rw_spec::{RwSpec, parse_rw};
 
 /// The seed used when neither `randseed` nor `randrepeat=0` says otherwise.
 pub const DEFAULT_RANDSEED: u64 = 0x89;
@@ -84,7 +85,9 @@ pub enum VerifyMode {
     /// No verification (fio's `verify=0`).
     #[value(name = "0", alias = "none")]
     Off,
-    /// Per-block header {magic, LBA, generation} plus crc32c of the block.
+    /// Per-block header {magic, LBA, generation} plus crc32c of the block (fio's
+    /// `crc32c-intel` and `meta`, which checks only the header, are taken as this).
+    #[value(alias = "crc32c-intel", alias = "meta")]
     Crc32c,
     /// The same header with an MD5 digest.
     Md5,
@@ -127,15 +130,16 @@ pub struct BenchOptions {
     /// Job name (fio `--name`).
     #[arg(long = "name", default_value = "nvmemu")]
     pub name: String,
-    /// I/O pattern.
-    #[arg(long = "rw", alias = "readwrite", value_enum, default_value = "read")]
-    pub rw: RwMode,
+    /// I/O pattern: read, write, randread, randwrite, rw (readwrite), randrw, trim or
+    /// randtrim; a sequential one may add `:N` bytes (negative: backwards) after each I/O.
+    #[arg(long = "rw", alias = "readwrite", default_value = "read", value_parser = parse_rw)]
+    pub rw: RwSpec,
     /// Percentage of reads in a mixed workload.
     #[arg(long = "rwmixread", default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub rwmixread: u8,
-    /// Block size per I/O (`4k`, `128k`, `1m`).
-    #[arg(long = "bs", alias = "blocksize", default_value = "4k", value_parser = parse_size)]
-    pub bs: u64,
+    /// Block size per I/O (`4k`, `128k`, `1m`), or per direction: READ,WRITE[,TRIM].
+    #[arg(long = "bs", alias = "blocksize", default_value = "4k", value_parser = parse_bs)]
+    pub bs: BsSpec,
     /// I/Os kept in flight per job.
     #[arg(long = "iodepth", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65535))]
     pub iodepth: u32,
@@ -163,7 +167,7 @@ pub struct BenchOptions {
     #[arg(long = "numjobs", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub numjobs: u32,
     /// Stop after this long (seconds, or with a us/ms/s/m/h suffix); 0 means no limit.
-    #[arg(long = "runtime", value_parser = parse_time)]
+    #[arg(long = "runtime", alias = "timeout", value_parser = parse_time)]
     pub runtime: Option<Duration>,
     /// Run this long before statistics are collected.
     #[arg(long = "ramp_time", value_parser = parse_time)]
@@ -175,7 +179,7 @@ pub struct BenchOptions {
     #[arg(long = "size", value_parser = parse_size_spec)]
     pub size: Option<SizeSpec>,
     /// Start of the I/O range in bytes (or `N%`).
-    #[arg(long = "offset", default_value = "0", value_parser = parse_size_spec)]
+    #[arg(long = "offset", alias = "fileoffset", default_value = "0", value_parser = parse_size_spec)]
     pub offset: SizeSpec,
     /// CPUs for the job threads; job i is pinned to the (i mod n)-th listed CPU.
     #[arg(long = "cpus_allowed", value_parser = parse_cpu_list_arg)]
@@ -195,7 +199,7 @@ pub struct BenchOptions {
     /// touching every block of the range once per pass.
     #[arg(long = "norandommap", default_value = "0", value_parser = parse_bool, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "1")]
     pub norandommap: bool,
-    /// Report formats: comma list of normal, json, json+.
+    /// Report formats: comma list of normal, json, json+, terse.
     #[arg(long = "output-format", default_value = "normal", value_parser = parse_output_format)]
     pub output_format: OutputFormat,
     /// Live status line: auto (only on a terminal), always or never.
@@ -234,9 +238,9 @@ impl Default for BenchOptions {
     fn default() -> Self {
         BenchOptions {
             name: "nvmemu".into(),
-            rw: RwMode::Read,
+            rw: RwMode::Read.into(),
             rwmixread: 50,
-            bs: 4096,
+            bs: BsSpec::from(4096),
             iodepth: 1,
             iodepth_batch_submit: 0,
             iodepth_batch_complete_min: 1,
@@ -281,16 +285,25 @@ impl BenchOptions {
     /// The largest I/O the job can issue: `bs`, or more with `bssplit`/`bsrange` (what its
     /// buffers and DMA memory must hold).
     pub fn max_bs(&self) -> u64 {
-        let w = &self.workload;
-        w.bssplit
-            .as_ref()
-            .or(w.bsrange.as_ref())
-            .into_iter()
+        self.size_lists()
+            .iter()
             .flat_map(|l| {
                 l.0.iter()
                     .flat_map(crate::workload_values::BlockSizes::sizes)
             })
-            .fold(self.bs, u64::max)
+            .fold(*self.bs, u64::max)
+    }
+
+    /// The per-direction size lists: `bssplit`, else `bsrange`, else a per-direction `bs`;
+    /// `None` when every I/O is `bs`.
+    pub fn size_lists(&self) -> Option<crate::workload_values::DirBlockSizes> {
+        let w = &self.workload;
+        let fixed = |b: u64| crate::workload_values::BlockSizes::Split(vec![(b, 100)]);
+        w.bssplit.clone().or_else(|| w.bsrange.clone()).or_else(|| {
+            self.bs
+                .per_direction()
+                .then(|| crate::workload_values::DirBlockSizes(self.bs.0.map(fixed)))
+        })
     }
 
     /// The run's time limit: `None` without `--runtime` or with `--runtime=0` (fio: no limit).
@@ -338,14 +351,11 @@ impl BenchOptions {
     /// plus name and rw, as fio lists what the job file set).
     pub fn job_options(&self) -> Vec<(&'static str, String)> {
         let d = BenchOptions::default();
-        let mut v = vec![
-            ("name", self.name.clone()),
-            ("rw", self.rw.as_str().to_string()),
-        ];
+        let mut v = vec![("name", self.name.clone()), ("rw", self.rw.to_fio())];
         if self.rw.read_pct(self.rwmixread) != 100 && self.rw.read_pct(self.rwmixread) != 0 {
             v.push(("rwmixread", self.rwmixread.to_string()));
         }
-        v.push(("bs", size_to_string(self.bs)));
+        v.push(("bs", self.bs.to_fio()));
         v.push(("iodepth", self.iodepth.to_string()));
         for (name, value, default) in [
             (
@@ -484,7 +494,7 @@ mod tests {
     fn defaults_match_fio() {
         let o = parse(&[]).unwrap();
         assert_eq!(o, BenchOptions::default());
-        assert_eq!(o.bs, 4096);
+        assert_eq!(*o.bs, 4096);
         assert_eq!(o.iodepth, 1);
         assert_eq!(o.rwmixread, 50);
         assert_eq!(o.name, "nvmemu");
@@ -499,11 +509,11 @@ mod tests {
             "--bs=128k",
             "--iodepth=32",
             "--numjobs=2",
-            "--runtime=10",
+            "--timeout=10",
             "--ramp_time=2s",
             "--time_based",
             "--size=1g",
-            "--offset=1m",
+            "--fileoffset=1m",
             "--cpus_allowed=0,2-3",
             "--verify=crc32c",
             "--output-format=json,normal",
@@ -512,7 +522,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.rw, RwMode::Randrw);
         assert_eq!(o.rwmixread, 70);
-        assert_eq!(o.bs, 128 * 1024);
+        assert_eq!(*o.bs, 128 * 1024);
         assert_eq!(o.iodepth, 32);
         assert_eq!(o.numjobs, 2);
         assert_eq!(o.runtime, Some(Duration::from_secs(10)));
@@ -582,6 +592,42 @@ mod tests {
     }
 
     #[test]
+    fn rw_takes_fios_offset_modifier_on_sequential_patterns() {
+        let o = parse(&["--rw=read:-8k"]).unwrap();
+        assert_eq!(o.rw, RwMode::Read);
+        assert_eq!(o.rw.seq_add, -8192);
+        assert!(o.job_options().contains(&("rw", "read:-8k".to_string())));
+        let o = parse(&["--readwrite=write:112k"]).unwrap();
+        assert_eq!((o.rw.mode, o.rw.seq_add), (RwMode::Write, 112 << 10));
+        assert_eq!(parse(&["--rw=readwrite"]).unwrap().rw, RwMode::Rw);
+    }
+
+    #[test]
+    fn bs_takes_one_size_per_direction_as_fio() {
+        let o = parse(&["--bs=4k,64k"]).unwrap();
+        assert_eq!(o.bs.0, [4096, 65536, 65536]);
+        assert_eq!(o.max_bs(), 65536);
+        assert!(o.job_options().contains(&("bs", "4k,64k,64k".to_string())));
+        let lists = o.size_lists().unwrap();
+        assert_eq!(lists.0[1].sizes(), [65536]);
+        assert_eq!(
+            parse(&["--bs=512,512,16384"]).unwrap().bs.0,
+            [512, 512, 16384]
+        );
+        assert_eq!(parse(&["--bs=,8k"]).unwrap().bs.0, [4096, 8192, 8192]);
+        assert!(parse(&["--bs=4k"]).unwrap().size_lists().is_none());
+        assert!(parse(&["--bs=4k,4k,4k,4k"]).is_err());
+    }
+
+    #[test]
+    fn help_names_every_output_format() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_help().to_string();
+        let line = help.lines().find(|l| l.contains("Report formats")).unwrap();
+        assert!(line.contains("json+, terse"), "{line}");
+    }
+
+    #[test]
     fn dashed_spellings_are_not_fio_and_are_rejected() {
         assert!(parse(&["--ramp-time=1"]).is_err());
         assert!(parse(&["--time-based"]).is_err());
@@ -597,6 +643,12 @@ mod tests {
         assert!(parse(&["--cpus_allowed=3-1"]).is_err());
         assert!(parse(&["--rw=discard"]).is_err());
         assert_eq!(parse(&["--rw=randtrim"]).unwrap().rw, RwMode::Randtrim);
+        assert!(parse(&["--rw=randread:8"]).is_err());
+        assert!(parse(&["--rw=read:-"]).is_err());
+        for v in ["crc32c-intel", "meta"] {
+            let o = parse(&[&format!("--verify={v}")]).unwrap();
+            assert_eq!(o.verify, VerifyMode::Crc32c, "{v}");
+        }
     }
 
     #[test]

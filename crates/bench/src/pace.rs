@@ -6,6 +6,10 @@
 //! the two). A direction that fell behind (a slow device) may catch up by at most
 //! [`CATCH_UP_NS`], so a stall is not followed by a burst. The job loop keeps polling
 //! completions while it waits: a clock read per check, no sleep, no syscall.
+//!
+//! In a mixed job the direction drawn by the mix gives way to the other one when that one
+//! is due first ([`Pacer::pick`]), as fio does: each direction then reaches its own rate
+//! (`rate_iops=1000,500` gives 1000 reads and 500 writes per second, not the mix's 50/50).
 
 use crate::workload_values::DirRates;
 
@@ -35,6 +39,24 @@ impl Pacer {
     #[inline]
     pub fn ready(&self, dir: usize, now_ns: u64) -> bool {
         self.next_ns.get(dir).is_none_or(|&n| now_ns >= n)
+    }
+
+    /// The direction a mixed job's next I/O takes when the mix drew `dir` (0 read, 1
+    /// write): `dir` if it is due, else the other one if that is due, else whichever is due
+    /// first (fio's rule).
+    #[inline]
+    pub fn pick(&self, dir: usize, now_ns: u64) -> usize {
+        let other = match dir {
+            0 => 1,
+            1 => 0,
+            _ => return dir,
+        };
+        let next = |d: usize| self.next_ns.get(d).copied().unwrap_or(0);
+        if self.ready(dir, now_ns) || next(dir) <= next(other) {
+            dir
+        } else {
+            other
+        }
     }
 
     /// Charges one I/O of `bytes` submitted at `now_ns` to direction `dir`.
@@ -83,6 +105,38 @@ mod tests {
         // Writes are not limited.
         p.charge(1, 4096, t0);
         assert!(p.ready(1, t0));
+    }
+
+    #[test]
+    fn a_mixed_job_takes_whichever_direction_is_due_first() {
+        let mut p = Pacer::new(None, Some(DirRates([Some(1000), Some(500), None]))).unwrap();
+        let t0 = 50_000_000;
+        assert_eq!(p.pick(1, t0), 1);
+        p.charge(1, 4096, t0);
+        // Writes wait 2 ms; reads are due: a drawn write goes as a read.
+        assert_eq!(p.pick(1, t0 + 1_000), 0);
+        p.charge(0, 4096, t0 + 1_000);
+        // Both wait; writes are due at t0 + 2 ms, reads at t0 + 1.001 ms.
+        assert_eq!(p.pick(1, t0 + 2_000), 0);
+        assert_eq!(p.pick(0, t0 + 2_000), 0);
+        assert_eq!(p.pick(1, t0 + 2_000_000), 1);
+        assert_eq!(p.pick(2, t0), 2);
+        // Over a simulated second each direction reaches its own rate.
+        let mut p = Pacer::new(None, Some(DirRates([Some(1000), Some(500), None]))).unwrap();
+        let mut done = [0u32; 2];
+        let mut drawn = 0usize;
+        let mut t = t0;
+        while t < t0 + 1_000_000_000 {
+            let d = p.pick(drawn % 2, t);
+            if p.ready(d, t) {
+                p.charge(d, 4096, t);
+                done[d] += 1;
+                drawn += 1;
+            }
+            t += 10_000;
+        }
+        assert!((995..=1001).contains(&done[0]), "{done:?}");
+        assert!((495..=501).contains(&done[1]), "{done:?}");
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //! than rejected, so a job file written for a kernel device runs unchanged; each one set
 //! is listed in the JSON report's "job options" as written and named once on stderr
 //! ([`PastedOptions::notes`]). `filename` is kept here too: the binary decides whether it
-//! names a vfio-user socket.
+//! names a vfio-user socket. The rest of fio's option names are in [`crate::fio_names`].
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
+
+use crate::fio_names::IGNORED;
 
 /// An accepted option and why it has no effect (`None`: it is honoured as it is, or the
 /// caller handles it).
@@ -201,7 +203,16 @@ const PASTED: &[Pasted] = &[
     },
 ];
 
-/// The pasted options a job set, in [`PASTED`] order, with their values as written
+/// Every accepted name with its note: [`PASTED`], then fio's other names.
+fn entries() -> impl Iterator<Item = (&'static str, Option<&'static str>)> {
+    let pasted = PASTED.iter().map(|p| (p.name, p.note));
+    let rest = IGNORED
+        .iter()
+        .flat_map(|g| g.names.iter().map(move |&name| (name, g.note)));
+    pasted.chain(rest)
+}
+
+/// The pasted options a job set, in [`entries`] order, with their values as written
 /// (empty for a bare key such as `thread`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PastedOptions(pub Vec<(&'static str, String)>);
@@ -220,7 +231,7 @@ impl PastedOptions {
         self.0
             .iter()
             .filter_map(|(name, value)| {
-                let note = PASTED.iter().find(|p| p.name == *name)?.note?;
+                let note = entries().find(|(n, _)| n == name)?.1?;
                 Some(if value.is_empty() {
                     format!("{name} ignored: {note}")
                 } else {
@@ -239,23 +250,23 @@ impl FromArgMatches for PastedOptions {
     }
 
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
-        for p in PASTED {
-            if let Some(v) = m.get_one::<String>(p.name) {
-                self.0.retain(|(n, _)| *n != p.name);
-                self.0.push((p.name, v.clone()));
+        for (name, _) in entries() {
+            if let Some(v) = m.get_one::<String>(name) {
+                self.0.retain(|(n, _)| *n != name);
+                self.0.push((name, v.clone()));
             }
         }
         self.0
-            .sort_by_key(|(n, _)| PASTED.iter().position(|p| p.name == *n));
+            .sort_by_key(|(n, _)| entries().position(|(e, _)| e == *n));
         Ok(())
     }
 }
 
 impl Args for PastedOptions {
     fn augment_args(cmd: Command) -> Command {
-        PASTED.iter().fold(cmd, |cmd, p| {
-            let arg = Arg::new(p.name).long(p.name).value_name("VALUE").hide(true);
-            cmd.arg(if VALUED.contains(&p.name) {
+        entries().fold(cmd, |cmd, (name, _)| {
+            let arg = Arg::new(name).long(name).value_name("VALUE").hide(true);
+            cmd.arg(if VALUED.contains(&name) {
                 arg
             } else {
                 // A switch must not take the next word (a job file) as its value.
@@ -317,12 +328,32 @@ mod tests {
 
     #[test]
     fn every_name_is_unique() {
-        for (i, p) in PASTED.iter().enumerate() {
-            assert!(
-                PASTED[i + 1..].iter().all(|q| q.name != p.name),
-                "{} twice",
-                p.name
-            );
+        let names: Vec<&str> = entries().map(|(n, _)| n).collect();
+        for (i, n) in names.iter().enumerate() {
+            assert!(!names[i + 1..].contains(n), "{n} twice");
         }
+    }
+
+    #[test]
+    fn fio_options_from_other_engines_and_features_are_named_once_each() {
+        let c = Cli::try_parse_from([
+            "bench",
+            "--zonemode=strided",
+            "--threads=1",
+            "--port=8888",
+            "--startdelay=4",
+            "--percentage_random=50",
+            "--continue_on_error=all",
+        ])
+        .unwrap();
+        let notes = c.pasted.notes();
+        assert_eq!(notes.len(), 6, "{notes:?}");
+        assert!(notes[0].starts_with("port=8888 ignored: an option of another ioengine"));
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("zonemode=strided ignored: a zone option"))
+        );
+        assert!(Cli::try_parse_from(["bench", "--zonemodes=strided"]).is_err());
     }
 }

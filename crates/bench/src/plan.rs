@@ -32,6 +32,8 @@ pub struct JobPlan {
     pub job: u32,
     /// Workload.
     pub rw: RwMode,
+    /// Units a sequential workload adds to its offset after each I/O (fio's `rw=read:N`).
+    pub seq_add_units: i64,
     /// Percentage of reads.
     pub read_pct: u8,
     /// LBA size.
@@ -110,15 +112,16 @@ fn verify_method(opts: &BenchOptions) -> Option<Method> {
 pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>, BenchError> {
     let w = &opts.workload;
     let block_size = geometry.block_size;
-    let lists = w.bssplit.as_ref().or(w.bsrange.as_ref()).map(|l| &l.0);
-    let grain = Sizes::grain(lists, opts.bs);
-    let sizes_bytes: Vec<u64> = lists.map_or(vec![opts.bs], |l| {
+    let size_lists = opts.size_lists();
+    let lists = size_lists.as_ref().map(|l| &l.0);
+    let grain = Sizes::grain(lists, *opts.bs);
+    let sizes_bytes: Vec<u64> = lists.map_or(vec![*opts.bs], |l| {
         l.iter()
             .flat_map(crate::workload_values::BlockSizes::sizes)
             .collect()
     });
-    let max_bs = sizes_bytes.iter().copied().max().unwrap_or(opts.bs);
-    let min_bs = sizes_bytes.iter().copied().min().unwrap_or(opts.bs);
+    let max_bs = sizes_bytes.iter().copied().max().unwrap_or(*opts.bs);
+    let min_bs = sizes_bytes.iter().copied().min().unwrap_or(*opts.bs);
     let bad_bs = |bs: u64| BenchError::BlockSize {
         bs,
         block_size,
@@ -133,7 +136,7 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
         }
     }
     let unit_blocks = u32::try_from(grain / u64::from(block_size)).map_err(|_| bad_bs(grain))?;
-    let sizes = Sizes::new(lists, opts.bs, grain);
+    let sizes = Sizes::new(lists, *opts.bs, grain);
     let bs = grain;
     if opts.time_based && opts.runtime.is_none() {
         return Err(BenchError::TimeBasedWithoutRuntime);
@@ -158,7 +161,8 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
     let capacity = geometry.num_blocks.saturating_mul(u64::from(block_size));
     let offset = opts.offset.resolve(capacity) / bs * bs;
     let avail = capacity.saturating_sub(offset);
-    let size = opts.size.map_or(avail, |s| s.resolve(avail));
+    // As fio does on a block device, a size beyond the end is cut at the end.
+    let size = opts.size.map_or(avail, |s| s.resolve(avail)).min(avail);
     let range_err = BenchError::Range {
         offset,
         size,
@@ -167,7 +171,7 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
     if size < min_bs && offset < capacity {
         return Err(BenchError::SizeTooSmall { size, min_bs });
     }
-    if offset >= capacity || size > avail || size < max_bs {
+    if offset >= capacity || size < max_bs {
         return Err(range_err);
     }
     // Verify jobs get disjoint slices so they never overwrite each other's
@@ -188,7 +192,14 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
     }
     let batching = opts.batching();
     let seed = opts.seed();
-    let read_pct = match (opts.rw, w.rwmixwrite) {
+    let unit_bytes = i64::try_from(bs).unwrap_or(i64::MAX);
+    if opts.rw.seq_add % unit_bytes != 0 {
+        return Err(BenchError::Conflict {
+            reason: "the rw offset step (rw=read:N) must be a multiple of the block size",
+        });
+    }
+    let seq_add_units = opts.rw.seq_add / unit_bytes;
+    let read_pct = match (opts.rw.mode, w.rwmixwrite) {
         (RwMode::Rw | RwMode::Randrw, Some(wr)) => 100 - wr.min(100),
         (rw, _) => rw.read_pct(opts.rwmixread),
     };
@@ -202,7 +213,8 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
             };
             JobPlan {
                 job,
-                rw: opts.rw,
+                rw: opts.rw.mode,
+                seq_add_units,
                 read_pct,
                 block_size,
                 unit_blocks,
@@ -246,6 +258,24 @@ mod tests {
     use crate::options::SizeSpec;
 
     #[test]
+    fn a_size_beyond_the_end_is_cut_at_the_end_as_fio_does_on_a_device() {
+        let g = Geometry {
+            block_size: 512,
+            num_blocks: 8192,
+            max_transfer: 128 * 1024,
+        };
+        let o = BenchOptions {
+            size: Some(SizeSpec::Bytes(10 << 30)),
+            offset: SizeSpec::Bytes(1 << 20),
+            ..BenchOptions::default()
+        };
+        let p = plan_jobs(&o, g).unwrap();
+        assert_eq!(p[0].first_lba, 2048);
+        assert_eq!(p[0].units * 4096, 3 << 20);
+        assert_eq!(p[0].loop_bytes, 3 << 20);
+    }
+
+    #[test]
     fn bad_plans_are_rejected() {
         let g = Geometry {
             block_size: 4096,
@@ -253,7 +283,7 @@ mod tests {
             max_transfer: 128 * 1024,
         };
         let o = BenchOptions {
-            bs: 512,
+            bs: 512.into(),
             ..BenchOptions::default()
         };
         assert!(matches!(
@@ -261,7 +291,7 @@ mod tests {
             Err(BenchError::BlockSize { .. })
         ));
         let o = BenchOptions {
-            bs: 1 << 20,
+            bs: (1 << 20).into(),
             ..BenchOptions::default()
         };
         assert!(matches!(
@@ -277,7 +307,7 @@ mod tests {
             Err(BenchError::TimeBasedWithoutRuntime)
         ));
         let o = BenchOptions {
-            size: Some(SizeSpec::Bytes(8 << 20)),
+            offset: SizeSpec::Bytes(4 << 20),
             ..BenchOptions::default()
         };
         assert!(matches!(plan_jobs(&o, g), Err(BenchError::Range { .. })));

@@ -220,7 +220,7 @@ mod tests {
 
     fn opts(rw: RwMode, size: u64) -> BenchOptions {
         BenchOptions {
-            rw,
+            rw: rw.into(),
             size: Some(SizeSpec::Bytes(size)),
             iodepth: 8,
             eta: EtaMode::Never,
@@ -418,11 +418,34 @@ mod tests {
     }
 
     #[test]
+    fn randrw_rates_per_direction_override_the_mix_as_fio_does() {
+        let dev = MemDevice::new(512, 1 << 15, 128 * 1024);
+        let o = BenchOptions {
+            runtime: Some(Duration::from_millis(500)),
+            time_based: true,
+            workload: crate::WorkloadOptions {
+                rate_iops: Some(crate::parse_rate_iops("2000,1000").unwrap()),
+                ..Default::default()
+            },
+            ..opts(RwMode::Randrw, 16 << 20)
+        };
+        let r = run(&o, &dev);
+        let d = &r.jobs[0].output.stats.dirs;
+        let (reads, writes) = (d[0].total_ios, d[1].total_ios);
+        // 50/50 mix, but reads may go twice as fast: about 1000 reads and 500 writes.
+        assert!(reads * 10 >= writes * 17, "{reads} reads, {writes} writes");
+        assert!(
+            reads <= 1020 && writes <= 520,
+            "{reads} reads, {writes} writes"
+        );
+    }
+
+    #[test]
     fn write_then_verify_reads_back_everything() {
         let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
         let o = BenchOptions {
             verify: VerifyMode::Crc32c,
-            bs: 4096,
+            bs: 4096.into(),
             ..opts(RwMode::Write, 1 << 20)
         };
         let r = run(&o, &dev);

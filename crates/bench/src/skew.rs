@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Skewed offsets (`random_distribution=zipf|pareto|normal`), drawn with replacement.
+//! Skewed offsets (`random_distribution=zipf|pareto|normal|zoned`), drawn with replacement.
 //!
 //! Zipf and Pareto draw a popularity rank (0 the hottest) and send it through a keyed
 //! bijection of the range ([`Permutation`], cycle-walked), so the hot blocks are
 //! scattered over the range as fio scatters them, and every rank keeps its own block.
 //! Normal keeps its hot area contiguous around its center. An optional center moves
-//! the result by that fraction of the range. Per draw: a few float operations and
+//! the result by that fraction of the range. Zoned draws a zone by its access share,
+//! then a unit inside it ([`crate::zones`]). Per draw: a few float operations and
 //! one or two permutation rounds; nothing is allocated.
 
 use rand_distr::{Distribution, Normal, Zipf};
@@ -21,6 +22,8 @@ enum Kind {
         pow: f64,
     },
     Normal(Normal<f64>),
+    /// `(first unit, units, cumulative access percent)` per zone.
+    Zoned(Vec<(u64, u64, u32)>),
 }
 
 /// A skewed generator over `0..units`.
@@ -62,6 +65,7 @@ impl Skew {
                 Kind::Normal(Normal::new(center * n, stddev_pct / 100.0 * n).ok()?),
                 0.0,
             ),
+            RandomDistribution::Zoned(z) => (Kind::Zoned(z.layout(units)), 0.0),
         };
         let bits = 64 - units.saturating_sub(1).leading_zeros();
         Some(Skew {
@@ -95,6 +99,7 @@ impl Skew {
                 }
                 index(x, self.units)
             }
+            Kind::Zoned(layout) => crate::zones::pick(layout, rng),
         }
     }
 
@@ -103,7 +108,7 @@ impl Skew {
     pub fn next(&self, rng: &mut Rng) -> u64 {
         let r = self.rank(rng);
         match self.kind {
-            Kind::Normal(_) => (r + self.shift) % self.units,
+            Kind::Normal(_) | Kind::Zoned(_) => (r + self.shift) % self.units,
             _ => self.place(r),
         }
     }

@@ -91,7 +91,7 @@ pub(crate) fn status_loop<T>(
         let states: Vec<JobState> = progress.iter().map(|p| p.state()).collect();
         let line = format_status(&StatusInput {
             states: &states,
-            rw: opts.rw,
+            rw: opts.rw.mode,
             rate,
             iops,
             elapsed_s: elapsed,

@@ -28,8 +28,8 @@ pub struct WorkloadOptions {
     #[arg(long = "bsrange", alias = "blocksize_range", value_parser = parse_bsrange)]
     pub bsrange: Option<DirBlockSizes>,
     /// Spread of random offsets: random (uniform, every block once per pass), zipf:THETA,
-    /// pareto:H or normal:STDDEV% of the range, each with an optional :CENTER (0..1).
-    /// Skewed distributions draw with replacement (as norandommap).
+    /// pareto:H or normal:STDDEV% of the range, each with an optional :CENTER (0..1), or
+    /// zoned:ACCESS%/RANGE%:... Skewed distributions draw with replacement (as norandommap).
     #[arg(long = "random_distribution", default_value = "random", value_parser = parse_random_distribution)]
     pub random_distribution: RandomDistribution,
     /// Bytes of I/O per job (and per loop) before it ends; may exceed size (offsets wrap).

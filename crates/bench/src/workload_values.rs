@@ -171,6 +171,8 @@ pub enum RandomDistribution {
         /// Mean as a fraction of the range (fio's default is the middle).
         center: f64,
     },
+    /// fio's `zoned`: consecutive zones, each with its share of the accesses.
+    Zoned(crate::zones::Zones),
 }
 
 impl RandomDistribution {
@@ -183,6 +185,7 @@ impl RandomDistribution {
             RandomDistribution::Normal { stddev_pct, center } => {
                 with_center("normal", stddev_pct, center, 0.5)
             }
+            RandomDistribution::Zoned(z) => z.to_fio(),
         }
     }
 }
@@ -196,8 +199,12 @@ fn with_center(name: &str, v: f64, center: f64, default: f64) -> String {
 }
 
 /// Parses `random_distribution`: `random`, `zipf:THETA`, `pareto:H`,
-/// `normal:STDDEV` (percent of the range), each with an optional `:CENTER` (`0..1`).
+/// `normal:STDDEV` (percent of the range), each with an optional `:CENTER` (`0..1`), or
+/// `zoned:A/R:...` ([`crate::zones`]).
 pub fn parse_random_distribution(s: &str) -> Result<RandomDistribution, OptionError> {
+    if let Some(zones) = s.trim().strip_prefix("zoned:") {
+        return crate::zones::parse_zones(zones, s).map(RandomDistribution::Zoned);
+    }
     let err = || OptionError::Distribution(s.to_string());
     let mut parts = s.trim().split(':');
     let kind = parts.next().unwrap_or("");
@@ -413,6 +420,10 @@ mod tests {
         }
         let z = parse_random_distribution("zipf:1.2:0.25").unwrap();
         assert_eq!(parse_random_distribution(&z.to_fio()), Ok(z));
+        let z = parse_random_distribution("zoned:50/5:30/15:20/").unwrap();
+        assert_eq!(z.to_fio(), "zoned:50/5:30/15:20/80");
+        assert_eq!(parse_random_distribution(&z.to_fio()), Ok(z));
+        assert!(parse_random_distribution("zoned:50/5").is_err());
     }
 
     #[test]

@@ -101,7 +101,7 @@ fn run_on(opts: BenchOptions, trickle: bool) -> (Log, nvmemu_bench::BenchResult)
 
 fn randread(iodepth: u32) -> BenchOptions {
     BenchOptions {
-        rw: RwMode::Randread,
+        rw: RwMode::Randread.into(),
         iodepth,
         runtime: Some(Duration::from_millis(150)),
         time_based: true,
@@ -175,7 +175,7 @@ fn defaults_ring_once_per_refill_and_reap_half_of_iodepth() {
 #[test]
 fn verify_holds_with_small_batches() {
     let (log, r) = run(BenchOptions {
-        rw: RwMode::Write,
+        rw: RwMode::Write.into(),
         iodepth: 8,
         iodepth_batch_submit: 3,
         iodepth_batch_complete_max: 2,

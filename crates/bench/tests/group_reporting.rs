@@ -18,7 +18,7 @@ use serde_json::Value;
 fn two_jobs() -> BenchResult {
     let dev = MemDevice::new(512, 1 << 12, 1 << 20);
     let o = BenchOptions {
-        rw: RwMode::Randread,
+        rw: RwMode::Randread.into(),
         numjobs: 2,
         iodepth: 4,
         runtime: Some(Duration::from_millis(1600)),

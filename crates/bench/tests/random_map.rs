@@ -41,8 +41,8 @@ fn run(opts: &BenchOptions) -> (BenchResult, Vec<Vec<(Op, u64)>>) {
 /// 4 KiB random I/O over 1 MiB (256 units).
 fn random(rw: RwMode) -> BenchOptions {
     BenchOptions {
-        rw,
-        bs: 4096,
+        rw: rw.into(),
+        bs: 4096.into(),
         iodepth: 8,
         size: Some(SizeSpec::Bytes(1 << 20)),
         eta: EtaMode::Never,

@@ -15,8 +15,8 @@ use nvmemu_bench::{
 
 fn job(verify: VerifyMode, workload: WorkloadOptions) -> BenchOptions {
     BenchOptions {
-        rw: RwMode::Randwrite,
-        bs: 4096,
+        rw: RwMode::Randwrite.into(),
+        bs: 4096.into(),
         iodepth: 8,
         size: Some(SizeSpec::Bytes(1 << 20)),
         verify,
@@ -172,7 +172,7 @@ fn do_verify_0_writes_verifiable_blocks_but_reads_nothing() {
 /// carry its own intact header (or the pattern).
 fn read_back(o: &BenchOptions, do_verify: bool) -> BenchOptions {
     BenchOptions {
-        rw: RwMode::Randread,
+        rw: RwMode::Randread.into(),
         workload: WorkloadOptions {
             do_verify,
             ..o.workload.clone()
@@ -227,7 +227,7 @@ fn writing_and_reading_back_each_report_their_own_runtime() {
     // read-back as read's; together they make the job's runtime.
     let dev = MemDevice::new(512, 1 << 16, 1 << 20);
     let o = BenchOptions {
-        rw: RwMode::Write,
+        rw: RwMode::Write.into(),
         size: Some(SizeSpec::Bytes(16 << 20)),
         ..job(VerifyMode::Sha256, WorkloadOptions::default())
     };

@@ -25,8 +25,8 @@ fn run(opts: &BenchOptions) -> (BenchResult, Vec<(Op, u64)>) {
 
 fn job(rw: RwMode, size: u64, workload: WorkloadOptions) -> BenchOptions {
     BenchOptions {
-        rw,
-        bs: 4096,
+        rw: rw.into(),
+        bs: 4096.into(),
         iodepth: 8,
         size: Some(SizeSpec::Bytes(size)),
         eta: EtaMode::Never,

@@ -193,7 +193,7 @@ mod tests {
     fn embedded_checks_catch_block_size_and_depth_before_start() {
         let ns: NsSpec = "malloc:size=16M,lba=4096".parse().unwrap();
         let ok = BenchOptions {
-            bs: 4096,
+            bs: (4096).into(),
             iodepth: 32,
             size: Some(nvmemu_bench::SizeSpec::Bytes(1 << 20)),
             ..BenchOptions::default()
@@ -201,15 +201,15 @@ mod tests {
         check_embedded(&ok, &ns).unwrap();
         for bad in [
             BenchOptions {
-                bs: 3,
+                bs: (3).into(),
                 ..ok.clone()
             },
             BenchOptions {
-                bs: 512,
+                bs: (512).into(),
                 ..ok.clone()
             },
             BenchOptions {
-                bs: 2 << 20,
+                bs: (2 << 20).into(),
                 ..ok.clone()
             },
             BenchOptions {

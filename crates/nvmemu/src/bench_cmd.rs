@@ -379,11 +379,11 @@ fn ceiling_options(args: &BenchArgs, opts: &BenchOptions) -> CeilingOptions {
         None => args.ns.kind != crate::ns_spec::NsKind::Null,
     };
     CeilingOptions {
-        bs: opts.bs,
+        bs: *opts.bs,
         depth: u16::try_from(opts.iodepth.max(1)).unwrap_or(u16::MAX - 1),
-        footprint: args.ns.size.max(opts.bs),
+        footprint: args.ns.size.max(*opts.bs),
         copy,
-        write: matches!(opts.rw, RwMode::Write | RwMode::Randwrite),
+        write: matches!(opts.rw.mode, RwMode::Write | RwMode::Randwrite),
         runtime: opts.time_limit().unwrap_or(DEFAULT_RUNTIME),
         client_cpu,
         device_cpu: placement.target_cpus.first().copied(),
@@ -525,7 +525,7 @@ mod tests {
         apply_defaults(&mut a.opts);
         assert_eq!(a.opts.rw, nvmemu_bench::RwMode::Randread);
         assert_eq!(a.opts.iodepth, 32);
-        assert_eq!(a.opts.bs, 4096);
+        assert_eq!(*a.opts.bs, 4096);
         assert_eq!(a.opts.runtime, Some(DEFAULT_RUNTIME));
         assert!(a.opts.time_based);
         assert_eq!(a.ns.size, 1 << 30);

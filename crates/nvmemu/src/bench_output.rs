@@ -51,6 +51,13 @@ impl Output {
     }
 }
 
+/// Said when a paced job (rate, rate_iops, thinktime) drives a server: what its latencies
+/// then include.
+const PACED_REMOTE: &str = "rate and thinktime leave the server idle between I/Os: a server \
+     that sleeps when idle (nvmemu serve without --busy-poll: 200 us naps, longer when its \
+     core is busy) adds its wake-up to the latencies and can hold the job below its rate; \
+     start the server with --busy-poll to measure the device alone";
+
 /// The notes for options without effect, one line each and each once; a `filename` that
 /// names a vfio-user socket becomes `lead.socket` (unless `--socket` is given).
 pub fn notes(lead: &mut BenchArgs, plan: &RunPlan) -> Result<Vec<String>> {
@@ -94,6 +101,13 @@ pub fn notes(lead: &mut BenchArgs, plan: &RunPlan) -> Result<Vec<String>> {
     for f in others {
         add(format!("filename={f} ignored: {target}"));
     }
+    let paced = plan.jobs().any(|j| {
+        let w = &j.args.opts.workload;
+        w.rate.is_some() || w.rate_iops.is_some() || w.thinktime.is_some_and(|t| !t.is_zero())
+    });
+    if paced && lead.socket.is_some() {
+        add(PACED_REMOTE.to_string());
+    }
     if lead.status_interval.is_some() {
         add(
             "--status-interval ignored: the report is printed once, at the end; \
@@ -102,4 +116,33 @@ pub fn notes(lead: &mut BenchArgs, plan: &RunPlan) -> Result<Vec<String>> {
         );
     }
     Ok(notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    fn notes_for(argv: &[&str]) -> Vec<String> {
+        let argv = std::iter::once("bench").chain(argv.iter().copied());
+        let mut args = Cli::try_parse_from(argv).unwrap().args;
+        let plan = crate::bench_jobs::plan_run(&args, &[]).unwrap();
+        notes(&mut args, &plan).unwrap()
+    }
+
+    #[test]
+    fn paced_jobs_on_a_server_say_what_their_latencies_include() {
+        for pace in ["--rate_iops=2000", "--rate=4m", "--thinktime=1000"] {
+            let n = notes_for(&["--socket=/tmp/nvmemu-no-such-dir", pace]);
+            assert_eq!(n, [PACED_REMOTE], "{pace}");
+            assert!(notes_for(&[pace]).is_empty(), "{pace} in process");
+        }
+        assert!(notes_for(&["--socket=/tmp/nvmemu-no-such-dir"]).is_empty());
+    }
 }

@@ -34,7 +34,8 @@ pub fn stage_needs(stage: &[JobSpec]) -> BenchOptions {
         .iter()
         .map(|j| j.args.opts.max_bs())
         .max()
-        .unwrap_or(o.bs);
+        .unwrap_or(*o.bs)
+        .into();
     o
 }
 

@@ -4,7 +4,7 @@
 //! the target's per-layer mean times; per namespace (bdev) reads and writes; per poller the
 //! busy share. Each report covers the interval since the previous sample (the first one the
 //! first interval). Layer times need `bdev_enable_histogram` on the bdev; without it they
-//! read `-`.
+//! read `-`, and the text report says how to turn timing on.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -264,6 +264,10 @@ fn layer_cells(layers: &[LayerMean]) -> String {
         .collect()
 }
 
+/// Printed under the tables while a controller's timing is off (its layer columns read `-`).
+const TIMING_OFF_HINT: &str = "layer times read - while timing is off: turn it on per bdev with \
+     `nvmemu rpc bdev_enable_histogram BDEV` (docs/latency.md)";
+
 fn print_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let layer_head: String = LAYERS
         .iter()
@@ -300,6 +304,9 @@ fn print_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
             "{:<32} {:>10.0} {:>9.0} {:>9.2} {:>6.1}{layers}",
             n.bdev, n.read_iops, n.write_iops, n.read_mib_s, n.write_mib_s
         )?;
+    }
+    if r.controllers.iter().any(|c| !c.timing) {
+        writeln!(out, "{TIMING_OFF_HINT}")?;
     }
     let pollers: Vec<String> = r
         .pollers
@@ -345,4 +352,44 @@ pub fn run(args: &StatArgs) -> anyhow::Result<()> {
         shown += 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(timing: bool) -> Report {
+        Report {
+            interval_s: 1.0,
+            controllers: vec![CtrlRow {
+                traddr: "/tmp/ctrl0".into(),
+                iops: 10.0,
+                read_mib_s: 0.0,
+                write_mib_s: 0.0,
+                queue_depth: Some(1.0),
+                timing,
+                layers: layer_means(&[], None),
+                p99_total_ns: None,
+            }],
+            namespaces: Vec::new(),
+            pollers: Vec::new(),
+        }
+    }
+
+    fn text(r: &Report) -> String {
+        let mut out = Vec::new();
+        print_text(r, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn dashes_for_layer_times_come_with_the_way_to_turn_timing_on() {
+        let off = text(&report(false));
+        assert!(off.contains(" -"), "{off}");
+        assert!(
+            off.contains("nvmemu rpc bdev_enable_histogram BDEV"),
+            "{off}"
+        );
+        assert!(!text(&report(true)).contains("bdev_enable_histogram"));
+    }
 }

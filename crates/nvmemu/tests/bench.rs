@@ -450,12 +450,19 @@ fn normal_output_is_fio_text() {
     assert!(
         t.starts_with(
             "nvmemu: (g=0): rw=randread, bs=(R) 4096B-4096B, (W) 4096B-4096B, \
-             (T) 4096B-4096B, ioengine=nvmemu, iodepth=4\nStarting 1 thread\n\
+             (T) 4096B-4096B, ioengine=nvmemu, iodepth=4\nfio-3.33\nStarting 1 thread\n\n\
              nvmemu: (groupid=0, jobs=1): err= 0: pid="
         ),
         "{t}"
     );
     assert!(t.contains("\n  read: IOPS="), "{t}");
+    let w = nvmemu()
+        .args(["bench", "--eta=never", "--runtime=200ms", "--rw=randwrite"])
+        .output()
+        .unwrap();
+    let w = String::from_utf8_lossy(&w.stdout);
+    let line = w.lines().find(|l| l.starts_with("  write: IOPS=")).unwrap();
+    assert!(line.ends_with("msec); 0 zone resets"), "{w}");
     assert!(
         t.contains("\nRun status group 0 (all jobs):\n   READ: bw="),
         "{t}"

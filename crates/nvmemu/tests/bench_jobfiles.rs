@@ -121,7 +121,7 @@ fn two_jobs_run_together_and_a_stonewalled_group_runs_after_them() {
     );
     assert!(t.contains("\nafter: (g=1): rw=read, "), "{t}");
     assert!(
-        t.contains("\nStarting 3 threads\nreader: (groupid=0, jobs=1): err= 0"),
+        t.contains("\nfio-3.33\nStarting 3 threads\n\nreader: (groupid=0, jobs=1): err= 0"),
         "{t}"
     );
     assert!(

@@ -17,7 +17,7 @@ use crate::options::OutputFormat;
 use crate::result::BenchResult;
 use groups::Shown;
 
-/// The fio release whose report layout (JSON keys and their order, terse fields) the
+/// The fio release whose report layout (text lines, JSON keys and their order, terse fields) the
 /// reports follow, in fio's own format: scripts that parse `"fio version"` or the terse
 /// version field get a version they know. nvmemu's own version is reported beside it.
 pub const FIO_VERSION: &str = "fio-3.33";

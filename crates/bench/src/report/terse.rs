@@ -142,7 +142,7 @@ mod tests {
     fn terse_lines_have_fio_v3_fields() {
         let o = BenchOptions {
             name: "tj".into(),
-            rw: RwMode::Randread,
+            rw: RwMode::Randread.into(),
             size: Some(SizeSpec::Bytes(1 << 20)),
             numjobs: 2,
             eta: EtaMode::Never,

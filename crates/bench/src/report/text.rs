@@ -67,9 +67,15 @@ fn dir_status(
     let runt = runtime_ms.max(1);
     let bw = d.io_bytes.saturating_mul(1000) / runt;
     let iops = d.total_ios.saturating_mul(1000) / runt;
+    // fio counts zone resets on every write line; nvmemu's namespaces are not zoned.
+    let zones = if name == "write" {
+        "; 0 zone resets"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
-        "  {name}: IOPS={}, BW={} ({})({}/{runtime_ms}msec)",
+        "  {name}: IOPS={}, BW={} ({})({}/{runtime_ms}msec){zones}",
         num2str(iops, 4, 1, false, Unit::None),
         num2str(bw, 4, 1, true, Unit::BytePerSec),
         num2str(bw, 4, 1, false, Unit::BytePerSec),
