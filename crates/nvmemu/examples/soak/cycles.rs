@@ -167,7 +167,8 @@ fn raw_io(
     Ok(())
 }
 
-fn check(shadow: &Shadow, data: &[u8], lba: u64) -> anyhow::Result<()> {
+/// Compare blocks read at `lba` with what the shadow says they hold.
+pub fn check(shadow: &Shadow, data: &[u8], lba: u64) -> anyhow::Result<()> {
     match shadow.check(data, lba) {
         (0, _) => Ok(()),
         (bad, first) => bail!("{bad} bad blocks from LBA {lba}; first: {first:?}"),
