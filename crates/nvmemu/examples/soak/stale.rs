@@ -13,11 +13,11 @@ use std::sync::mpsc;
 
 use anyhow::{Context, ensure};
 use nvmemu_bench::Rng;
-use nvmemu_driver::{AttachOptions, Controller};
+use nvmemu_driver::Controller;
 use nvmemu_mem::{MmapRegion, Protection};
 use nvmemu_spec::{Lba, Nsid};
 
-use crate::cycles::check;
+use crate::cycles::{SMALL, check};
 use crate::shadow::Shadow;
 
 /// Doorbell pages of former clients scribbled at once (the oldest is let go beyond this).
@@ -26,12 +26,6 @@ const KEPT_PAGES: usize = 8;
 const IOS_PER_CYCLE: u64 = 32;
 /// Blocks per read of the final check (128 KiB at 512-byte blocks).
 const CHECK_BLOCKS: u32 = 256;
-const HONEST: AttachOptions = AttachOptions {
-    io_queues: 1,
-    queue_depth: 8,
-    dma_pool_bytes: 1 << 20,
-    reply_timeout: nvmemu_vfio_user::DEFAULT_REPLY_TIMEOUT,
-};
 
 /// What the phase did.
 pub struct StaleReport {
@@ -126,7 +120,7 @@ fn honest_cycle(
     block: u32,
     rng: &mut Rng,
 ) -> anyhow::Result<()> {
-    let mut c = Controller::attach(dir, HONEST).context("attach")?;
+    let mut c = Controller::attach(dir, SMALL).context("attach")?;
     let buf = c.alloc_dma(4096)?;
     let mut q = c.take_qpair().context("no I/O queue")?;
     let blocks = 4096 / block;
@@ -150,7 +144,7 @@ fn honest_cycle(
 
 /// Read every block and compare it with the shadow; returns the blocks checked.
 fn check_namespace(dir: &Path, nsid: Nsid, shadow: &Shadow, block: u32) -> anyhow::Result<u64> {
-    let mut c = Controller::attach(dir, HONEST).context("attach for the final check")?;
+    let mut c = Controller::attach(dir, SMALL).context("attach for the final check")?;
     let bytes = u64::from(CHECK_BLOCKS) * u64::from(block);
     let buf = c.alloc_dma(bytes)?;
     let mut q = c.take_qpair().context("no I/O queue")?;
