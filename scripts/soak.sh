@@ -3,11 +3,13 @@
 # Soak and leak check: starts `nvmemu serve` with one 64 MiB malloc namespace and
 # runs crates/nvmemu/examples/soak against it: verified random I/O (reads, writes, Write
 # Zeroes, Deallocate; several queues), then connect/disconnect and DMA map/unmap cycles with
-# the server's fd count and VmRSS checked flat. Exits non-zero on any bad block, failed
-# command or growth.
+# the server's fd count and VmRSS checked flat, then reconnects while former clients
+# scribble the doorbell pages they kept. Exits non-zero on any bad block, failed command
+# or growth.
 #
-# Usage: scripts/soak.sh [soak options]   (the full run: 10^8 I/Os, 2000 connects, 1000 maps)
-#        SOAK_QUICK=1 scripts/soak.sh     (CI: 10^5 I/Os, 200 connects, 100 maps)
+# Usage: scripts/soak.sh [soak options]   (the full run: 10^8 I/Os, 2000 connects, 1000 maps,
+#                                          200 reconnects under stale doorbell scribbles)
+#        SOAK_QUICK=1 scripts/soak.sh     (CI: 10^5 I/Os, 200 connects, 100 maps, 20 reconnects)
 # SOAK_PROFILE=debug builds the debug profile instead of release (faster to build, slower
 # to run); SOAK_BIN_DIR=DIR runs DIR/nvmemu and DIR/soak as they are, building nothing. Run the full version niced on a shared machine: nice -n 5 scripts/soak.sh
 set -euo pipefail
@@ -31,7 +33,7 @@ else
 fi
 QUICK=()
 if [ "${SOAK_QUICK:-}" = 1 ]; then
-  QUICK=(--ios 100000 --connects 200 --maps 100)
+  QUICK=(--ios 100000 --connects 200 --maps 100 --reconnects 20)
 fi
 
 . scripts/lib/server_cleanup.sh

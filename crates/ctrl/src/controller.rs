@@ -292,6 +292,20 @@ impl Controller {
         self.regs.set(word(regs::CSTS), self.state.csts());
     }
 
+    /// Poll `page` for doorbells from now on; returns the page polled until now. A transport
+    /// gives each client session a page of its own, so an earlier client that kept a mapping
+    /// of its page cannot move this session's queues. A page of another length is refused
+    /// and handed back: the queue limits were derived from the first page's length.
+    pub fn replace_doorbells(
+        &mut self,
+        page: Arc<MmapRegion>,
+    ) -> Result<Arc<MmapRegion>, Arc<MmapRegion>> {
+        if page.len() != self.doorbells.len() {
+            return Err(page);
+        }
+        Ok(std::mem::replace(&mut self.doorbells, page))
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> ControllerStats {
         let c = &self.counters;

@@ -6,9 +6,12 @@
 
 #![allow(clippy::cast_possible_truncation)] // test data built from small values
 
+use std::sync::Arc;
+
 use nvmemu_ctrl::test_utils::{
     TestHost, create_cq, create_sq, delete_cq, delete_sq, get_feature, layout, pattern, rw,
 };
+use nvmemu_mem::MmapRegion;
 use nvmemu_spec::{Cqe, Status};
 
 fn delete_pair(h: &mut TestHost, qid: u16) {
@@ -241,4 +244,33 @@ fn queue_pair_counts_follow_creation_deletion_and_reset() {
     h.enable();
     h.create_io_pair(1, 16);
     assert_eq!(qpairs(&h), (2, 3, 1, 1));
+}
+
+/// A replaced doorbell page is no longer polled: a store into the old page (an earlier
+/// client that kept its mapping) runs nothing, while the new page drives the queues.
+#[test]
+fn a_replaced_doorbell_page_is_no_longer_polled() {
+    let mut h = TestHost::new();
+    let old = Arc::clone(&h.doorbells);
+    let fresh = Arc::new(MmapRegion::anonymous(old.len()).unwrap());
+    h.ctrl.reset();
+    let returned = h.ctrl.replace_doorbells(Arc::clone(&fresh)).unwrap();
+    assert!(Arc::ptr_eq(&returned, &old));
+    h.doorbells = fresh;
+    assert_eq!(h.enable() & 1, 1);
+    h.create_io_pair(1, 16);
+    h.mem.write(layout::DATA, &pattern(512, 6));
+    // The old page's SQ 1 tail moves by 5: nothing is fetched.
+    old.store_release_u32(8, 5).unwrap();
+    for _ in 0..3 {
+        assert_eq!(h.poll(), 0, "the old page is not polled");
+    }
+    let write = rw(0x01, 1, 2, 1, h.prps(layout::DATA, 512));
+    h.submit(1, write);
+    assert_eq!(h.poll(), 1);
+    assert_eq!(h.reap(1).unwrap().status(), Status::SUCCESS);
+    assert_eq!(h.read_blocks(1, 2, 1), (Status::SUCCESS, pattern(512, 6)));
+    // A page of another length is handed back.
+    let small = Arc::new(MmapRegion::anonymous(512).unwrap());
+    assert!(h.ctrl.replace_doorbells(small).is_err());
 }

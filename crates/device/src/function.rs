@@ -4,7 +4,8 @@
 //! This runs on the controller's control thread. It owns what the socket changes (config
 //! space, MSI-X table, the DMA table, interrupt eventfds) and forwards anything that touches
 //! the NVMe controller to the poller that owns it, through the mailbox. The doorbells live in
-//! a memfd page the client maps, so the I/O path never comes through here.
+//! a memfd page the client maps, so the I/O path never comes through here; each client
+//! session gets a fresh page (see `renew_doorbells`).
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -141,6 +142,39 @@ impl NvmeFunction {
             // Stale tails from the last client must not look like new work.
             let _ = doorbells.fill(0, doorbells.len(), 0);
         })
+    }
+
+    /// Give the next client doorbells no earlier client can reach: a fresh memfd page,
+    /// swapped in by a mailbox call, so between two polling passes (the poller never reads a
+    /// page while it is replaced, and the next client cannot ring before it has this page's
+    /// fd). The old page is unmapped here once the poller has let go of it; a client that
+    /// kept its fd or mapping then writes into memory nobody reads. A page that cannot be
+    /// made fails the controller: reusing the old one would hand it to the next client.
+    fn renew_doorbells(&mut self) -> Result<(), Errno> {
+        let fail = |why: &dyn std::fmt::Display| {
+            tracing::error!(
+                "controller {:?} failed: no fresh doorbell page for the next client ({why}); \
+                 later clients are refused until its listener is removed and added again",
+                self.id
+            );
+            self.failed.set(true);
+        };
+        let (fd, page) = create_doorbells().map_err(|e| {
+            fail(&e);
+            Errno::NOMEM
+        })?;
+        let for_poller = page.clone();
+        if self
+            .on_controller(move |c| c.ctrl.replace_doorbells(for_poller))?
+            .is_err()
+        {
+            // Unreachable: the same constructor made both pages, so their lengths match.
+            fail(&"the controller refused the page");
+            return Err(Errno::INVAL);
+        }
+        self.doorbell_fd = fd;
+        self.doorbells = page;
+        Ok(())
     }
 
     fn bar0_read(&mut self, offset: u64, data: &mut [u8]) -> Result<(), Errno> {
@@ -385,6 +419,7 @@ impl Device for NvmeFunction {
         self.msix_table.fill(0);
         // Reset first so no queue refers to client memory, then drop the DMA table.
         let _ = self.reset_controller();
+        let _ = self.renew_doorbells();
         let _ = self.publish_guest_memory(GuestMemory::new());
         let _ = self.publish_interrupts();
         self.usage = MapUsage::default();

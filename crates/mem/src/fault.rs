@@ -17,10 +17,16 @@
 //!   unsealed memfds or files. So every `MAP_SHARED` mapping made through
 //!   [`MmapRegion::map_shared`](crate::MmapRegion::map_shared) is registered here, and a
 //!   process-wide SIGBUS handler recovers a fault inside a registered mapping: it maps
-//!   private anonymous zero pages (`MAP_FIXED`) over the faulting page of the mapping, so the
-//!   interrupted access completes harmlessly (reads see zeros, writes go nowhere), counts
-//!   the fault for the thread, and returns. A fault anywhere else goes to the previous
-//!   disposition (the default: the process dies with SIGBUS, as before).
+//!   private anonymous zero memory (`MAP_FIXED`) over the *whole* mapping at once, so the
+//!   interrupted access completes harmlessly (reads see zeros, writes go nowhere), marks
+//!   the mapping lost, counts the fault for the thread, and returns. A fault anywhere else
+//!   goes to the previous disposition (the default: the process dies with SIGBUS, as before).
+//! - **One recovery per mapping.** Replacing only the faulting page would split the mapping
+//!   into three VMAs per fault: a client that truncates its file and then names every other
+//!   page in PRP lists would raise the process's map count until `vm.max_map_count` made
+//!   some allocation fail (SIGBUS again, unrecoverable). Replacing the whole mapping keeps it
+//!   one VMA, so a mapping faults at most once; [`MmapRegion::is_lost`](crate::MmapRegion::is_lost)
+//!   then reports it, and the DMA table refuses it (`DmaError::Lost`).
 //! - **Reporting.** The code that touched client memory compares [`thread_faults`] before
 //!   and after: the NVMe controller completes the command with Data Transfer Error and
 //!   enters Controller Fatal Status; other controllers on the same poller keep serving.
@@ -45,7 +51,7 @@ use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::ptr;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, compiler_fence, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, compiler_fence, fence};
 
 use rustix::mm::{self, MapFlags, ProtFlags};
 
@@ -70,6 +76,8 @@ struct Slot {
     start: AtomicUsize,
     len: AtomicUsize,
     page: AtomicUsize,
+    /// A fault in the mapping was recovered: it is private zero memory now.
+    lost: AtomicBool,
 }
 
 impl Slot {
@@ -79,6 +87,7 @@ impl Slot {
             start: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
             page: AtomicUsize::new(0),
+            lost: AtomicBool::new(false),
         }
     }
 }
@@ -184,6 +193,7 @@ fn claim(start: usize, len: usize, page: usize) -> Result<Registration, MemError
         slot.start.store(start, Ordering::Relaxed);
         slot.len.store(len, Ordering::Relaxed);
         slot.page.store(page, Ordering::Relaxed);
+        slot.lost.store(false, Ordering::Relaxed);
         HIGH.fetch_max(idx + 1, Ordering::Relaxed);
         HINT.store(idx + 1, Ordering::Relaxed);
         // Release: a handler that sees LIVE (Acquire) sees the fields above.
@@ -191,6 +201,18 @@ fn claim(start: usize, len: usize, page: usize) -> Result<Registration, MemError
         return Ok(Registration { slot: idx });
     }
     Err(os("mmap", rustix::io::Errno::NOMEM))
+}
+
+impl Registration {
+    /// Whether a fault in the mapping was recovered (it reads zeros and drops writes now).
+    /// One Relaxed load: the thread that faulted also sees its own fault count change, and
+    /// any other thread only needs to see the flag eventually.
+    #[inline(always)]
+    pub(crate) fn is_lost(&self) -> bool {
+        SLOTS
+            .get(self.slot)
+            .is_some_and(|s| s.lost.load(Ordering::Relaxed))
+    }
 }
 
 impl Drop for Registration {
@@ -208,8 +230,8 @@ impl Drop for Registration {
     }
 }
 
-/// The registered mapping holding `addr`: (start of its faulting page, page size).
-fn lookup(addr: usize) -> Option<(usize, usize)> {
+/// The registered mapping holding `addr`: its slot, start and length.
+fn lookup(addr: usize) -> Option<(&'static Slot, usize, usize)> {
     let high = HIGH.load(Ordering::Acquire).min(CAPACITY);
     for slot in SLOTS.get(..high)? {
         let s = slot.state.load(Ordering::Acquire);
@@ -228,7 +250,7 @@ fn lookup(addr: usize) -> Option<(usize, usize)> {
         }
         let off = addr.wrapping_sub(start);
         if addr >= start && off < len && page.is_power_of_two() {
-            return Some((addr & !(page - 1), page));
+            return Some((slot, start, len));
         }
     }
     None
@@ -282,22 +304,23 @@ extern "C" fn on_sigbus(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
     chain(sig, info, ctx);
 }
 
-/// Replace the faulting page of a registered mapping with zero pages; false if `addr` is
-/// not in one or the replacement failed.
+/// Replace the whole registered mapping holding `addr` with zero memory and mark it lost;
+/// false if `addr` is not in one or the replacement failed.
 fn recover(addr: usize) -> bool {
-    let Some((page_start, page)) = lookup(addr) else {
+    let Some((slot, start, len)) = lookup(addr) else {
         return false;
     };
-    // SAFETY: `[page_start, page_start + page)` is one page of a live mapping registered by
+    // SAFETY: `[start, start + len)` is exactly a live mapping registered by
     // `MmapRegion::map_shared` (the registration is dropped before the mapping is unmapped,
-    // and the faulting thread is inside an access to it), page-aligned in the mapping's own
-    // page size, so MAP_FIXED replaces only memory this crate owns and that no Rust
-    // reference points into (all access is by raw copies). The new pages are private,
-    // anonymous and zero-filled.
+    // and the faulting thread is inside an access to it), aligned to its own page size, so
+    // MAP_FIXED replaces only memory this crate owns and that no Rust reference points into
+    // (all access is by raw copies); the region's Drop unmaps the same range. The new
+    // memory is private, anonymous and zero-filled, and one VMA replaces one VMA, so the
+    // process's map count does not grow.
     let mapped = unsafe {
         mm::mmap_anonymous(
-            ptr::without_provenance_mut(page_start),
-            page,
+            ptr::without_provenance_mut(start),
+            len,
             ProtFlags::READ | ProtFlags::WRITE,
             MapFlags::PRIVATE | MapFlags::FIXED | MapFlags::NORESERVE,
         )
@@ -305,6 +328,7 @@ fn recover(addr: usize) -> bool {
     if mapped.is_err() {
         return false;
     }
+    slot.lost.store(true, Ordering::Relaxed);
     RECOVERED.fetch_add(1, Ordering::Relaxed);
     THREAD_FAULTS.with(|n| n.set(n.get().wrapping_add(1)));
     true
@@ -360,7 +384,7 @@ mod tests {
     }
 
     #[test]
-    fn a_shrunk_memfd_reads_zero_and_counts_a_fault() {
+    fn a_shrunk_memfd_reads_zero_counts_one_fault_and_is_lost() {
         let fd = unsealed(4 * 4096);
         let m = MmapRegion::map_shared(fd.as_fd(), 0, 4 * 4096, Protection::ReadWrite).unwrap();
         m.fill(0, 4 * 4096, 0xAB).unwrap();
@@ -370,18 +394,50 @@ mod tests {
         // Page 0 is still backed: no fault.
         assert_eq!(m.read_obj::<u8>(0).unwrap(), 0xAB);
         assert_eq!(thread_faults(), before);
+        assert!(!m.is_lost());
         // Page 2 is gone: the read completes with zeros and is counted.
         let mut buf = [0xFFu8; 64];
         m.copy_to(2 * 4096 + 8, &mut buf).unwrap();
         assert_eq!(buf, [0u8; 64]);
         assert_eq!(thread_faults(), before + 1);
         assert!(faults_recovered() > total);
-        // A write to another vanished page completes too; the replaced page stays usable.
+        // The whole mapping was replaced at once: it is lost, every page reads zero (the
+        // backed one too), and writes anywhere complete without another fault.
+        assert!(m.is_lost());
+        assert_eq!(m.read_obj::<u8>(0).unwrap(), 0);
         m.copy_from(3 * 4096, &[1, 2, 3]).unwrap();
-        assert_eq!(thread_faults(), before + 2);
         m.copy_from(2 * 4096, &[7]).unwrap();
         assert_eq!(m.read_obj::<u8>(2 * 4096).unwrap(), 7);
-        assert_eq!(thread_faults(), before + 2);
+        assert_eq!(thread_faults(), before + 1);
+    }
+
+    /// Lines of /proc/self/maps: one per VMA.
+    fn map_count() -> usize {
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .count()
+    }
+
+    #[test]
+    fn faults_on_every_other_page_do_not_split_the_mapping() {
+        const PAGES: u64 = 4096;
+        let fd = unsealed(PAGES * 4096);
+        let m = MmapRegion::map_shared(fd.as_fd(), 0, PAGES * 4096, Protection::ReadWrite).unwrap();
+        fs::ftruncate(&fd, 0).unwrap();
+        let before = map_count();
+        let faults = thread_faults();
+        for page in (0..PAGES).step_by(2) {
+            m.copy_from(page * 4096, &[1]).unwrap();
+        }
+        assert_eq!(
+            thread_faults(),
+            faults + 1,
+            "one recovery for the whole mapping"
+        );
+        // Other tests map and unmap meanwhile; page by page this would add 2048+ VMAs.
+        let after = map_count();
+        assert!(after < before + 64, "maps {before} -> {after}");
     }
 
     #[test]
@@ -432,9 +488,10 @@ mod tests {
         let m = MmapRegion::map_shared(fd.as_fd(), 4096, 4096, Protection::Read).unwrap();
         let start = m.base_addr();
         // (Addresses outside it may belong to mappings other tests register meanwhile.)
-        assert_eq!(lookup(start), Some((start, 4096)));
-        assert_eq!(lookup(start + 4095), Some((start, 4096)));
+        let span = |a| lookup(a).map(|(_, s, l)| (s, l));
+        assert_eq!(span(start), Some((start, 4096)));
+        assert_eq!(span(start + 4095), Some((start, 4096)));
         let stack = 0u8;
-        assert_eq!(lookup(std::ptr::addr_of!(stack).addr()), None);
+        assert_eq!(span(std::ptr::addr_of!(stack).addr()), None);
     }
 }

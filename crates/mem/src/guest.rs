@@ -64,6 +64,13 @@ pub enum DmaError {
         /// First IOVA of the access.
         iova: u64,
     },
+    /// The region's memory was taken away by the client (its file shrunk under a mapping,
+    /// and the fault that revealed it was recovered): nothing there can be transferred.
+    #[error("IOVA {iova:#x} is in a region whose memory the client took away")]
+    Lost {
+        /// First IOVA of the access.
+        iova: u64,
+    },
     /// A device write to a read-only region.
     #[error("IOVA {iova:#x} is in a read-only region")]
     ReadOnly {
@@ -215,7 +222,8 @@ impl GuestMemory {
     ///
     /// `len == 0` is allowed but `iova` must still fall inside a region. Errors, in order of
     /// checking: `NotMapped` (no single region covers the range, even if two adjacent ones
-    /// do together), `NoFd`, `ReadOnly` (`Access::Write` to a region without WRITE).
+    /// do together), `NoFd`, `Lost` (a fault in the mapping was recovered), `ReadOnly`
+    /// (`Access::Write` to a region without WRITE).
     #[inline]
     pub fn translate(
         &self,
@@ -236,6 +244,9 @@ impl GuestMemory {
         let DmaBacking::Mapped(mmap) = &region.backing else {
             return Err(DmaError::NoFd { iova: iova.0 });
         };
+        if mmap.is_lost() {
+            return Err(DmaError::Lost { iova: iova.0 });
+        }
         if access == Access::Write && !region.writable {
             return Err(DmaError::ReadOnly { iova: iova.0 });
         }
@@ -486,6 +497,30 @@ mod tests {
                 .translate(Iova(0), 0, Access::Read)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_region_whose_memory_was_taken_away_is_lost() {
+        use std::os::fd::AsFd;
+        let fd = rustix::fs::memfd_create("lost", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 8192).unwrap();
+        let m = MmapRegion::map_shared(fd.as_fd(), 0, 8192, crate::Protection::ReadWrite);
+        let g = GuestMemory::new()
+            .with_region(DmaRegion {
+                iova: Iova(0x1000),
+                size: 8192,
+                writable: true,
+                backing: DmaBacking::Mapped(Arc::new(m.unwrap())),
+            })
+            .unwrap();
+        g.write_bytes(Iova(0x1000), &[1]).unwrap();
+        rustix::fs::ftruncate(&fd, 0).unwrap();
+        // The access that finds the memory gone completes (recovered); later ones are refused.
+        g.write_bytes(Iova(0x2000), &[2]).unwrap();
+        for iova in [0x1000, 0x2000, 0x2FFF] {
+            let err = g.translate(Iova(iova), 1, Access::Read).unwrap_err();
+            assert_eq!(err, DmaError::Lost { iova });
+        }
     }
 
     #[test]

@@ -359,7 +359,7 @@ fn shrinking_a_dma_mapped_memfd_under_io_fails_that_command_and_the_server_serve
 }
 
 /// The same with a hugetlbfs memfd (MFD_HUGETLB, 2 MiB pages: what SPDK's clients map): the
-/// recovery maps a replacement of the mapping's own page size.
+/// recovery replaces the whole mapping (whole huge pages) in one mmap.
 #[test]
 fn shrinking_a_dma_mapped_hugetlb_memfd_under_io_fails_that_command_and_the_server_serves_on() {
     match HostMem::hugetlb(2 << 20, DATA_IOVA) {

@@ -28,6 +28,8 @@ const MAX_MEMS: usize = 4;
 const MAX_PAGES: u64 = 16;
 /// Most bytes of a fuzzed payload (beyond its fixed struct).
 const MAX_DATA: usize = 512;
+/// Most doorbell pages of earlier sessions a client keeps mapped.
+const MAX_STALE: usize = 4;
 
 /// An IOVA: one of the fuzzed pages (plus an offset), or anything at all.
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -202,6 +204,15 @@ pub enum Op {
         prp2: Iova,
     },
     Poll,
+    /// Leave and connect again (VERSION not yet sent), keeping every fd and mapping the
+    /// server handed out: the doorbell page becomes a stale one.
+    Reconnect,
+    /// A store through a doorbell page mapped in an earlier session.
+    StaleDoorbell {
+        page: u8,
+        index: u16,
+        value: u32,
+    },
 }
 
 /// Everything the hostile client holds between steps.
@@ -210,6 +221,8 @@ pub struct Client {
     pub good: GoodHost,
     /// The BAR0 doorbell page, once REGION_INFO handed out its fd.
     doorbells: Option<nvmemu_mem::MmapRegion>,
+    /// Doorbell pages of earlier sessions, still mapped.
+    stale: Vec<nvmemu_mem::MmapRegion>,
     /// The well-behaved queues are up on this connection.
     up: bool,
 }
@@ -220,6 +233,7 @@ impl Default for Client {
             mems: vec![ClientMem::new(4 * PAGE)],
             good: GoodHost::default(),
             doorbells: None,
+            stale: Vec::new(),
             up: false,
         }
     }
@@ -540,8 +554,38 @@ impl Client {
             Op::Poll => {
                 h.poll();
             }
+            Op::Reconnect => self.reconnect(h),
+            Op::StaleDoorbell { page, index, value } => {
+                if !self.stale.is_empty() {
+                    let page = &self.stale[usize::from(*page) % self.stale.len()];
+                    let _ = page.store_release_u32(u64::from(*index % 1024) * 4, *value);
+                }
+            }
         }
         // The poller runs between any two client steps.
+        h.poll();
+    }
+
+    /// Close the connection and open a new one, keeping this session's doorbell mapping
+    /// (it is stale from now on) and client memory.
+    pub fn reconnect(&mut self, h: &mut Harness) {
+        if let Some(page) = self.doorbells.take()
+            && self.stale.len() < MAX_STALE
+        {
+            self.stale.push(page);
+        }
+        self.up = false;
+        h.connect();
+    }
+
+    /// Move every queue's tail and head in every stale doorbell page to `value`, then let
+    /// the poller run: stores the current session must never see (a new page per session).
+    pub fn scribble_stale(&self, h: &mut Harness, value: u32) {
+        for page in &self.stale {
+            for offset in (0..64).step_by(4) {
+                let _ = page.store_release_u32(offset, value);
+            }
+        }
         h.poll();
     }
 

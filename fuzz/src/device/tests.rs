@@ -17,11 +17,14 @@ fn run(ops: &[Op]) -> (Harness, Client) {
     (h, client)
 }
 
-fn good_client_works(mut h: Harness) {
-    h.connect();
+/// What the fuzz target checks after a sequence: a new client works while the hostile one
+/// scribbles every doorbell page it kept from earlier sessions.
+fn good_client_works(mut h: Harness, mut client: Client) {
+    client.reconnect(&mut h);
     let mut good = GoodHost::default();
     good.negotiate(&mut h).unwrap();
     good.bring_up(&mut h).unwrap();
+    client.scribble_stale(&mut h, 5);
     good.verified_write_read(&mut h, 3).unwrap();
     good.mem.check_untouched();
     h.finish();
@@ -38,7 +41,7 @@ fn version() -> Op {
 
 #[test]
 fn io_in_the_middle_of_a_sequence_then_a_new_client_is_served() {
-    let (h, _) = run(&[
+    let (h, client) = run(&[
         version(),
         Op::BringUp,
         Op::Io {
@@ -48,7 +51,7 @@ fn io_in_the_middle_of_a_sequence_then_a_new_client_is_served() {
             prp2: Iova::Raw(0),
         },
     ]);
-    good_client_works(h);
+    good_client_works(h, client);
 }
 
 #[test]
@@ -76,12 +79,12 @@ fn a_shrunk_fuzz_map_is_survived() {
     ]);
     assert_eq!(client.mems[0].len(), 0);
     assert!(nvmemu_mem::faults_recovered() > 0, "the read faulted");
-    good_client_works(h);
+    good_client_works(h, client);
 }
 
 #[test]
 fn garbage_no_reply_and_fds_keep_one_reply_per_request() {
-    let (h, _) = run(&[
+    let (h, client) = run(&[
         Op::Garbage {
             command: 2,
             flags: 0,
@@ -117,7 +120,39 @@ fn garbage_no_reply_and_fds_keep_one_reply_per_request() {
             fds: Fds::Socket,
         },
     ]);
-    good_client_works(h);
+    good_client_works(h, client);
+}
+
+#[test]
+fn a_doorbell_page_kept_across_reconnects_reaches_nobody() {
+    let info = Op::RegionInfo {
+        index: 0,
+        argsz: 64,
+        flags: Flags::Command,
+    };
+    let stale = |index, value| Op::StaleDoorbell {
+        page: 0,
+        index,
+        value,
+    };
+    let (h, client) = run(&[
+        version(),
+        info,
+        Op::BringUp,
+        Op::Reconnect,
+        version(),
+        Op::BringUp,
+        // SQ 1 tail and CQ 1 head of the page left behind, then I/O on the new session.
+        stale(2, 7),
+        stale(3, 1),
+        Op::Io {
+            write: true,
+            lba: 2,
+            prp1: Iova::Good(WBUF as u16),
+            prp2: Iova::Raw(0),
+        },
+    ]);
+    good_client_works(h, client);
 }
 
 #[test]

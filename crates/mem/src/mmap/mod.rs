@@ -319,6 +319,14 @@ impl MmapRegion {
         self.page_size
     }
 
+    /// Whether the client took this shared mapping's memory away under us: a fault in it was
+    /// recovered (`fault.rs`), so it is private zero memory now and stays so. Always false
+    /// for anonymous mappings. One Relaxed load.
+    #[inline(always)]
+    pub fn is_lost(&self) -> bool {
+        self.fault.as_ref().is_some_and(|r| r.is_lost())
+    }
+
     /// Check that `[offset, offset + len)` lies inside the window (`OutOfBounds` otherwise),
     /// without touching memory: for callers that validate a buffer they then ignore (a null
     /// namespace dropping a write).

@@ -25,7 +25,7 @@ const MAP_BYTES: u64 = 64 << 10;
 /// order changes), far from the driver's pool.
 const MAP_IOVA: u64 = 0x40_0000_0000;
 /// The cycles' controllers: one small queue pair and a 1 MiB pool.
-const SMALL: AttachOptions = AttachOptions {
+pub const SMALL: AttachOptions = AttachOptions {
     io_queues: 1,
     queue_depth: 8,
     dma_pool_bytes: 1 << 20,
@@ -167,7 +167,8 @@ fn raw_io(
     Ok(())
 }
 
-fn check(shadow: &Shadow, data: &[u8], lba: u64) -> anyhow::Result<()> {
+/// Compare blocks read at `lba` with what the shadow says they hold.
+pub fn check(shadow: &Shadow, data: &[u8], lba: u64) -> anyhow::Result<()> {
     match shadow.check(data, lba) {
         (0, _) => Ok(()),
         (bad, first) => bail!("{bad} bad blocks from LBA {lba}; first: {first:?}"),
