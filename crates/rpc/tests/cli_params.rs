@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! argv -> (method, params) for every method, against what rpc.py (SPDK `python/spdk/cli/*.py`
-//! with `remove_null`) sends: absent options are omitted, store_true flags always sent.
+//! with `remove_null`) sends: absent options are omitted, and store_true flags are always sent
+//! except by the nvmf subsystem, namespace and listener methods, which send a flag only when
+//! it is set (so SPDK v25.05's nvmf_tgt, which refuses `enable_nssr`, accepts them).
 #![allow(clippy::unwrap_used)] // Test helpers outside #[test] fns.
 
 use nvmemu_rpc::cli::args::PrintStyle;
@@ -47,8 +49,7 @@ fn reference_script() {
             "SPDK00",
             "-a"
         ]),
-        json!({"nqn": "nqn.2016-06.io.spdk:cnode1", "serial_number": "SPDK00", "allow_any_host": true,
-               "ana_reporting": false, "passthrough": false, "enable_nssr": false})
+        json!({"nqn": "nqn.2016-06.io.spdk:cnode1", "serial_number": "SPDK00", "allow_any_host": true})
     );
     assert_eq!(
         params(&[
@@ -57,7 +58,7 @@ fn reference_script() {
             "Malloc0"
         ]),
         json!({"nqn": "nqn.2016-06.io.spdk:cnode1",
-               "namespace": {"bdev_name": "Malloc0", "no_auto_visible": false, "hide_metadata": false}})
+               "namespace": {"bdev_name": "Malloc0"}})
     );
     assert_eq!(
         params(&[
@@ -70,7 +71,7 @@ fn reference_script() {
             "-s",
             "0"
         ]),
-        json!({"nqn": "nqn.2016-06.io.spdk:cnode1", "secure_channel": false,
+        json!({"nqn": "nqn.2016-06.io.spdk:cnode1",
                "listen_address": {"trtype": "VFIOUSER", "traddr": "/tmp/vfu", "trsvcid": "0"}})
     );
 }
@@ -271,7 +272,7 @@ fn nvmf_methods() {
             "--max-write-zeroes-size",
             "128"
         ]),
-        json!({"nqn": "q", "model_number": "Model", "allow_any_host": false, "max_namespaces": 4,
+        json!({"nqn": "q", "model_number": "Model", "max_namespaces": 4,
                "ana_reporting": true, "min_cntlid": 2, "max_cntlid": 9, "passthrough": true, "enable_nssr": true,
                "max_discard_size_kib": 64, "max_write_zeroes_size_kib": 128})
     );
