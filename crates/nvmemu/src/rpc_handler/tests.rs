@@ -433,6 +433,8 @@ mod spdk_shape {
             assert!(transport[key].is_u64(), "{key} in {transport}");
         }
         assert_eq!(transport["dif_insert_or_strip"], json!(false));
+        // What nvmf_tgt accepts (it refuses units above its 135168-byte iobuf buffers).
+        assert_eq!(transport["io_unit_size"], json!(131_072));
         let listener = saved_call(&saved, "nvmf_subsystem_add_listener");
         assert_eq!(listener["secure_channel"], json!(false));
     }
