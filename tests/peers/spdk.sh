@@ -11,6 +11,11 @@
 #               --verify=crc32c then passes on the controller it created
 #   rpc-shape   the same script and queries against SPDK's nvmf_tgt: nvmemu's answers must
 #               have the shape of SPDK's (tests/peers/rpc_shape.py)
+#   rpc-cli     `nvmemu rpc` runs the set-up script against nvmf_tgt; spdk_nvme_identify sees
+#               the controller it configured
+#   config-to-spdk    nvmemu's save_config loaded by `nvmf_tgt --json`; identify sees it
+#   config-from-spdk  nvmf_tgt's save_config loaded by `nvmemu serve --json` (each call it
+#               skips named in the log); identify sees it
 # Each check gets a fresh server. Prints each check's time and "N passed, N failed".
 #
 # Usage: tests/peers/spdk.sh [path/to/nvmemu]   (default: cargo build --release -p nvmemu)
@@ -18,6 +23,7 @@
 #   NVMEMU_SPDK_PEERS  the SPDK tools (docs/spdk-peers.md; .ci/run sets it to the CI machine's);
 #                      missing: skipped in one line, except under CI=true where it fails
 #   NVMEMU_PEERS_KEEP=1  keep the run directory (logs, JSON) even when every check passes
+#   NVMEMU_PEERS_ONLY="NAME..."  run only these checks (rpc-shape needs rpc-setup)
 # Needs root (hugepages, apt-get for the tools' libraries).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -151,6 +157,8 @@ wait_socket() {
 }
 
 rpcpy() { python3 "$PEERS/scripts/rpc.py" -s "$@"; }
+# nvmemu_rpc SOCK ARGS...: `nvmemu rpc`, which takes rpc.py's command lines.
+nvmemu_rpc() { "$BIN" rpc -s "$@"; }
 
 # serve NAME ARGS...: `nvmemu serve` on core 1 with one 1 GiB malloc namespace at
 # $WORK/NAME/cntrl; sets SERVE_PID and TRID (SPDK's transport ID for it).
@@ -170,6 +178,9 @@ serve() {
 # check does not stop the others.
 check() {
   local name=$1 fn=$2 t=$SECONDS rc
+  if [ -n "${NVMEMU_PEERS_ONLY:-}" ] && [[ " $NVMEMU_PEERS_ONLY " != *" $name "* ]]; then
+    return 0
+  fi
   echo "--- $name"
   set +e
   (
@@ -241,17 +252,36 @@ check_compliance() {
   [ "$rc" -eq 0 ] || { echo "nvme_compliance exited with $rc"; return 1; }
 }
 
-# The README's set-up script, through SPDK's rpc.py, plus an unclaimed null bdev.
+# setup_script SOCK DIR [CLIENT]: the README's set-up script, plus an unclaimed null bdev,
+# through CLIENT (default SPDK's rpc.py; nvmemu_rpc takes the same command lines).
 setup_script() {
-  local sock=$1 dir=$2
-  rpcpy "$sock" framework_wait_init
-  [ "$(rpcpy "$sock" bdev_malloc_create 64 512 -b Malloc0)" = Malloc0 ]
-  [ "$(rpcpy "$sock" bdev_null_create Null0 64 512)" = Null0 ]
-  rpcpy "$sock" nvmf_create_transport -t VFIOUSER
-  rpcpy "$sock" nvmf_create_subsystem "$NQN" -s SPDK00 -a
-  rpcpy "$sock" nvmf_subsystem_add_ns "$NQN" Malloc0
+  local sock=$1 dir=$2 rpc=${3:-rpcpy}
+  "$rpc" "$sock" framework_wait_init
+  [ "$("$rpc" "$sock" bdev_malloc_create 64 512 -b Malloc0)" = Malloc0 ]
+  [ "$("$rpc" "$sock" bdev_null_create Null0 64 512)" = Null0 ]
+  "$rpc" "$sock" nvmf_create_transport -t VFIOUSER
+  "$rpc" "$sock" nvmf_create_subsystem "$NQN" -s SPDK00 -a
+  "$rpc" "$sock" nvmf_subsystem_add_ns "$NQN" Malloc0
   mkdir -p "$dir"
-  rpcpy "$sock" nvmf_subsystem_add_listener "$NQN" -t VFIOUSER -a "$dir" -s 0
+  "$rpc" "$sock" nvmf_subsystem_add_listener "$NQN" -t VFIOUSER -a "$dir" -s 0
+}
+
+# identify_setup NAME DIR: spdk_nvme_identify sees the controller setup_script made at DIR
+# (Malloc0: 64 MiB of 512 B blocks).
+identify_setup() {
+  run_bounded 60 "$1" "$P/spdk_nvme_identify" -g -r "trtype:VFIOUSER traddr:$2 subnqn:$NQN"
+  python3 "$HERE/spdk_results.py" identify "$WORK/$1.log" \
+    --serial SPDK00 --model "SPDK bdev Controller" --lbas $((64 << 11)) --lba-size 512
+}
+
+# nvmf_tgt NAME ARGS...: SPDK's target on core 1 with its RPC socket at $WORK/NAME.sock;
+# sets TGT_PID.
+nvmf_tgt() {
+  local name=$1
+  shift
+  start "$name" "$P/nvmf_tgt" -m 0x2 -r "$WORK/$name.sock" --huge-dir "$HUGE" "$@"
+  TGT_PID=$LAST_PID
+  wait_socket "$WORK/$name.sock" "$TGT_PID"
 }
 
 # The queries whose answers are compared, saved as $2/METHOD.json.
@@ -293,6 +323,40 @@ check_rpc_shape() {
   python3 "$HERE/rpc_shape.py" "$WORK/shape-spdk" "$WORK/shape-nvmemu"
 }
 
+check_rpc_cli() {
+  nvmf_tgt cli-tgt
+  setup_script "$WORK/cli-tgt.sock" "$WORK/cli-vfu" nvmemu_rpc
+  identify_setup cli-identify "$WORK/cli-vfu"
+}
+
+check_config_to_spdk() {
+  start to-spdk-serve "$BIN" serve -r "$WORK/to-spdk.sock" -m 0x2
+  local pid=$LAST_PID
+  wait_socket "$WORK/to-spdk.sock" "$pid"
+  setup_script "$WORK/to-spdk.sock" "$WORK/to-spdk-vfu" >/dev/null
+  rpcpy "$WORK/to-spdk.sock" save_config >"$WORK/nvmemu-config.json"
+  stop "$pid"
+  nvmf_tgt to-spdk-tgt --json "$WORK/nvmemu-config.json"
+  rpcpy "$WORK/to-spdk-tgt.sock" framework_wait_init
+  identify_setup to-spdk-identify "$WORK/to-spdk-vfu"
+}
+
+check_config_from_spdk() {
+  nvmf_tgt from-spdk-tgt
+  setup_script "$WORK/from-spdk-tgt.sock" "$WORK/from-spdk-vfu" >/dev/null
+  rpcpy "$WORK/from-spdk-tgt.sock" save_config >"$WORK/spdk-config.json"
+  rpcpy "$WORK/from-spdk-tgt.sock" spdk_kill_instance SIGTERM >/dev/null
+  stop "$TGT_PID"
+  start from-spdk-serve "$BIN" serve -r "$WORK/from-spdk.sock" -m 0x2 \
+    --json "$WORK/spdk-config.json"
+  wait_socket "$WORK/from-spdk.sock" "$LAST_PID"
+  identify_setup from-spdk-identify "$WORK/from-spdk-vfu"
+  local skipped
+  skipped=$(grep -c ': skipped ' "$WORK/from-spdk-serve.log" || true)
+  echo "nvmemu serve --json named $skipped SPDK calls it skipped"
+  [ "$skipped" -gt 0 ]
+}
+
 check checkers check_checkers
 check identify check_identify
 check perf check_perf
@@ -300,6 +364,9 @@ check bdevperf check_bdevperf
 check compliance check_compliance
 check rpc-setup check_rpc_setup
 check rpc-shape check_rpc_shape
+check rpc-cli check_rpc_cli
+check config-to-spdk check_config_to_spdk
+check config-from-spdk check_config_from_spdk
 
 echo "--- SPDK peer checks: ${#PASSED[@]} passed, ${#FAILED[@]} failed ($((SECONDS - t0)) s)"
 if [ ${#FAILED[@]} -gt 0 ]; then
