@@ -16,12 +16,12 @@ use nvmemu_vfio_user::{
     Device, DeviceInfo, DmaMap, DmaUnmap, Errno, IrqData, IrqInfo, RegionInfo, SetIrqs, SparseArea,
 };
 
-use crate::ControllerId;
 use crate::irq::{IrqState, NUM_IRQS};
 use crate::mailbox::Mailbox;
 use crate::pci::config::{BarSizes, ConfigSpace};
 use crate::poller::PollerState;
 use crate::regions::*;
+use crate::{Admission, ControllerId};
 
 /// The PCI function of one emulated controller, as its control thread sees it.
 #[derive(Debug)]
@@ -39,6 +39,8 @@ pub struct NvmeFunction {
     /// A mailbox call timed out: this side's view of the controller (its DMA table above
     /// all) and the poller's may differ from then on, so the controller serves nobody.
     failed: Cell<bool>,
+    /// Whether new clients are admitted (the subsystem's host policy).
+    admission: Admission,
 }
 
 /// Create the doorbell memfd (BAR0 file layout: doorbells at file offset 0x1000) and the
@@ -77,7 +79,14 @@ impl NvmeFunction {
             irqs: IrqState::new(msix_vectors),
             call_timeout,
             failed: Cell::new(false),
+            admission: Admission::default(),
         }
+    }
+
+    /// This function admits clients only while `admission` says so.
+    pub fn with_admission(mut self, admission: Admission) -> NvmeFunction {
+        self.admission = admission;
+        self
     }
 
     /// Run `f` on this controller's poller.
@@ -378,6 +387,18 @@ impl Device for NvmeFunction {
 
     fn failed(&self) -> bool {
         self.failed.get()
+    }
+
+    fn admits_clients(&self) -> bool {
+        let admits = self.admission.admits();
+        if !admits {
+            tracing::warn!(
+                "controller {:?}: client refused: its subsystem does not allow any host, and a \
+                 vfio-user client presents no host NQN (nvmf_subsystem_allow_any_host -e admits it)",
+                self.id
+            );
+        }
+        admits
     }
 }
 

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod admission;
 pub mod affinity;
 mod function;
 mod idle;
@@ -20,6 +21,7 @@ pub mod poller;
 pub mod regions;
 mod target;
 
+pub use admission::Admission;
 pub use affinity::{CoreMaskError, parse_core_mask};
 pub use mailbox::CALL_TIMEOUT;
 pub use nvmemu_vfio_user::Deadlines;

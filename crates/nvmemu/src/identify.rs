@@ -149,6 +149,9 @@ pub fn attach_hint(e: &(dyn std::error::Error + 'static)) -> &'static str {
             " (the server is hung or slow; raise --reply-timeout for a slow one)"
         }
         Some(ClientError::Busy) => " (another client is attached to it; stop that one first)",
+        Some(ClientError::Refused) => {
+            " (its subsystem allows no host: nvmemu rpc nvmf_subsystem_allow_any_host -e NQN)"
+        }
         _ => " (is nvmemu serve running?)",
     }
 }

@@ -386,3 +386,52 @@ fn cli_params_decode_as_requests() {
         assert_eq!(r.method(), m);
     }
 }
+
+#[test]
+fn nvmf_host_methods() {
+    let h = "nqn.2016-06.io.spdk:host1";
+    assert_eq!(
+        params(&["nvmf_subsystem_add_host", "q", h]),
+        json!({"nqn": "q", "host": h})
+    );
+    assert_eq!(
+        params(&[
+            "nvmf_subsystem_add_host",
+            "q",
+            h,
+            "-t",
+            "x",
+            "--dhchap-key",
+            "k"
+        ]),
+        json!({"nqn": "q", "host": h, "tgt_name": "x", "dhchap_key": "k"})
+    );
+    assert_eq!(
+        params(&["nvmf_subsystem_remove_host", "q", h]),
+        json!({"nqn": "q", "host": h})
+    );
+    // rpc.py: allow_any_host is false only with -d.
+    for (flag, allow) in [("-e", true), ("-d", false)] {
+        assert_eq!(
+            params(&["nvmf_subsystem_allow_any_host", "q", flag]),
+            json!({"nqn": "q", "allow_any_host": allow})
+        );
+    }
+    assert_eq!(
+        params(&["nvmf_subsystem_allow_any_host", "q"]),
+        json!({"nqn": "q", "allow_any_host": true})
+    );
+    for m in [
+        "nvmf_subsystem_get_controllers",
+        "nvmf_subsystem_get_qpairs",
+        "nvmf_subsystem_get_listeners",
+    ] {
+        let (method, p, print) = call(&[m, "q"]);
+        assert_eq!(
+            (method.as_str(), p, print),
+            (m, json!({"nqn": "q"}), PrintStyle::Dict)
+        );
+        let r = nvmemu_rpc::Request::decode(m, Some(json!({"nqn": "q"}))).unwrap();
+        assert_eq!(r.method(), m);
+    }
+}

@@ -167,6 +167,12 @@ impl Handler for NvmemuHandler {
             }
             R::NvmfSubsystemRemoveListener(p) => nvmf::remove_listener(st, &self.target, p),
             R::NvmfGetStats(_) => framework::nvmf_stats(&self.target),
+            R::NvmfSubsystemAddHost(p) => nvmf::add_host(st, p),
+            R::NvmfSubsystemRemoveHost(p) => nvmf::remove_host(st, &p),
+            R::NvmfSubsystemAllowAnyHost(p) => nvmf::allow_any_host(st, &p),
+            R::NvmfSubsystemGetControllers(p) => nvmf::get_controllers(st, &self.target, &p.nqn),
+            R::NvmfSubsystemGetQpairs(p) => nvmf::get_qpairs(st, &self.target, &p.nqn),
+            R::NvmfSubsystemGetListeners(p) => nvmf::get_listeners(st, &p.nqn),
             R::BdevEnableHistogram(p) => latency::enable(st, &self.target, p),
             R::BdevGetHistogram(p) => latency::get_histogram(st, &self.target, &p.name),
             R::NvmemuGetLatencyBreakdown => latency::breakdown(&self.target),

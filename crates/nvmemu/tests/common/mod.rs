@@ -117,6 +117,7 @@ pub fn start_with(
             socket_mode: 0o600,
             config,
             namespaces,
+            admission: nvmemu_device::Admission::default(),
         })
         .expect("controller");
     TestTarget { target, id, dir }
@@ -198,6 +199,7 @@ pub fn add_controller(t: &TestTarget) -> tempfile::TempDir {
             socket_mode: 0o600,
             config: ControllerConfig::default(),
             namespaces: vec![Namespace::new(Nsid(1), Arc::new(bdev))],
+            admission: nvmemu_device::Admission::default(),
         })
         .expect("second controller");
     dir

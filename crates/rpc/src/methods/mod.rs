@@ -6,6 +6,7 @@ pub mod bdev;
 pub mod framework;
 pub mod histogram;
 pub mod nvmf;
+pub mod nvmf_host;
 mod object_only;
 
 use serde::de::DeserializeOwned;
@@ -23,6 +24,10 @@ use nvmf::{
     NvmfGetSubsystemsParams, NvmfGetTransportsParams, NvmfSubsystemAddListenerParams,
     NvmfSubsystemAddNsParams, NvmfSubsystemParams, NvmfSubsystemRemoveListenerParams,
     NvmfSubsystemRemoveNsParams,
+};
+use nvmf_host::{
+    NvmfSubsystemAddHostParams, NvmfSubsystemAllowAnyHostParams, NvmfSubsystemQueryParams,
+    NvmfSubsystemRemoveHostParams,
 };
 
 /// One decoded JSON-RPC call, one variant per supported SPDK method.
@@ -79,6 +84,18 @@ pub enum Request {
     NvmfSubsystemRemoveListener(NvmfSubsystemRemoveListenerParams),
     /// `nvmf_get_stats` → [`nvmf::NvmfStats`].
     NvmfGetStats(NvmfGetStatsParams),
+    /// `nvmf_subsystem_add_host` → `true`.
+    NvmfSubsystemAddHost(NvmfSubsystemAddHostParams),
+    /// `nvmf_subsystem_remove_host` → `true`.
+    NvmfSubsystemRemoveHost(NvmfSubsystemRemoveHostParams),
+    /// `nvmf_subsystem_allow_any_host` → `true`.
+    NvmfSubsystemAllowAnyHost(NvmfSubsystemAllowAnyHostParams),
+    /// `nvmf_subsystem_get_controllers` → array of [`nvmf_host::ControllerInfo`].
+    NvmfSubsystemGetControllers(NvmfSubsystemQueryParams),
+    /// `nvmf_subsystem_get_qpairs` → array of [`nvmf_host::QpairInfo`].
+    NvmfSubsystemGetQpairs(NvmfSubsystemQueryParams),
+    /// `nvmf_subsystem_get_listeners` → array of [`nvmf_host::SubsystemListener`].
+    NvmfSubsystemGetListeners(NvmfSubsystemQueryParams),
     /// `bdev_enable_histogram` → `true`.
     BdevEnableHistogram(BdevEnableHistogramParams),
     /// `bdev_get_histogram` → [`histogram::BdevHistogram`].
@@ -113,6 +130,12 @@ pub const METHODS: &[&str] = &[
     "nvmf_subsystem_add_listener",
     "nvmf_subsystem_remove_listener",
     "nvmf_get_stats",
+    "nvmf_subsystem_add_host",
+    "nvmf_subsystem_remove_host",
+    "nvmf_subsystem_allow_any_host",
+    "nvmf_subsystem_get_controllers",
+    "nvmf_subsystem_get_qpairs",
+    "nvmf_subsystem_get_listeners",
     "bdev_enable_histogram",
     "bdev_get_histogram",
     "nvmemu_get_latency_breakdown",
@@ -159,6 +182,12 @@ impl Request {
             "nvmf_subsystem_add_listener" => Request::NvmfSubsystemAddListener(parse(p)?),
             "nvmf_subsystem_remove_listener" => Request::NvmfSubsystemRemoveListener(parse(p)?),
             "nvmf_get_stats" => Request::NvmfGetStats(parse(p)?),
+            "nvmf_subsystem_add_host" => Request::NvmfSubsystemAddHost(parse(p)?),
+            "nvmf_subsystem_remove_host" => Request::NvmfSubsystemRemoveHost(parse(p)?),
+            "nvmf_subsystem_allow_any_host" => Request::NvmfSubsystemAllowAnyHost(parse(p)?),
+            "nvmf_subsystem_get_controllers" => Request::NvmfSubsystemGetControllers(parse(p)?),
+            "nvmf_subsystem_get_qpairs" => Request::NvmfSubsystemGetQpairs(parse(p)?),
+            "nvmf_subsystem_get_listeners" => Request::NvmfSubsystemGetListeners(parse(p)?),
             "bdev_enable_histogram" => {
                 let h: BdevEnableHistogramParams = parse(p)?;
                 h.validate()?;
@@ -199,6 +228,12 @@ impl Request {
             Request::NvmfSubsystemAddListener(_) => "nvmf_subsystem_add_listener",
             Request::NvmfSubsystemRemoveListener(_) => "nvmf_subsystem_remove_listener",
             Request::NvmfGetStats(_) => "nvmf_get_stats",
+            Request::NvmfSubsystemAddHost(_) => "nvmf_subsystem_add_host",
+            Request::NvmfSubsystemRemoveHost(_) => "nvmf_subsystem_remove_host",
+            Request::NvmfSubsystemAllowAnyHost(_) => "nvmf_subsystem_allow_any_host",
+            Request::NvmfSubsystemGetControllers(_) => "nvmf_subsystem_get_controllers",
+            Request::NvmfSubsystemGetQpairs(_) => "nvmf_subsystem_get_qpairs",
+            Request::NvmfSubsystemGetListeners(_) => "nvmf_subsystem_get_listeners",
             Request::BdevEnableHistogram(_) => "bdev_enable_histogram",
             Request::BdevGetHistogram(_) => "bdev_get_histogram",
             Request::NvmemuGetLatencyBreakdown => "nvmemu_get_latency_breakdown",
@@ -264,6 +299,13 @@ mod tests {
                 "nvmf_create_subsystem" | "nvmf_delete_subsystem" => json!({"nqn": "q"}),
                 "nvmf_subsystem_add_ns" => json!({"nqn": "q", "namespace": {"bdev_name": "b"}}),
                 "nvmf_subsystem_remove_ns" => json!({"nqn": "q", "nsid": 1}),
+                "nvmf_subsystem_add_host" | "nvmf_subsystem_remove_host" => {
+                    json!({"nqn": "q", "host": "h"})
+                }
+                "nvmf_subsystem_allow_any_host" => json!({"nqn": "q", "allow_any_host": true}),
+                "nvmf_subsystem_get_controllers"
+                | "nvmf_subsystem_get_qpairs"
+                | "nvmf_subsystem_get_listeners" => json!({"nqn": "q"}),
                 "nvmf_subsystem_add_listener" | "nvmf_subsystem_remove_listener" => {
                     json!({"nqn": "q", "listen_address": {"trtype": "VFIOUSER", "traddr": "/t"}})
                 }

@@ -96,6 +96,7 @@ pub(crate) fn add_listener(
             socket_mode,
             config,
             namespaces: sub.namespaces.values().map(|n| n.ns.clone()).collect(),
+            admission: sub.admission.clone(),
         })
         .map_err(|e| target_error(&format!("Unable to listen on {}", addr.traddr), e))?;
     tracing::info!(nqn = %p.nqn, traddr = %addr.traddr, "listener added");

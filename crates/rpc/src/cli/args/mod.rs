@@ -3,12 +3,15 @@
 //! bdev,nvmf}.py`) and the exact params each sends.
 //!
 //! rpc.py passes every argparse value through `remove_null`: options not given are omitted,
-//! but `store_true` flags are always sent (as `false` when absent). That is mirrored here.
+//! but `store_true` flags are always sent (as `false` when absent). That is mirrored here,
+//! except that the nvmf subsystem, namespace and listener methods send a flag only when it
+//! is set, as rpc.py's `nvmf_create_subsystem` does (a target older than a flag refuses it).
 
 mod app;
 mod bdev;
 mod histogram;
 mod nvmf;
+mod nvmf_host;
 mod params;
 
 use clap::Subcommand;
@@ -21,6 +24,7 @@ pub use nvmf::{
     AddListenerArgs, AddNsArgs, CreateSubsystemArgs, CreateTransportArgs, DeleteSubsystemArgs,
     GetSubsystemsArgs, GetTransportsArgs, RemoveListenerArgs, RemoveNsArgs, TgtNameArg,
 };
+pub use nvmf_host::{AddHostArgs, AllowAnyHostArgs, RemoveHostArgs, SubsystemArgs};
 pub use params::ArgError;
 use params::P;
 
@@ -95,6 +99,18 @@ pub enum MethodArgs {
     NvmfSubsystemRemoveListener(RemoveListenerArgs),
     /// Display current statistics for NVMf subsystem.
     NvmfGetStats(TgtNameArg),
+    /// Add a host to an NVMe-oF subsystem.
+    NvmfSubsystemAddHost(AddHostArgs),
+    /// Remove a host from an NVMe-oF subsystem.
+    NvmfSubsystemRemoveHost(RemoveHostArgs),
+    /// Allow any host to connect to the subsystem.
+    NvmfSubsystemAllowAnyHost(AllowAnyHostArgs),
+    /// Display controllers of an NVMe-oF subsystem.
+    NvmfSubsystemGetControllers(SubsystemArgs),
+    /// Display queue pairs of an NVMe-oF subsystem.
+    NvmfSubsystemGetQpairs(SubsystemArgs),
+    /// Display listeners of an NVMe-oF subsystem.
+    NvmfSubsystemGetListeners(SubsystemArgs),
     /// Enable or disable histogram for specified bdev.
     BdevEnableHistogram(EnableHistogramArgs),
     /// Get histogram for specified bdev.
@@ -160,6 +176,24 @@ impl MethodArgs {
                 c("nvmf_subsystem_remove_listener", a.params(), Nothing)
             }
             MethodArgs::NvmfGetStats(a) => c("nvmf_get_stats", a.params(), Dict),
+            MethodArgs::NvmfSubsystemAddHost(a) => {
+                c("nvmf_subsystem_add_host", a.params(), Nothing)
+            }
+            MethodArgs::NvmfSubsystemRemoveHost(a) => {
+                c("nvmf_subsystem_remove_host", a.params(), Nothing)
+            }
+            MethodArgs::NvmfSubsystemAllowAnyHost(a) => {
+                c("nvmf_subsystem_allow_any_host", a.params(), Nothing)
+            }
+            MethodArgs::NvmfSubsystemGetControllers(a) => {
+                c("nvmf_subsystem_get_controllers", a.params(), Dict)
+            }
+            MethodArgs::NvmfSubsystemGetQpairs(a) => {
+                c("nvmf_subsystem_get_qpairs", a.params(), Dict)
+            }
+            MethodArgs::NvmfSubsystemGetListeners(a) => {
+                c("nvmf_subsystem_get_listeners", a.params(), Dict)
+            }
             MethodArgs::BdevEnableHistogram(a) => c("bdev_enable_histogram", a.params(), Nothing),
             MethodArgs::BdevGetHistogram(a) => c("bdev_get_histogram", a.params(), Dict),
             MethodArgs::NvmemuGetLatencyBreakdown => {
