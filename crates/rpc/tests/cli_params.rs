@@ -435,3 +435,37 @@ fn nvmf_host_methods() {
         assert_eq!(r.method(), m);
     }
 }
+
+#[test]
+fn monitoring_methods() {
+    for m in [
+        "bdev_wait_for_examine",
+        "thread_get_stats",
+        "thread_get_pollers",
+        "thread_get_io_channels",
+        "framework_get_scheduler",
+        "log_get_flags",
+        "log_get_level",
+        "log_get_print_level",
+        "notify_get_types",
+    ] {
+        let (method, p, _) = call(&[m]);
+        assert_eq!((method.as_str(), &p), (m, &json!({})));
+        assert_eq!(nvmemu_rpc::Request::decode(m, Some(p)).unwrap().method(), m);
+    }
+    assert_eq!(params(&["log_set_flag", "nvmf"]), json!({"flag": "nvmf"}));
+    assert_eq!(params(&["log_clear_flag", "nvmf"]), json!({"flag": "nvmf"}));
+    assert_eq!(
+        params(&["log_set_level", "DEBUG"]),
+        json!({"level": "DEBUG"})
+    );
+    assert_eq!(
+        params(&["log_set_print_level", "INFO"]),
+        json!({"level": "INFO"})
+    );
+    assert_eq!(params(&["notify_get_notifications"]), json!({}));
+    assert_eq!(
+        params(&["notify_get_notifications", "-i", "3", "-n", "2"]),
+        json!({"id": 3, "max": 2})
+    );
+}

@@ -79,7 +79,7 @@ pub(crate) fn reactors(target: &Target, cores: &[usize]) -> Result<Value, RpcErr
     })
 }
 
-fn cpumask(core: usize) -> String {
+pub(super) fn cpumask(core: usize) -> String {
     match u32::try_from(core).ok().and_then(|c| 1u128.checked_shl(c)) {
         Some(m) => format!("{m:x}"),
         None => "0".into(),

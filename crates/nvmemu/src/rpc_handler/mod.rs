@@ -16,7 +16,11 @@ mod cpu_time;
 mod framework;
 mod ids;
 mod latency;
+mod log;
 mod nvmf;
+mod threads;
+
+pub use log::LogControl;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,6 +38,8 @@ pub struct HandlerOptions {
     pub socket_mode: u32,
     /// Cores of the pollers, in poller order (for `framework_get_reactors`).
     pub cores: Vec<usize>,
+    /// Where the `log_*` methods apply their filter (none: they only keep the settings).
+    pub log: Option<LogControl>,
 }
 
 /// Everything the RPCs create.
@@ -44,6 +50,8 @@ struct State {
     subsystems: BTreeMap<String, nvmf::Subsystem>,
     /// Bdevs with `bdev_enable_histogram` on, and their granularity.
     histograms: BTreeMap<String, u32>,
+    /// Log settings and bdev notifications.
+    log: log::LogState,
 }
 
 /// nvmemu's implementation of [`Handler`].
@@ -122,11 +130,20 @@ impl Handler for NvmemuHandler {
         use Request as R;
         match req {
             R::BdevGetBdevs(p) => return self.get_bdevs(p, caller),
-            R::BdevMallocCreate(p) => return self.malloc_create(p),
+            R::BdevMallocCreate(p) => {
+                let r = self.malloc_create(p);
+                if let Ok(Value::String(name)) = &r {
+                    self.lock().log.notify("bdev_register", name);
+                }
+                return r;
+            }
             _ => {}
         }
         let mut guard = self.lock();
         let st = &mut *guard;
+        if let Some(r) = self.handle_app(st, &req) {
+            return r;
+        }
         match req {
             R::SpdkGetVersion => framework::version(),
             R::FrameworkWaitInit => Ok(Value::Bool(true)),
@@ -137,17 +154,15 @@ impl Handler for NvmemuHandler {
                 Ok(Value::Bool(true))
             }
             R::SaveConfig => Ok(framework::save_config(st)),
-            R::BdevNullCreate(p) => st.bdevs.null_create(p),
-            R::BdevMallocDelete(p) => {
-                let claims = nvmf::claims(&st.subsystems);
-                st.bdevs
-                    .delete(nvmemu_bdev::BdevKind::Malloc, &p.name, &claims)
+            R::BdevNullCreate(p) => {
+                let r = st.bdevs.null_create(p);
+                if let Ok(Value::String(name)) = &r {
+                    st.log.notify("bdev_register", name);
+                }
+                r
             }
-            R::BdevNullDelete(p) => {
-                let claims = nvmf::claims(&st.subsystems);
-                st.bdevs
-                    .delete(nvmemu_bdev::BdevKind::Null, &p.name, &claims)
-            }
+            R::BdevMallocDelete(p) => delete_bdev(st, nvmemu_bdev::BdevKind::Malloc, &p.name),
+            R::BdevNullDelete(p) => delete_bdev(st, nvmemu_bdev::BdevKind::Null, &p.name),
             R::BdevGetIostat(p) => st.bdevs.iostat(&p, self.ticks()),
             R::NvmfCreateTransport(p) => nvmf::create_transport(st, p),
             R::NvmfGetTransports(p) => nvmf::get_transports(st, &p),
@@ -176,13 +191,45 @@ impl Handler for NvmemuHandler {
             R::BdevEnableHistogram(p) => latency::enable(st, &self.target, p),
             R::BdevGetHistogram(p) => latency::get_histogram(st, &self.target, &p.name),
             R::NvmemuGetLatencyBreakdown => latency::breakdown(&self.target),
-            other @ (R::RpcGetMethods(_)
-            | R::FrameworkGetSubsystems
-            | R::FrameworkGetConfig(_)
-            | R::BdevGetBdevs(_)
-            | R::BdevMallocCreate(_)) => Err(RpcError::method_not_found(other.method())),
+            // Answered by `dispatch`, above or by `handle_app`.
+            other => Err(RpcError::method_not_found(other.method())),
         }
     }
+}
+
+impl NvmemuHandler {
+    /// The thread, scheduler, log and notification methods; `None` for any other.
+    fn handle_app(&self, st: &mut State, req: &Request) -> Option<Result<Value, RpcError>> {
+        use Request as R;
+        let log = self.opts.log.as_ref();
+        Some(match req {
+            R::BdevWaitForExamine => Ok(Value::Bool(true)),
+            R::ThreadGetStats => threads::stats(&self.target, &self.opts.cores, self.ticks()),
+            R::ThreadGetPollers => threads::pollers(&self.target),
+            R::ThreadGetIoChannels => threads::io_channels(st, &self.target),
+            R::FrameworkGetScheduler => threads::scheduler(&self.opts.cores),
+            R::LogSetFlag(p) => st.log.set_flag(log, &p.flag, true),
+            R::LogClearFlag(p) => st.log.set_flag(log, &p.flag, false),
+            R::LogGetFlags => Ok(st.log.flags()),
+            R::LogSetLevel(p) => st.log.set_level(&p.level),
+            R::LogGetLevel => Ok(st.log.level()),
+            R::LogSetPrintLevel(p) => st.log.set_print_level(log, &p.level),
+            R::LogGetPrintLevel => Ok(st.log.print_level()),
+            R::NotifyGetTypes => Ok(serde_json::json!(nvmemu_rpc::methods::log::NOTIFY_TYPES)),
+            R::NotifyGetNotifications(p) => st.log.notifications(p),
+            _ => return None,
+        })
+    }
+}
+
+/// `bdev_malloc_delete` / `bdev_null_delete`, with its `bdev_unregister` notification.
+fn delete_bdev(st: &mut State, kind: nvmemu_bdev::BdevKind, name: &str) -> Result<Value, RpcError> {
+    let claims = nvmf::claims(&st.subsystems);
+    let r = st.bdevs.delete(kind, name, &claims);
+    if r.is_ok() {
+        st.log.notify("bdev_unregister", name);
+    }
+    r
 }
 
 /// Serialises a result type; a failure here is a bug, reported as an internal error.

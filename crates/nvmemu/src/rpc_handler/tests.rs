@@ -28,6 +28,7 @@ fn handler() -> (NvmemuHandler, StopHandle) {
         HandlerOptions {
             socket_mode: 0o600,
             cores: vec![0],
+            log: None,
         },
     );
     (h, stop)

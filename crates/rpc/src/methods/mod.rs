@@ -5,9 +5,11 @@
 pub mod bdev;
 pub mod framework;
 pub mod histogram;
+pub mod log;
 pub mod nvmf;
 pub mod nvmf_host;
 mod object_only;
+pub mod threads;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -19,6 +21,7 @@ use bdev::{
 };
 use framework::{FrameworkGetConfigParams, RpcGetMethodsParams, SpdkKillInstanceParams};
 use histogram::{BdevEnableHistogramParams, BdevGetHistogramParams};
+use log::{LogFlagParams, LogLevelParams, NotifyGetNotificationsParams};
 use nvmf::{
     NvmfCreateSubsystemParams, NvmfCreateTransportParams, NvmfGetStatsParams,
     NvmfGetSubsystemsParams, NvmfGetTransportsParams, NvmfSubsystemAddListenerParams,
@@ -102,6 +105,34 @@ pub enum Request {
     BdevGetHistogram(BdevGetHistogramParams),
     /// `nvmemu_get_latency_breakdown` → [`histogram::LatencyBreakdown`].
     NvmemuGetLatencyBreakdown,
+    /// `bdev_wait_for_examine` → `true` (bdevs are examined when created).
+    BdevWaitForExamine,
+    /// `thread_get_stats` → [`threads::ThreadStats`].
+    ThreadGetStats,
+    /// `thread_get_pollers` → [`threads::ThreadPollers`].
+    ThreadGetPollers,
+    /// `thread_get_io_channels` → [`threads::ThreadIoChannels`].
+    ThreadGetIoChannels,
+    /// `framework_get_scheduler` → [`threads::SchedulerInfo`].
+    FrameworkGetScheduler,
+    /// `log_set_flag` → `true`.
+    LogSetFlag(LogFlagParams),
+    /// `log_clear_flag` → `true`.
+    LogClearFlag(LogFlagParams),
+    /// `log_get_flags` → object of flag name → enabled.
+    LogGetFlags,
+    /// `log_set_level` → `true`.
+    LogSetLevel(LogLevelParams),
+    /// `log_get_level` → level name.
+    LogGetLevel,
+    /// `log_set_print_level` → `true`.
+    LogSetPrintLevel(LogLevelParams),
+    /// `log_get_print_level` → level name.
+    LogGetPrintLevel,
+    /// `notify_get_types` → array of type names.
+    NotifyGetTypes,
+    /// `notify_get_notifications` → array of [`log::Notification`].
+    NotifyGetNotifications(NotifyGetNotificationsParams),
 }
 
 /// Every method name [`Request::decode`] accepts, in `rpc_get_methods` order.
@@ -139,6 +170,20 @@ pub const METHODS: &[&str] = &[
     "bdev_enable_histogram",
     "bdev_get_histogram",
     "nvmemu_get_latency_breakdown",
+    "bdev_wait_for_examine",
+    "thread_get_stats",
+    "thread_get_pollers",
+    "thread_get_io_channels",
+    "framework_get_scheduler",
+    "log_set_flag",
+    "log_clear_flag",
+    "log_get_flags",
+    "log_set_level",
+    "log_get_level",
+    "log_set_print_level",
+    "log_get_print_level",
+    "notify_get_types",
+    "notify_get_notifications",
 ];
 
 impl Request {
@@ -197,6 +242,20 @@ impl Request {
             "nvmemu_get_latency_breakdown" => {
                 no_params(method, p, Request::NvmemuGetLatencyBreakdown)?
             }
+            "bdev_wait_for_examine" => no_params(method, p, Request::BdevWaitForExamine)?,
+            "thread_get_stats" => no_params(method, p, Request::ThreadGetStats)?,
+            "thread_get_pollers" => no_params(method, p, Request::ThreadGetPollers)?,
+            "thread_get_io_channels" => no_params(method, p, Request::ThreadGetIoChannels)?,
+            "framework_get_scheduler" => no_params(method, p, Request::FrameworkGetScheduler)?,
+            "log_set_flag" => Request::LogSetFlag(parse(p)?),
+            "log_clear_flag" => Request::LogClearFlag(parse(p)?),
+            "log_get_flags" => no_params(method, p, Request::LogGetFlags)?,
+            "log_set_level" => Request::LogSetLevel(parse(p)?),
+            "log_get_level" => no_params(method, p, Request::LogGetLevel)?,
+            "log_set_print_level" => Request::LogSetPrintLevel(parse(p)?),
+            "log_get_print_level" => no_params(method, p, Request::LogGetPrintLevel)?,
+            "notify_get_types" => no_params(method, p, Request::NotifyGetTypes)?,
+            "notify_get_notifications" => Request::NotifyGetNotifications(parse(p)?),
             other => return Err(RpcError::method_not_found(other)),
         })
     }
@@ -237,6 +296,20 @@ impl Request {
             Request::BdevEnableHistogram(_) => "bdev_enable_histogram",
             Request::BdevGetHistogram(_) => "bdev_get_histogram",
             Request::NvmemuGetLatencyBreakdown => "nvmemu_get_latency_breakdown",
+            Request::BdevWaitForExamine => "bdev_wait_for_examine",
+            Request::ThreadGetStats => "thread_get_stats",
+            Request::ThreadGetPollers => "thread_get_pollers",
+            Request::ThreadGetIoChannels => "thread_get_io_channels",
+            Request::FrameworkGetScheduler => "framework_get_scheduler",
+            Request::LogSetFlag(_) => "log_set_flag",
+            Request::LogClearFlag(_) => "log_clear_flag",
+            Request::LogGetFlags => "log_get_flags",
+            Request::LogSetLevel(_) => "log_set_level",
+            Request::LogGetLevel => "log_get_level",
+            Request::LogSetPrintLevel(_) => "log_set_print_level",
+            Request::LogGetPrintLevel => "log_get_print_level",
+            Request::NotifyGetTypes => "notify_get_types",
+            Request::NotifyGetNotifications(_) => "notify_get_notifications",
         }
     }
 }
@@ -303,6 +376,8 @@ mod tests {
                     json!({"nqn": "q", "host": "h"})
                 }
                 "nvmf_subsystem_allow_any_host" => json!({"nqn": "q", "allow_any_host": true}),
+                "log_set_flag" | "log_clear_flag" => json!({"flag": "nvmf"}),
+                "log_set_level" | "log_set_print_level" => json!({"level": "DEBUG"}),
                 "nvmf_subsystem_get_controllers"
                 | "nvmf_subsystem_get_qpairs"
                 | "nvmf_subsystem_get_listeners" => json!({"nqn": "q"}),

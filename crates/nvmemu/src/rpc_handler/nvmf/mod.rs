@@ -110,6 +110,26 @@ pub(crate) fn claims(subsystems: &BTreeMap<String, Subsystem>) -> BTreeSet<Strin
         .collect()
 }
 
+/// For each bdev, how many of `ctrls` serve a namespace on it (the poll group's I/O
+/// channels to that bdev).
+pub(crate) fn bdev_users(st: &State, ctrls: &[ControllerId]) -> BTreeMap<String, u64> {
+    let mut users = BTreeMap::new();
+    for s in st.subsystems.values() {
+        let served = s
+            .listeners
+            .iter()
+            .filter(|l| ctrls.contains(&l.ctrl))
+            .count() as u64;
+        if served == 0 {
+            continue;
+        }
+        for n in s.namespaces.values() {
+            *users.entry(n.bdev_name.clone()).or_insert(0) += served;
+        }
+    }
+    users
+}
+
 fn no_subsystem(nqn: &str) -> RpcError {
     RpcError::invalid_params(format!("Unable to find subsystem with NQN {nqn}"))
 }

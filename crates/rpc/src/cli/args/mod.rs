@@ -10,6 +10,7 @@
 mod app;
 mod bdev;
 mod histogram;
+mod monitor;
 mod nvmf;
 mod nvmf_host;
 mod params;
@@ -20,6 +21,7 @@ use serde_json::Value;
 pub use app::{KillArgs, RpcGetMethodsArgs, SaveConfigArgs};
 pub use bdev::{GetBdevsArgs, IostatArgs, MallocCreateArgs, NameArg, NullCreateArgs};
 pub use histogram::EnableHistogramArgs;
+pub use monitor::{LogFlagArg, LogLevelArg, NotifyArgs};
 pub use nvmf::{
     AddListenerArgs, AddNsArgs, CreateSubsystemArgs, CreateTransportArgs, DeleteSubsystemArgs,
     GetSubsystemsArgs, GetTransportsArgs, RemoveListenerArgs, RemoveNsArgs, TgtNameArg,
@@ -117,6 +119,34 @@ pub enum MethodArgs {
     BdevGetHistogram(NameArg),
     /// nvmemu: the target's per-layer latency per controller, queue and namespace.
     NvmemuGetLatencyBreakdown,
+    /// Block until all bdevs have been examined by bdev modules.
+    BdevWaitForExamine,
+    /// Display current statistics of all the threads.
+    ThreadGetStats,
+    /// Display current pollers of all the threads.
+    ThreadGetPollers,
+    /// Display current I/O channels of all the threads.
+    ThreadGetIoChannels,
+    /// Display currently set scheduler and its properties.
+    FrameworkGetScheduler,
+    /// Set log flag.
+    LogSetFlag(LogFlagArg),
+    /// Clear log flag.
+    LogClearFlag(LogFlagArg),
+    /// Get log flags.
+    LogGetFlags,
+    /// Set log level.
+    LogSetLevel(LogLevelArg),
+    /// Get log level.
+    LogGetLevel,
+    /// Set log print level.
+    LogSetPrintLevel(LogLevelArg),
+    /// Get log print level.
+    LogGetPrintLevel,
+    /// List available notifications that can be subscribed to.
+    NotifyGetTypes,
+    /// Get notifications.
+    NotifyGetNotifications(NotifyArgs),
 }
 
 impl MethodArgs {
@@ -198,6 +228,28 @@ impl MethodArgs {
             MethodArgs::BdevGetHistogram(a) => c("bdev_get_histogram", a.params(), Dict),
             MethodArgs::NvmemuGetLatencyBreakdown => {
                 c("nvmemu_get_latency_breakdown", P::default().done(), Dict)
+            }
+            MethodArgs::BdevWaitForExamine => {
+                c("bdev_wait_for_examine", P::default().done(), Nothing)
+            }
+            MethodArgs::ThreadGetStats => c("thread_get_stats", P::default().done(), Dict),
+            MethodArgs::ThreadGetPollers => c("thread_get_pollers", P::default().done(), Dict),
+            MethodArgs::ThreadGetIoChannels => {
+                c("thread_get_io_channels", P::default().done(), Dict)
+            }
+            MethodArgs::FrameworkGetScheduler => {
+                c("framework_get_scheduler", P::default().done(), Dict)
+            }
+            MethodArgs::LogSetFlag(a) => c("log_set_flag", a.params(), Nothing),
+            MethodArgs::LogClearFlag(a) => c("log_clear_flag", a.params(), Nothing),
+            MethodArgs::LogGetFlags => c("log_get_flags", P::default().done(), Dict),
+            MethodArgs::LogSetLevel(a) => c("log_set_level", a.params(), Nothing),
+            MethodArgs::LogGetLevel => c("log_get_level", P::default().done(), Dict),
+            MethodArgs::LogSetPrintLevel(a) => c("log_set_print_level", a.params(), Nothing),
+            MethodArgs::LogGetPrintLevel => c("log_get_print_level", P::default().done(), Dict),
+            MethodArgs::NotifyGetTypes => c("notify_get_types", P::default().done(), Dict),
+            MethodArgs::NotifyGetNotifications(a) => {
+                c("notify_get_notifications", a.params(), Dict)
             }
         }
     }
