@@ -107,6 +107,9 @@ pub(crate) fn nvmf_stats(target: &Target) -> Result<Value, RpcError> {
                 completed_nvme_io: s.commands,
                 transports: vec![PollGroupTransportStats {
                     trtype: nvmf::VFIOUSER.into(),
+                    polls: s.passes,
+                    poll_reqs: s.commands,
+                    ..PollGroupTransportStats::default()
                 }],
             }
         })

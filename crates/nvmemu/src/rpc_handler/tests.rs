@@ -297,6 +297,20 @@ fn stats_and_kill_instance() {
     assert_eq!(r["reactors"][0]["lw_threads"][0]["cpumask"], json!("1"));
     let s = call(&h, "nvmf_get_stats", json!({})).unwrap();
     assert_eq!(s["poll_groups"].as_array().map(Vec::len), Some(1));
+    // SPDK's VFIOUSER counters: passes and the commands they took.
+    let t = &s["poll_groups"][0]["transports"][0];
+    assert_eq!(t["trtype"], json!("VFIOUSER"));
+    for key in [
+        "polls",
+        "poll_reqs",
+        "polls_spurious",
+        "ctrlr_intr",
+        "cq_full",
+        "cqh_io_writes",
+    ] {
+        assert!(t[key].is_u64(), "{key} in {t}");
+    }
+    assert!(t["poll_reqs_variance"].is_f64(), "{t}");
     let v = call(&h, "spdk_get_version", json!({})).unwrap();
     assert_eq!(
         v["version"],
