@@ -11,6 +11,8 @@
 #               --verify=crc32c then passes on the controller it created
 #   rpc-shape   the same script and queries against SPDK's nvmf_tgt: nvmemu's answers must
 #               have the shape of SPDK's (tests/peers/rpc_shape.py)
+#   hosts       a subsystem without allow_any_host refuses spdk_nvme_identify (with a log
+#               line), nvmf_subsystem_allow_any_host -e admits it
 #   rpc-cli     `nvmemu rpc` runs the set-up script against nvmf_tgt; spdk_nvme_identify sees
 #               the controller it configured
 #   config-to-spdk    nvmemu's save_config loaded by `nvmf_tgt --json`; identify sees it
@@ -259,6 +261,7 @@ setup_script() {
   "$rpc" "$sock" framework_wait_init
   [ "$("$rpc" "$sock" bdev_malloc_create 64 512 -b Malloc0)" = Malloc0 ]
   [ "$("$rpc" "$sock" bdev_null_create Null0 64 512)" = Null0 ]
+  "$rpc" "$sock" bdev_wait_for_examine
   "$rpc" "$sock" nvmf_create_transport -t VFIOUSER
   "$rpc" "$sock" nvmf_create_subsystem "$NQN" -s SPDK00 -a
   "$rpc" "$sock" nvmf_subsystem_add_ns "$NQN" Malloc0
@@ -284,12 +287,30 @@ nvmf_tgt() {
   wait_socket "$WORK/$name.sock" "$TGT_PID"
 }
 
-# The queries whose answers are compared, saved as $2/METHOD.json.
+# The queries whose answers are compared, saved as $2/METHOD.json: without parameters,
+# then those that name the subsystem.
 SHAPE_METHODS=(bdev_get_bdevs nvmf_get_subsystems nvmf_get_transports bdev_get_iostat
-  framework_get_reactors save_config rpc_get_methods spdk_get_version)
+  framework_get_reactors save_config rpc_get_methods spdk_get_version nvmf_get_stats
+  thread_get_stats thread_get_pollers thread_get_io_channels framework_get_scheduler
+  log_get_flags log_get_level log_get_print_level notify_get_types notify_get_notifications)
+SHAPE_NQN_METHODS=(nvmf_subsystem_get_controllers nvmf_subsystem_get_qpairs
+  nvmf_subsystem_get_listeners)
+# query_all SOCK OUT DIR: the queries, while spdk_nvme_perf is attached to the controller
+# at DIR (so the controller and qpair listings have something to list).
 query_all() {
-  local sock=$1 out=$2 m
+  local sock=$1 out=$2 dir=$3 m perf
   mkdir -p "$out"
+  start "perf-$(basename "$out")" "$P/spdk_nvme_perf" -r "trtype:VFIOUSER traddr:$dir subnqn:$NQN" \
+    -c 0x1 -g -s 256 -q 4 -o 4096 -w randread -t 60
+  perf=$LAST_PID
+  for _ in $(seq 100); do
+    [ "$(rpcpy "$sock" nvmf_subsystem_get_controllers "$NQN")" != "[]" ] && break
+    sleep 0.1
+  done
+  for m in "${SHAPE_NQN_METHODS[@]}"; do
+    rpcpy "$sock" "$m" "$NQN" >"$out/$m.json"
+  done
+  stop "$perf"
   for m in "${SHAPE_METHODS[@]}"; do
     rpcpy "$sock" "$m" >"$out/$m.json"
   done
@@ -303,7 +324,7 @@ check_rpc_setup() {
   "$BIN" bench --socket "$WORK/rpc-vfu" --rw=randwrite --verify=crc32c --size=16M \
     --eta never >"$WORK/rpc-bench.log" 2>&1 || { cat "$WORK/rpc-bench.log"; return 1; }
   grep -E '^ *verify +:' "$WORK/rpc-bench.log" | sed 's/^ */nvmemu bench crc32c /'
-  query_all "$WORK/rpc.sock" "$WORK/shape-nvmemu"
+  query_all "$WORK/rpc.sock" "$WORK/shape-nvmemu" "$WORK/rpc-vfu"
   rpcpy "$WORK/rpc.sock" spdk_kill_instance SIGTERM >/dev/null
   stop "$pid"
 }
@@ -317,10 +338,33 @@ check_rpc_shape() {
   local pid=$LAST_PID
   wait_socket "$WORK/spdk.sock" "$pid"
   setup_script "$WORK/spdk.sock" "$WORK/spdk-vfu" >/dev/null
-  query_all "$WORK/spdk.sock" "$WORK/shape-spdk"
+  query_all "$WORK/spdk.sock" "$WORK/shape-spdk" "$WORK/spdk-vfu"
   rpcpy "$WORK/spdk.sock" spdk_kill_instance SIGTERM >/dev/null
   stop "$pid"
   python3 "$HERE/rpc_shape.py" "$WORK/shape-spdk" "$WORK/shape-nvmemu"
+}
+
+# A subsystem without allow_any_host refuses SPDK's client (vfio-user presents no host
+# NQN, so no host list matches), logs why, and admits it once any host is allowed.
+check_hosts() {
+  start hosts-serve "$BIN" serve -r "$WORK/hosts.sock" -m 0x2
+  wait_socket "$WORK/hosts.sock" "$LAST_PID"
+  local sock=$WORK/hosts.sock dir=$WORK/hosts-vfu
+  [ "$(rpcpy "$sock" bdev_malloc_create 64 512 -b Malloc0)" = Malloc0 ]
+  rpcpy "$sock" nvmf_create_transport -t VFIOUSER
+  rpcpy "$sock" nvmf_create_subsystem "$NQN" -s SPDK00
+  rpcpy "$sock" nvmf_subsystem_add_ns "$NQN" Malloc0
+  mkdir -p "$dir"
+  rpcpy "$sock" nvmf_subsystem_add_listener "$NQN" -t VFIOUSER -a "$dir" -s 0
+  rpcpy "$sock" nvmf_subsystem_add_host "$NQN" nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555
+  if run_bounded 60 hosts-refused "$P/spdk_nvme_identify" -g -r "trtype:VFIOUSER traddr:$dir subnqn:$NQN"; then
+    echo "spdk_nvme_identify attached to a subsystem that allows no host"
+    return 1
+  fi
+  grep -q 'client refused: its subsystem does not allow any host' "$WORK/hosts-serve.log"
+  echo "refused while allow_any_host is off, with a log line"
+  rpcpy "$sock" nvmf_subsystem_allow_any_host -e "$NQN"
+  identify_setup hosts-identify "$dir"
 }
 
 check_rpc_cli() {
@@ -364,6 +408,7 @@ check bdevperf check_bdevperf
 check compliance check_compliance
 check rpc-setup check_rpc_setup
 check rpc-shape check_rpc_shape
+check hosts check_hosts
 check rpc-cli check_rpc_cli
 check config-to-spdk check_config_to_spdk
 check config-from-spdk check_config_from_spdk

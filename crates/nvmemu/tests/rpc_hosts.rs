@@ -213,7 +213,8 @@ fn controllers_qpairs_and_listeners_of_a_subsystem() {
         .collect();
     assert_eq!(qids, vec![0, 1]);
     assert_eq!(qpairs[1]["cntlid"], json!(1));
-    assert_eq!(qpairs[1]["state"], json!("active"));
+    assert_eq!(qpairs[1]["state"], json!("enabled"));
+    assert_eq!(qpairs[1]["peer_address"]["adrfam"], json!("unknown"));
     assert_eq!(qpairs[1]["thread"], json!("nvmf_tgt_poll_group_000"));
     assert_eq!(qpairs[1]["listen_address"], listener);
     drop(c);

@@ -120,10 +120,18 @@ pub(crate) fn nvmf_stats(target: &Target) -> Result<Value, RpcError> {
     })
 }
 
+/// The bdevs' calls, then `bdev_wait_for_examine`, which SPDK's ends with so that a replay
+/// waits for the bdevs before the nvmf subsystem uses them.
+fn bdev_config(st: &State) -> Vec<Value> {
+    let mut calls = st.bdevs.save_config();
+    calls.push(json!({"method": "bdev_wait_for_examine"}));
+    calls
+}
+
 /// The whole configuration in SPDK's `save_config` shape: `bdev` before `nvmf`.
 pub(crate) fn save_config(st: &State) -> Value {
     json!({"subsystems": [
-        {"subsystem": "bdev", "config": st.bdevs.save_config()},
+        {"subsystem": "bdev", "config": bdev_config(st)},
         {"subsystem": "nvmf", "config": nvmf::save_config(st)},
     ]})
 }

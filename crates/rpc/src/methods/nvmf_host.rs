@@ -89,7 +89,7 @@ pub struct QpairInfo {
     pub cntlid: u16,
     /// Queue ID (0: admin).
     pub qid: u16,
-    /// `"active"`.
+    /// `"enabled"` (SPDK's name for a connected queue pair).
     pub state: String,
     /// The poll group (poller) serving it, e.g. `"nvmf_tgt_poll_group_000"`.
     pub thread: String,
@@ -97,6 +97,8 @@ pub struct QpairInfo {
     pub hostnqn: String,
     /// The listener it came through.
     pub listen_address: ListenerInfo,
+    /// The host's address: empty for vfio-user (SPDK reports `adrfam` `"unknown"`).
+    pub peer_address: ListenerInfo,
 }
 
 /// An `nvmf_subsystem_get_listeners` element.

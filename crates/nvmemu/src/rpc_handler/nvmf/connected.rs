@@ -9,6 +9,7 @@
 use nvmemu_ctrl::ControllerStats;
 use nvmemu_device::Target;
 use nvmemu_rpc::RpcError;
+use nvmemu_rpc::methods::nvmf::ListenerInfo;
 use nvmemu_rpc::methods::nvmf_host::{ControllerInfo, QpairInfo, SubsystemListener};
 use serde_json::Value;
 
@@ -62,10 +63,16 @@ pub(crate) fn get_qpairs(st: &State, target: &Target, nqn: &str) -> Result<Value
             list.push(QpairInfo {
                 cntlid: l.cntlid,
                 qid: qid.0,
-                state: "active".into(),
+                state: "enabled".into(),
                 thread: format!("nvmf_tgt_poll_group_{poller:03}"),
                 hostnqn: String::new(),
                 listen_address: listener_info(&l.addr),
+                peer_address: ListenerInfo {
+                    trtype: String::new(),
+                    adrfam: "unknown".into(),
+                    traddr: String::new(),
+                    trsvcid: String::new(),
+                },
             });
         }
     }
