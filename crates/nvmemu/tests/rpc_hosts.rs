@@ -100,7 +100,9 @@ fn attach(dir: &Path) -> anyhow::Result<Controller> {
 
 /// Whether attaching failed because the controller refused the client (EACCES to VERSION).
 fn refused(r: anyhow::Result<Controller>) -> bool {
-    let e = r.err().expect("attach refused");
+    let Err(e) = r else {
+        panic!("the client was admitted");
+    };
     e.chain().any(|c| {
         c.downcast_ref::<nvmemu_vfio_user::ClientError>()
             .is_some_and(|ce| matches!(ce, nvmemu_vfio_user::ClientError::Refused))

@@ -33,7 +33,10 @@ const MAX_NOTIFICATIONS: usize = 4096;
 /// Replaces the running subscriber's filter with a directive such as
 /// `warn,nvmemu_ctrl=debug` (`nvmemu serve` passes a `tracing_subscriber` reload handle).
 #[derive(Clone)]
-pub struct LogControl(Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>);
+pub struct LogControl(Arc<ApplyDirective>);
+
+/// Applies one filter directive; the error says why it could not.
+type ApplyDirective = dyn Fn(&str) -> Result<(), String> + Send + Sync;
 
 impl LogControl {
     /// A control that applies directives with `apply`.
