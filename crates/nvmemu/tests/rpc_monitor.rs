@@ -163,10 +163,13 @@ fn threads_pollers_channels_and_scheduler() {
     assert_eq!(pg["cpumask"], json!("1"));
     assert_eq!(pg["active_pollers_count"], json!(1));
     assert!(pg["busy"].as_u64().unwrap() + pg["idle"].as_u64().unwrap() > 0);
-    let pollers = s.ok("thread_get_pollers", json!({}));
-    let p = &pollers["threads"][1]["active_pollers"][0];
+    // The poller publishes its pass count once it has run (late on a loaded machine).
+    let p = common::wait_for("the poller's first pass", || {
+        let pollers = s.ok("thread_get_pollers", json!({}));
+        let p = pollers["threads"][1]["active_pollers"][0].clone();
+        (p["run_count"].as_u64().unwrap() > 0).then_some(p)
+    });
     assert_eq!(p["name"], json!("nvmf_VFIOUSER"));
-    assert!(p["run_count"].as_u64().unwrap() > 0);
     let channels = s.ok("thread_get_io_channels", json!({}));
     assert_eq!(channels["threads"][1]["io_channels"], json!([]));
     assert_eq!(
