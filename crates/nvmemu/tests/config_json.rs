@@ -5,12 +5,9 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
-
-const BIN: &str = env!("CARGO_BIN_EXE_nvmemu");
 
 /// Every call nvmemu does not implement is named on its own line at the default log level,
 /// so QoS limits or options in an SPDK file are never dropped without a word.
@@ -30,18 +27,7 @@ fn serve_json_names_each_skipped_method() {
     ]});
     std::fs::write(&config, doc.to_string()).unwrap();
     let sock = dir.path().join("rpc.sock");
-    let child = Command::new(BIN)
-        .arg("serve")
-        .arg("-r")
-        .arg(&sock)
-        .args(["-m", "0x1", "--json"])
-        .arg(&config)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = common::spawn_logged_serve(&sock, &["--json".as_ref(), config.as_os_str()]);
     common::wait_for_rpc_socket(&sock);
     let mut c = nvmemu_rpc::Client::connect(&sock, Duration::from_secs(30)).unwrap();
     let bdevs = c.call("bdev_get_bdevs", json!({})).unwrap();

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use nvmemu_driver::{AttachOptions, Controller};
+use nvmemu_driver::Controller;
 use nvmemu_rpc::{Client, ClientError};
 use serde_json::{Value, json};
 
@@ -87,15 +87,7 @@ impl Drop for Server {
 }
 
 fn attach(dir: &Path) -> anyhow::Result<Controller> {
-    Ok(Controller::attach(
-        dir,
-        AttachOptions {
-            io_queues: 1,
-            queue_depth: 32,
-            dma_pool_bytes: 8 << 20,
-            ..AttachOptions::default()
-        },
-    )?)
+    Ok(common::attach_dir(dir)?)
 }
 
 /// Whether attaching failed because the controller refused the client (EACCES to VERSION).

@@ -6,13 +6,11 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use nvmemu_rpc::{Client, ClientError};
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_nvmemu");
 
 struct Server {
     child: Option<Child>,
@@ -23,17 +21,7 @@ impl Server {
     /// `nvmemu serve` with its default log filter and stderr captured.
     fn start() -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(BIN)
-            .arg("serve")
-            .arg("-r")
-            .arg(dir.path().join("rpc.sock"))
-            .args(["-m", "0x1"])
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = common::spawn_logged_serve(&dir.path().join("rpc.sock"), &[]);
         let s = Server {
             child: Some(child),
             dir,

@@ -151,6 +151,36 @@ pub fn silent_server() -> SilentServer {
     SilentServer { dir, accepted }
 }
 
+/// `nvmemu serve -r SOCK -m 0x1 EXTRA...` with the default log filter (no `RUST_LOG`) and
+/// stderr captured, for tests that read what the server logs; the caller waits for `SOCK`.
+pub fn spawn_logged_serve(sock: &Path, extra: &[&std::ffi::OsStr]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_nvmemu"))
+        .arg("serve")
+        .arg("-r")
+        .arg(sock)
+        .args(["-m", "0x1"])
+        .args(extra)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("nvmemu serve starts")
+}
+
+/// The driver attached to the controller at `dir/cntrl` with one small I/O queue.
+pub fn attach_dir(dir: &Path) -> Result<nvmemu_driver::Controller, nvmemu_driver::DriverError> {
+    nvmemu_driver::Controller::attach(
+        dir,
+        nvmemu_driver::AttachOptions {
+            io_queues: 1,
+            queue_depth: 32,
+            dma_pool_bytes: 8 << 20,
+            ..nvmemu_driver::AttachOptions::default()
+        },
+    )
+}
+
 /// The one stderr line of a command that failed (status 1) before printing anything.
 pub fn one_line_failure(out: &std::process::Output) -> String {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
