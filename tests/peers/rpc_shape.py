@@ -18,6 +18,10 @@ counters, paths); what a parser relies on must not, so for every file in SPDK_DI
 
 Allowed to be missing, and why:
 - OPTIONAL_KEYS below: keys SPDK itself omits for some objects.
+- NAME_KEYED below: objects whose keys name each program's own components (log flags);
+  only the type of their values is compared.
+- BY_SHAPE below: lists of each program's own pollers, channels or events; their elements
+  are compared with SPDK's first element, and an empty list is allowed.
 - In `save_config`, calls of methods that nvmemu's `rpc_get_methods` does not list (SPDK's
   global options of components nvmemu does not have: sockets, iobuf, accel, RAID, the
   bdev_nvme initiator, the scheduler, ...), and SPDK subsystems made only of such calls:
@@ -36,6 +40,18 @@ OPTIONAL_KEYS = {
     ("bdev_get_bdevs", "memory_domains"): (
         "SPDK omits it for bdevs without DMA memory domains (its null bdev); nvmemu's bdevs have none"
     ),
+}
+
+# method -> why its keys are not compared.
+NAME_KEYED = {
+    "log_get_flags": "flags name components: SPDK's (accel, iobuf, ...) are not nvmemu's",
+}
+
+# (method, key of a list) -> why its elements are compared by shape only.
+BY_SHAPE = {
+    ("thread_get_pollers", "active_pollers"): "each program's pollers (SPDK's malloc and accel pollers)",
+    ("thread_get_pollers", "timed_pollers"): "nvmemu has no timed pollers",
+    ("thread_get_io_channels", "io_channels"): "each program's channels (SPDK's iobuf, accel, bdev_mgr)",
 }
 
 IDENTITY_KEYS = ("method", "subsystem", "nqn", "nsid", "name", "lcore", "trtype")
@@ -92,9 +108,18 @@ class Comparison:
     def compare(self, ref, got, path):
         if not type_ok(ref, got):
             self.problems.append(f"{path}: {json_type(got)}, SPDK has {json_type(ref)}")
+        elif isinstance(ref, dict) and self.method in NAME_KEYED:
+            types = {json_type(v) for v in ref.values()}
+            for k, v in got.items():
+                if not any(type_ok(t_ref, v) for t_ref in ref.values()):
+                    self.problems.append(f"{path}.{k}: {json_type(v)}, SPDK's values are {sorted(types)}")
         elif isinstance(ref, dict):
             for k, v in ref.items():
-                if k in got:
+                if k in got and (self.method, k) in BY_SHAPE and isinstance(v, list):
+                    for i, g in enumerate(got[k] if isinstance(got[k], list) else [got[k]]):
+                        if v:
+                            self.compare(v[0], g, f"{path}.{k}[{i}]")
+                elif k in got:
                     self.compare(v, got[k], f"{path}.{k}")
                 elif (self.method, k) not in OPTIONAL_KEYS:
                     self.problems.append(f"{path}.{k}: missing (SPDK: {json_type(v)})")

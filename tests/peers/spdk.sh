@@ -15,6 +15,13 @@
 #               --verify=crc32c then passes on the controller it created
 #   rpc-shape   the same script and queries against SPDK's nvmf_tgt: nvmemu's answers must
 #               have the shape of SPDK's (tests/peers/rpc_shape.py)
+#   hosts       a subsystem without allow_any_host refuses spdk_nvme_identify (with a log
+#               line), nvmf_subsystem_allow_any_host -e admits it
+#   rpc-cli     `nvmemu rpc` runs the set-up script against nvmf_tgt; spdk_nvme_identify sees
+#               the controller it configured
+#   config-to-spdk    nvmemu's save_config loaded by `nvmf_tgt --json`; identify sees it
+#   config-from-spdk  nvmf_tgt's save_config loaded by `nvmemu serve --json` (each call it
+#               skips named in the log); identify sees it
 # Each check gets a fresh server. Prints each check's time and "N passed, N failed".
 #
 # Usage: tests/peers/spdk.sh [path/to/nvmemu]   (default: cargo build --release -p nvmemu)
@@ -22,7 +29,7 @@
 #   NVMEMU_SPDK_PEERS  the SPDK tools (docs/spdk-peers.md; .ci/run sets it to the CI machine's);
 #                      missing: skipped in one line, except under CI=true where it fails
 #   NVMEMU_PEERS_KEEP=1  keep the run directory (logs, JSON) even when every check passes
-#   NVMEMU_PEERS_ONLY="identify waiting"  run only the checks named
+#   NVMEMU_PEERS_ONLY="NAME..."  run only these checks (rpc-shape needs rpc-setup)
 # Needs root (hugepages, apt-get for the tools' libraries).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -156,6 +163,8 @@ wait_socket() {
 }
 
 rpcpy() { python3 "$PEERS/scripts/rpc.py" -s "$@"; }
+# nvmemu_rpc SOCK ARGS...: `nvmemu rpc`, which takes rpc.py's command lines.
+nvmemu_rpc() { "$BIN" rpc -s "$@"; }
 
 # serve NAME ARGS...: `nvmemu serve` on core 1 with one 1 GiB malloc namespace at
 # $WORK/NAME/cntrl; sets SERVE_PID and TRID (SPDK's transport ID for it).
@@ -282,25 +291,63 @@ check_compliance() {
   [ "$rc" -eq 0 ] || { echo "nvme_compliance exited with $rc"; return 1; }
 }
 
-# The README's set-up script, through SPDK's rpc.py, plus an unclaimed null bdev.
+# setup_script SOCK DIR [CLIENT]: the README's set-up script, plus an unclaimed null bdev,
+# through CLIENT (default SPDK's rpc.py; nvmemu_rpc takes the same command lines).
 setup_script() {
-  local sock=$1 dir=$2
-  rpcpy "$sock" framework_wait_init
-  [ "$(rpcpy "$sock" bdev_malloc_create 64 512 -b Malloc0)" = Malloc0 ]
-  [ "$(rpcpy "$sock" bdev_null_create Null0 64 512)" = Null0 ]
-  rpcpy "$sock" nvmf_create_transport -t VFIOUSER
-  rpcpy "$sock" nvmf_create_subsystem "$NQN" -s SPDK00 -a
-  rpcpy "$sock" nvmf_subsystem_add_ns "$NQN" Malloc0
+  local sock=$1 dir=$2 rpc=${3:-rpcpy}
+  "$rpc" "$sock" framework_wait_init
+  [ "$("$rpc" "$sock" bdev_malloc_create 64 512 -b Malloc0)" = Malloc0 ]
+  [ "$("$rpc" "$sock" bdev_null_create Null0 64 512)" = Null0 ]
+  "$rpc" "$sock" bdev_wait_for_examine
+  "$rpc" "$sock" nvmf_create_transport -t VFIOUSER
+  "$rpc" "$sock" nvmf_create_subsystem "$NQN" -s SPDK00 -a
+  "$rpc" "$sock" nvmf_subsystem_add_ns "$NQN" Malloc0
   mkdir -p "$dir"
-  rpcpy "$sock" nvmf_subsystem_add_listener "$NQN" -t VFIOUSER -a "$dir" -s 0
+  "$rpc" "$sock" nvmf_subsystem_add_listener "$NQN" -t VFIOUSER -a "$dir" -s 0
 }
 
-# The queries whose answers are compared, saved as $2/METHOD.json.
+# identify_setup NAME DIR: spdk_nvme_identify sees the controller setup_script made at DIR
+# (Malloc0: 64 MiB of 512 B blocks).
+identify_setup() {
+  run_bounded 60 "$1" "$P/spdk_nvme_identify" -g -r "trtype:VFIOUSER traddr:$2 subnqn:$NQN"
+  python3 "$HERE/spdk_results.py" identify "$WORK/$1.log" \
+    --serial SPDK00 --model "SPDK bdev Controller" --lbas $((64 << 11)) --lba-size 512
+}
+
+# nvmf_tgt NAME ARGS...: SPDK's target on core 1 with its RPC socket at $WORK/NAME.sock;
+# sets TGT_PID.
+nvmf_tgt() {
+  local name=$1
+  shift
+  start "$name" "$P/nvmf_tgt" -m 0x2 -r "$WORK/$name.sock" --huge-dir "$HUGE" "$@"
+  TGT_PID=$LAST_PID
+  wait_socket "$WORK/$name.sock" "$TGT_PID"
+}
+
+# The queries whose answers are compared, saved as $2/METHOD.json: without parameters,
+# then those that name the subsystem.
 SHAPE_METHODS=(bdev_get_bdevs nvmf_get_subsystems nvmf_get_transports bdev_get_iostat
-  framework_get_reactors save_config rpc_get_methods spdk_get_version)
+  framework_get_reactors save_config rpc_get_methods spdk_get_version nvmf_get_stats
+  thread_get_stats thread_get_pollers thread_get_io_channels framework_get_scheduler
+  log_get_flags log_get_level log_get_print_level notify_get_types notify_get_notifications)
+SHAPE_NQN_METHODS=(nvmf_subsystem_get_controllers nvmf_subsystem_get_qpairs
+  nvmf_subsystem_get_listeners)
+# query_all SOCK OUT DIR: the queries, while spdk_nvme_perf is attached to the controller
+# at DIR (so the controller and qpair listings have something to list).
 query_all() {
-  local sock=$1 out=$2 m
+  local sock=$1 out=$2 dir=$3 m perf
   mkdir -p "$out"
+  start "perf-$(basename "$out")" "$P/spdk_nvme_perf" -r "trtype:VFIOUSER traddr:$dir subnqn:$NQN" \
+    -c 0x1 -g -s 256 -q 4 -o 4096 -w randread -t 60
+  perf=$LAST_PID
+  for _ in $(seq 100); do
+    [ "$(rpcpy "$sock" nvmf_subsystem_get_controllers "$NQN")" != "[]" ] && break
+    sleep 0.1
+  done
+  for m in "${SHAPE_NQN_METHODS[@]}"; do
+    rpcpy "$sock" "$m" "$NQN" >"$out/$m.json"
+  done
+  stop "$perf"
   for m in "${SHAPE_METHODS[@]}"; do
     rpcpy "$sock" "$m" >"$out/$m.json"
   done
@@ -314,7 +361,7 @@ check_rpc_setup() {
   "$BIN" bench --socket "$WORK/rpc-vfu" --rw=randwrite --verify=crc32c --size=16M \
     --eta never >"$WORK/rpc-bench.log" 2>&1 || { cat "$WORK/rpc-bench.log"; return 1; }
   grep -E '^ *verify +:' "$WORK/rpc-bench.log" | sed 's/^ */nvmemu bench crc32c /'
-  query_all "$WORK/rpc.sock" "$WORK/shape-nvmemu"
+  query_all "$WORK/rpc.sock" "$WORK/shape-nvmemu" "$WORK/rpc-vfu"
   rpcpy "$WORK/rpc.sock" spdk_kill_instance SIGTERM >/dev/null
   stop "$pid"
 }
@@ -328,10 +375,67 @@ check_rpc_shape() {
   local pid=$LAST_PID
   wait_socket "$WORK/spdk.sock" "$pid"
   setup_script "$WORK/spdk.sock" "$WORK/spdk-vfu" >/dev/null
-  query_all "$WORK/spdk.sock" "$WORK/shape-spdk"
+  query_all "$WORK/spdk.sock" "$WORK/shape-spdk" "$WORK/spdk-vfu"
   rpcpy "$WORK/spdk.sock" spdk_kill_instance SIGTERM >/dev/null
   stop "$pid"
   python3 "$HERE/rpc_shape.py" "$WORK/shape-spdk" "$WORK/shape-nvmemu"
+}
+
+# A subsystem without allow_any_host refuses SPDK's client (vfio-user presents no host
+# NQN, so no host list matches), logs why, and admits it once any host is allowed.
+check_hosts() {
+  start hosts-serve "$BIN" serve -r "$WORK/hosts.sock" -m 0x2
+  wait_socket "$WORK/hosts.sock" "$LAST_PID"
+  local sock=$WORK/hosts.sock dir=$WORK/hosts-vfu
+  [ "$(rpcpy "$sock" bdev_malloc_create 64 512 -b Malloc0)" = Malloc0 ]
+  rpcpy "$sock" nvmf_create_transport -t VFIOUSER
+  rpcpy "$sock" nvmf_create_subsystem "$NQN" -s SPDK00
+  rpcpy "$sock" nvmf_subsystem_add_ns "$NQN" Malloc0
+  mkdir -p "$dir"
+  rpcpy "$sock" nvmf_subsystem_add_listener "$NQN" -t VFIOUSER -a "$dir" -s 0
+  rpcpy "$sock" nvmf_subsystem_add_host "$NQN" nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555
+  if run_bounded 60 hosts-refused "$P/spdk_nvme_identify" -g -r "trtype:VFIOUSER traddr:$dir subnqn:$NQN"; then
+    echo "spdk_nvme_identify attached to a subsystem that allows no host"
+    return 1
+  fi
+  grep -q 'client refused: its subsystem does not allow any host' "$WORK/hosts-serve.log"
+  echo "refused while allow_any_host is off, with a log line"
+  rpcpy "$sock" nvmf_subsystem_allow_any_host -e "$NQN"
+  identify_setup hosts-identify "$dir"
+}
+
+check_rpc_cli() {
+  nvmf_tgt cli-tgt
+  setup_script "$WORK/cli-tgt.sock" "$WORK/cli-vfu" nvmemu_rpc
+  identify_setup cli-identify "$WORK/cli-vfu"
+}
+
+check_config_to_spdk() {
+  start to-spdk-serve "$BIN" serve -r "$WORK/to-spdk.sock" -m 0x2
+  local pid=$LAST_PID
+  wait_socket "$WORK/to-spdk.sock" "$pid"
+  setup_script "$WORK/to-spdk.sock" "$WORK/to-spdk-vfu" >/dev/null
+  rpcpy "$WORK/to-spdk.sock" save_config >"$WORK/nvmemu-config.json"
+  stop "$pid"
+  nvmf_tgt to-spdk-tgt --json "$WORK/nvmemu-config.json"
+  rpcpy "$WORK/to-spdk-tgt.sock" framework_wait_init
+  identify_setup to-spdk-identify "$WORK/to-spdk-vfu"
+}
+
+check_config_from_spdk() {
+  nvmf_tgt from-spdk-tgt
+  setup_script "$WORK/from-spdk-tgt.sock" "$WORK/from-spdk-vfu" >/dev/null
+  rpcpy "$WORK/from-spdk-tgt.sock" save_config >"$WORK/spdk-config.json"
+  rpcpy "$WORK/from-spdk-tgt.sock" spdk_kill_instance SIGTERM >/dev/null
+  stop "$TGT_PID"
+  start from-spdk-serve "$BIN" serve -r "$WORK/from-spdk.sock" -m 0x2 \
+    --json "$WORK/spdk-config.json"
+  wait_socket "$WORK/from-spdk.sock" "$LAST_PID"
+  identify_setup from-spdk-identify "$WORK/from-spdk-vfu"
+  local skipped
+  skipped=$(grep -c ': skipped ' "$WORK/from-spdk-serve.log" || true)
+  echo "nvmemu serve --json named $skipped SPDK calls it skipped"
+  [ "$skipped" -gt 0 ]
 }
 
 check checkers check_checkers
@@ -343,6 +447,10 @@ check bdevperf check_bdevperf
 check compliance check_compliance
 check rpc-setup check_rpc_setup
 check rpc-shape check_rpc_shape
+check hosts check_hosts
+check rpc-cli check_rpc_cli
+check config-to-spdk check_config_to_spdk
+check config-from-spdk check_config_from_spdk
 
 echo "--- SPDK peer checks: ${#PASSED[@]} passed, ${#FAILED[@]} failed ($((SECONDS - t0)) s)"
 if [ ${#FAILED[@]} -gt 0 ]; then

@@ -154,6 +154,27 @@ class RpcShape(unittest.TestCase):
         )
         self.assertEqual(shape("b", {"x": []}, {"x": [1]}).problems, [])
 
+    def test_name_keyed_objects_compare_value_types_only(self):
+        ref = {"accel": False, "nvmf": True}
+        self.assertEqual(shape("log_get_flags", ref, {"nvme": False}).problems, [])
+        self.assertEqual(
+            shape("log_get_flags", ref, {"nvme": 1}).problems,
+            ["log_get_flags.nvme: integer, SPDK's values are ['boolean']"],
+        )
+
+    def test_by_shape_lists_compare_elements_with_spdks_first(self):
+        ref = {"threads": [{"name": "t", "active_pollers": [{"name": "a", "run_count": 1},
+                                                           {"name": "b", "run_count": 2}],
+                            "timed_pollers": [{"name": "c", "period_ticks": 5}]}]}
+        got = {"threads": [{"name": "t", "active_pollers": [{"name": "x", "run_count": 3}],
+                            "timed_pollers": []}]}
+        self.assertEqual(shape("thread_get_pollers", ref, got).problems, [])
+        got["threads"][0]["active_pollers"][0]["run_count"] = "3"
+        self.assertEqual(
+            shape("thread_get_pollers", ref, got).problems,
+            ["thread_get_pollers.threads[name=t].active_pollers[0].run_count: string, SPDK has integer"],
+        )
+
     def test_optional_keys_and_other_servers_methods_in_save_config(self):
         self.assertEqual(shape("bdev_get_bdevs", [{"name": "M", "memory_domains": []}], [{"name": "M"}]).problems, [])
         ref = {"subsystems": [

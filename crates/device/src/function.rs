@@ -7,6 +7,7 @@
 //! a memfd page the client maps, so the I/O path never comes through here; each client
 //! session gets a fresh page (see `renew_doorbells`).
 
+use std::cell::Cell;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,6 @@ use nvmemu_vfio_user::{
     Device, DeviceInfo, DmaMap, DmaUnmap, Errno, IrqData, IrqInfo, RegionInfo, SetIrqs, SparseArea,
 };
 
-use crate::ControllerId;
 use crate::budget::{ClientBudget, MapUsage};
 use crate::irq::{IrqState, NUM_IRQS};
 use crate::mailbox::Mailbox;
@@ -24,6 +24,7 @@ use crate::pci::config::{BarSizes, ConfigSpace};
 use crate::poller::PollerState;
 use crate::regions::*;
 use crate::resync::PollerLink;
+use crate::{Admission, ControllerId};
 
 /// The PCI function of one emulated controller, as its control thread sees it.
 #[derive(Debug)]
@@ -40,10 +41,14 @@ pub struct NvmeFunction {
     call_timeout: Duration,
     /// Whether this side and the poller agree (a timed-out call may still run later).
     link: PollerLink,
+    /// No fresh doorbell page could be made for the next client: serves nobody.
+    failed: Cell<bool>,
     /// What the client may map, what it has mapped, and whether a refusal was logged.
     budget: ClientBudget,
     usage: MapUsage,
     budget_warned: bool,
+    /// Whether new clients are admitted (the subsystem's host policy).
+    admission: Admission,
 }
 
 /// Create the doorbell memfd (BAR0 file layout: doorbells at file offset 0x1000) and the
@@ -83,15 +88,23 @@ impl NvmeFunction {
             irqs: IrqState::new(msix_vectors),
             call_timeout,
             link: PollerLink::new(id, call_timeout),
+            failed: Cell::new(false),
             budget: ClientBudget::default(),
             usage: MapUsage::default(),
             budget_warned: false,
+            admission: Admission::default(),
         }
     }
 
     /// The same function with this per-client map budget.
     pub fn with_budget(mut self, budget: ClientBudget) -> NvmeFunction {
         self.budget = budget;
+        self
+    }
+
+    /// This function admits clients only while `admission` says so.
+    pub fn with_admission(mut self, admission: Admission) -> NvmeFunction {
+        self.admission = admission;
         self
     }
 
@@ -426,14 +439,42 @@ impl Device for NvmeFunction {
         self.budget_warned = false;
         if !self.link.in_sync() {
             // Nothing reached the poller; this side lets the client's memory go, and the
-            // poller is brought to the same state once it answers.
+            // poller is brought to the same state once it answers, with a fresh doorbell
+            // page (the one the client leaves may still be mapped by it).
             self.guest = Arc::new(GuestMemory::new());
+            match create_doorbells() {
+                Ok((fd, page)) => {
+                    self.doorbell_fd = fd;
+                    self.doorbells = page;
+                }
+                Err(e) => {
+                    tracing::error!(
+                        "controller {:?} failed: no fresh doorbell page for the next client \
+                         ({e}); later clients are refused until its listener is removed and \
+                         added again",
+                        self.id
+                    );
+                    self.failed.set(true);
+                }
+            }
             self.link.client_gone(&self.mailbox, self.doorbells.clone());
         }
     }
 
     fn failed(&self) -> bool {
-        !self.link.can_serve()
+        self.failed.get() || !self.link.can_serve()
+    }
+
+    fn admits_clients(&self) -> bool {
+        let admits = self.admission.admits();
+        if !admits {
+            tracing::warn!(
+                "controller {:?}: client refused: its subsystem does not allow any host, and a \
+                 vfio-user client presents no host NQN (nvmf_subsystem_allow_any_host -e admits it)",
+                self.id
+            );
+        }
+        admits
     }
 }
 

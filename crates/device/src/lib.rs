@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod admission;
 pub mod affinity;
 mod budget;
 mod function;
@@ -22,6 +23,7 @@ pub mod regions;
 mod resync;
 mod target;
 
+pub use admission::Admission;
 pub use affinity::{CoreMaskError, parse_core_mask};
 pub use budget::ClientBudget;
 pub use mailbox::CALL_TIMEOUT;

@@ -80,7 +80,8 @@ impl PollerLink {
     }
 
     /// The client has gone (the control side now holds no DMA regions and no interrupt
-    /// fds): queue the resync that brings the poller to the same state.
+    /// fds, and `doorbells` is the page the next client gets): queue the resync that brings
+    /// the poller to the same state.
     pub(crate) fn client_gone(&self, mailbox: &Mailbox<PollerState>, doorbells: Arc<MmapRegion>) {
         let mut state = self.state.borrow_mut();
         let LinkState::Lost { since } = *state else {
@@ -91,6 +92,8 @@ impl PollerLink {
             if let Some(c) = st.get_mut(id) {
                 c.ctrl.reset();
                 let _ = doorbells.fill(0, doorbells.len(), 0);
+                // The control side's page: a fresh one unless none could be made.
+                let _ = c.ctrl.replace_doorbells(doorbells);
                 c.ctrl.set_guest_memory(Arc::new(GuestMemory::new()));
                 c.irq = MsixSink::default();
             }

@@ -11,11 +11,11 @@ use nvmemu_ctrl::{Controller, ControllerConfig, ControllerStats, Namespace};
 use nvmemu_spec::Nsid;
 use nvmemu_vfio_user::{Deadlines, Listener, StopHandle};
 
-use crate::ControllerId;
 use crate::budget::ClientBudget;
 use crate::function::{NvmeFunction, create_doorbells};
 use crate::irq::MsixSink;
 use crate::poller::{Backoff, PolledController, Poller, PollerStatsSnapshot};
+use crate::{Admission, ControllerId};
 
 /// How to start a target.
 #[derive(Debug, Clone)]
@@ -47,6 +47,8 @@ pub struct ControllerSpec {
     pub config: ControllerConfig,
     /// Namespaces attached at start.
     pub namespaces: Vec<Namespace>,
+    /// Whether clients are admitted ([`Admission::default`]: always).
+    pub admission: Admission,
 }
 
 /// Errors of starting a target or adding a controller.
@@ -170,7 +172,8 @@ impl Target {
                 msix_vectors,
                 self.poller_timeout,
             )
-            .with_budget(self.client_budget);
+            .with_budget(self.client_budget)
+            .with_admission(spec.admission);
             std::thread::Builder::new()
                 .name(format!("nvmemu-ctrl{}", id.0))
                 .spawn(move || {
@@ -255,15 +258,18 @@ impl Target {
             .collect()
     }
 
+    /// Each controller with the index of the poller that owns it.
+    pub fn controller_pollers(&self) -> Vec<(ControllerId, usize)> {
+        let entries = self.controllers.lock().unwrap_or_else(|e| e.into_inner());
+        entries.iter().map(|e| (e.id, e.poller)).collect()
+    }
+
     /// Every controller's counters, with the index of the poller that owns it (the order of
     /// [`Target::poller_stats`]). One mailbox call per controller; a controller removed
     /// meanwhile is left out.
     pub fn controller_stats(&self) -> Vec<(usize, ControllerStats)> {
-        let ids: Vec<(ControllerId, usize)> = {
-            let entries = self.controllers.lock().unwrap_or_else(|e| e.into_inner());
-            entries.iter().map(|e| (e.id, e.poller)).collect()
-        };
-        ids.into_iter()
+        self.controller_pollers()
+            .into_iter()
             .filter_map(|(id, poller)| {
                 let stats = self.on_controller(id, |c| c.ctrl.stats()).ok()?;
                 Some((poller, stats))
@@ -330,6 +336,7 @@ mod tests {
             socket_mode: 0o600,
             config: ControllerConfig::default(),
             namespaces: vec![Namespace::new(Nsid(1), Arc::new(bdev))],
+            admission: Admission::default(),
         }
     }
 

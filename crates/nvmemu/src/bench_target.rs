@@ -157,6 +157,7 @@ impl EmbeddedTarget {
                         ..ControllerConfig::default()
                     },
                     namespaces: vec![Namespace::new(Nsid(1), Arc::clone(&bdev))],
+                    admission: nvmemu_device::Admission::default(),
                 })
                 .context("cannot start the in-process controller")?;
             dirs.push(d);

@@ -159,6 +159,9 @@ pub fn attach_hint(e: &(dyn std::error::Error + 'static)) -> &'static str {
         }
         Some(ClientError::Busy) => " (another client is attached to it; stop that one first)",
         Some(ClientError::Untrusted(_)) => "",
+        Some(ClientError::Refused) => {
+            " (its subsystem allows no host: nvmemu rpc nvmf_subsystem_allow_any_host -e NQN)"
+        }
         _ => " (is nvmemu serve running?)",
     }
 }

@@ -54,18 +54,33 @@ enum Command {
     Stat(stat::StatArgs),
 }
 
-fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+/// Logs to stderr, filtered by `RUST_LOG` (default `warn`); the filter can be replaced
+/// later through the returned control (the `log_*` JSON-RPC methods).
+fn init_logging() -> rpc_handler::LogControl {
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::{EnvFilter, reload};
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let (filter, handle) = reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                // Colour only for a terminal: logs piped to a file or CI stay plain text.
+                .with_ansi(rustix::termios::isatty(std::io::stderr())),
         )
-        .with_writer(std::io::stderr)
-        // Colour only for a terminal: logs piped to a file or CI stay plain text.
-        .with_ansi(rustix::termios::isatty(std::io::stderr()))
         .init();
+    rpc_handler::LogControl::new(move |directive| {
+        let filter = EnvFilter::try_new(directive).map_err(|e| e.to_string())?;
+        handle.reload(filter).map_err(|e| e.to_string())
+    })
+}
+
+fn main() {
+    let log = init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve::run(&args),
+        Command::Serve(args) => serve::run(&args, Some(log)),
         Command::Bench(args) => bench_cmd::run(&args),
         Command::Identify(args) => identify::run(&args),
         Command::Bind(args) => bind::run(&args),

@@ -39,6 +39,7 @@ fn shared() -> Shared {
                     ..ControllerConfig::default()
                 },
                 namespaces: vec![ns.clone()],
+                admission: nvmemu_device::Admission::default(),
             })
             .unwrap();
     }

@@ -457,14 +457,8 @@ impl Handler for FakeHandler {
                 tick_rate: 1_000_000_000,
                 poll_groups: vec![],
             }),
-            other @ (Request::RpcGetMethods(_)
-            | Request::FrameworkGetSubsystems
-            | Request::FrameworkGetConfig(_)
-            | Request::BdevEnableHistogram(_)
-            | Request::BdevGetHistogram(_)
-            | Request::NvmemuGetLatencyBreakdown) => {
-                Err(RpcError::method_not_found(other.method()))
-            }
+            // The fake models only the set-up script's methods and their queries.
+            other => Err(RpcError::method_not_found(other.method())),
         }
     }
 }

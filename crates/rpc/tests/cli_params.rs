@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! argv -> (method, params) for every method, against what rpc.py (SPDK `python/spdk/cli/*.py`
-//! with `remove_null`) sends: absent options are omitted, store_true flags always sent.
+//! with `remove_null`) sends: absent options are omitted, and store_true flags are always sent
+//! except by the nvmf subsystem, namespace and listener methods, which send a flag only when
+//! it is set (so SPDK v25.05's nvmf_tgt, which refuses `enable_nssr`, accepts them).
 #![allow(clippy::unwrap_used)] // Test helpers outside #[test] fns.
 
 use nvmemu_rpc::cli::args::PrintStyle;
@@ -47,8 +49,7 @@ fn reference_script() {
             "SPDK00",
             "-a"
         ]),
-        json!({"nqn": "nqn.2016-06.io.spdk:cnode1", "serial_number": "SPDK00", "allow_any_host": true,
-               "ana_reporting": false, "passthrough": false, "enable_nssr": false})
+        json!({"nqn": "nqn.2016-06.io.spdk:cnode1", "serial_number": "SPDK00", "allow_any_host": true})
     );
     assert_eq!(
         params(&[
@@ -57,7 +58,7 @@ fn reference_script() {
             "Malloc0"
         ]),
         json!({"nqn": "nqn.2016-06.io.spdk:cnode1",
-               "namespace": {"bdev_name": "Malloc0", "no_auto_visible": false, "hide_metadata": false}})
+               "namespace": {"bdev_name": "Malloc0"}})
     );
     assert_eq!(
         params(&[
@@ -70,7 +71,7 @@ fn reference_script() {
             "-s",
             "0"
         ]),
-        json!({"nqn": "nqn.2016-06.io.spdk:cnode1", "secure_channel": false,
+        json!({"nqn": "nqn.2016-06.io.spdk:cnode1",
                "listen_address": {"trtype": "VFIOUSER", "traddr": "/tmp/vfu", "trsvcid": "0"}})
     );
 }
@@ -271,7 +272,7 @@ fn nvmf_methods() {
             "--max-write-zeroes-size",
             "128"
         ]),
-        json!({"nqn": "q", "model_number": "Model", "allow_any_host": false, "max_namespaces": 4,
+        json!({"nqn": "q", "model_number": "Model", "max_namespaces": 4,
                "ana_reporting": true, "min_cntlid": 2, "max_cntlid": 9, "passthrough": true, "enable_nssr": true,
                "max_discard_size_kib": 64, "max_write_zeroes_size_kib": 128})
     );
@@ -384,4 +385,87 @@ fn cli_params_decode_as_requests() {
             nvmemu_rpc::Request::decode(&m, Some(p)).unwrap_or_else(|e| panic!("{argv:?}: {e:?}"));
         assert_eq!(r.method(), m);
     }
+}
+
+#[test]
+fn nvmf_host_methods() {
+    let h = "nqn.2016-06.io.spdk:host1";
+    assert_eq!(
+        params(&["nvmf_subsystem_add_host", "q", h]),
+        json!({"nqn": "q", "host": h})
+    );
+    assert_eq!(
+        params(&[
+            "nvmf_subsystem_add_host",
+            "q",
+            h,
+            "-t",
+            "x",
+            "--dhchap-key",
+            "k"
+        ]),
+        json!({"nqn": "q", "host": h, "tgt_name": "x", "dhchap_key": "k"})
+    );
+    assert_eq!(
+        params(&["nvmf_subsystem_remove_host", "q", h]),
+        json!({"nqn": "q", "host": h})
+    );
+    // rpc.py: allow_any_host is false only with -d.
+    for (flag, allow) in [("-e", true), ("-d", false)] {
+        assert_eq!(
+            params(&["nvmf_subsystem_allow_any_host", "q", flag]),
+            json!({"nqn": "q", "allow_any_host": allow})
+        );
+    }
+    assert_eq!(
+        params(&["nvmf_subsystem_allow_any_host", "q"]),
+        json!({"nqn": "q", "allow_any_host": true})
+    );
+    for m in [
+        "nvmf_subsystem_get_controllers",
+        "nvmf_subsystem_get_qpairs",
+        "nvmf_subsystem_get_listeners",
+    ] {
+        let (method, p, print) = call(&[m, "q"]);
+        assert_eq!(
+            (method.as_str(), p, print),
+            (m, json!({"nqn": "q"}), PrintStyle::Dict)
+        );
+        let r = nvmemu_rpc::Request::decode(m, Some(json!({"nqn": "q"}))).unwrap();
+        assert_eq!(r.method(), m);
+    }
+}
+
+#[test]
+fn monitoring_methods() {
+    for m in [
+        "bdev_wait_for_examine",
+        "thread_get_stats",
+        "thread_get_pollers",
+        "thread_get_io_channels",
+        "framework_get_scheduler",
+        "log_get_flags",
+        "log_get_level",
+        "log_get_print_level",
+        "notify_get_types",
+    ] {
+        let (method, p, _) = call(&[m]);
+        assert_eq!((method.as_str(), &p), (m, &json!({})));
+        assert_eq!(nvmemu_rpc::Request::decode(m, Some(p)).unwrap().method(), m);
+    }
+    assert_eq!(params(&["log_set_flag", "nvmf"]), json!({"flag": "nvmf"}));
+    assert_eq!(params(&["log_clear_flag", "nvmf"]), json!({"flag": "nvmf"}));
+    assert_eq!(
+        params(&["log_set_level", "DEBUG"]),
+        json!({"level": "DEBUG"})
+    );
+    assert_eq!(
+        params(&["log_set_print_level", "INFO"]),
+        json!({"level": "INFO"})
+    );
+    assert_eq!(params(&["notify_get_notifications"]), json!({}));
+    assert_eq!(
+        params(&["notify_get_notifications", "-i", "3", "-n", "2"]),
+        json!({"id": 3, "max": 2})
+    );
 }

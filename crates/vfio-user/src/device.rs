@@ -41,4 +41,10 @@ pub trait Device {
     fn failed(&self) -> bool {
         false
     }
+    /// Whether a new client may attach now (an access policy such as an NVMe-oF subsystem's
+    /// host list). Asked when a client's VERSION arrives: a refused client gets EACCES and
+    /// is closed; the device says why in its own log line. Default: always.
+    fn admits_clients(&self) -> bool {
+        true
+    }
 }

@@ -58,6 +58,9 @@ pub enum ConnectionError {
     /// The device has failed ([`crate::Device::failed`]) and serves no client.
     #[error("Device has failed and serves no client")]
     DeviceFailed,
+    /// The device admits no client now ([`crate::Device::admits_clients`]).
+    #[error("Device admits no client (its access policy refused the connection)")]
+    NotAdmitted,
 }
 
 /// A failed [`crate::Client`] call.
@@ -93,6 +96,10 @@ pub enum ClientError {
     /// (one client per controller).
     #[error("Controller is in use by another client")]
     Busy,
+    /// The server refused VERSION with EACCES: its controller admits no client (an NVMe-oF
+    /// subsystem that allows no host: vfio-user clients present no host NQN).
+    #[error("Controller refuses clients: its subsystem does not allow any host")]
+    Refused,
     /// The server answered with an error reply.
     #[error("Server rejected {command:?} with errno {errno}")]
     Remote {

@@ -74,6 +74,7 @@ impl Default for Server {
             HandlerOptions {
                 socket_mode: 0o600,
                 cores: vec![0],
+                log: None,
             },
         );
         Server {

@@ -79,7 +79,7 @@ pub(crate) fn reactors(target: &Target, cores: &[usize]) -> Result<Value, RpcErr
     })
 }
 
-fn cpumask(core: usize) -> String {
+pub(super) fn cpumask(core: usize) -> String {
     match u32::try_from(core).ok().and_then(|c| 1u128.checked_shl(c)) {
         Some(m) => format!("{m:x}"),
         None => "0".into(),
@@ -107,6 +107,9 @@ pub(crate) fn nvmf_stats(target: &Target) -> Result<Value, RpcError> {
                 completed_nvme_io: s.commands,
                 transports: vec![PollGroupTransportStats {
                     trtype: nvmf::VFIOUSER.into(),
+                    polls: s.passes,
+                    poll_reqs: s.commands,
+                    ..PollGroupTransportStats::default()
                 }],
             }
         })
@@ -117,10 +120,18 @@ pub(crate) fn nvmf_stats(target: &Target) -> Result<Value, RpcError> {
     })
 }
 
+/// The bdevs' calls, then `bdev_wait_for_examine`, which SPDK's ends with so that a replay
+/// waits for the bdevs before the nvmf subsystem uses them.
+fn bdev_config(st: &State) -> Vec<Value> {
+    let mut calls = st.bdevs.save_config();
+    calls.push(json!({"method": "bdev_wait_for_examine"}));
+    calls
+}
+
 /// The whole configuration in SPDK's `save_config` shape: `bdev` before `nvmf`.
 pub(crate) fn save_config(st: &State) -> Value {
     json!({"subsystems": [
-        {"subsystem": "bdev", "config": st.bdevs.save_config()},
+        {"subsystem": "bdev", "config": bdev_config(st)},
         {"subsystem": "nvmf", "config": nvmf::save_config(st)},
     ]})
 }

@@ -17,7 +17,11 @@ mod cpu_time;
 mod framework;
 mod ids;
 mod latency;
+mod log;
 mod nvmf;
+mod threads;
+
+pub use log::LogControl;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,6 +39,8 @@ pub struct HandlerOptions {
     pub socket_mode: u32,
     /// Cores of the pollers, in poller order (for `framework_get_reactors`).
     pub cores: Vec<usize>,
+    /// Where the `log_*` methods apply their filter (none: they only keep the settings).
+    pub log: Option<LogControl>,
 }
 
 /// Everything the RPCs create.
@@ -45,6 +51,8 @@ struct State {
     subsystems: BTreeMap<String, nvmf::Subsystem>,
     /// Bdevs with `bdev_enable_histogram` on, and their granularity.
     histograms: BTreeMap<String, u32>,
+    /// Log settings and bdev notifications.
+    log: log::LogState,
 }
 
 /// nvmemu's implementation of [`Handler`].
@@ -121,7 +129,7 @@ fn bdev_wait(timeout_ms: u64) -> Duration {
 
 /// `bdev_malloc_delete` / `bdev_null_delete`: as SPDK's hot remove, a namespace the bdev
 /// backs is removed from its subsystem first (its hosts get Namespace Attribute Changed and
-/// see the NSID inactive), then the bdev goes.
+/// see the NSID inactive), then the bdev goes, with its `bdev_unregister` notification.
 fn delete_bdev(
     st: &mut State,
     target: &Target,
@@ -130,7 +138,11 @@ fn delete_bdev(
 ) -> Result<Value, RpcError> {
     let name = st.bdevs.name_of(kind, name)?;
     nvmf::remove_namespaces_of(st, target, &name);
-    st.bdevs.delete(&name)
+    let r = st.bdevs.delete(&name);
+    if r.is_ok() {
+        st.log.notify("bdev_unregister", &name);
+    }
+    r
 }
 
 impl NvmemuHandler {
@@ -152,11 +164,20 @@ impl Handler for NvmemuHandler {
         use Request as R;
         match req {
             R::BdevGetBdevs(p) => return self.get_bdevs(p, caller),
-            R::BdevMallocCreate(p) => return self.malloc_create(p),
+            R::BdevMallocCreate(p) => {
+                let r = self.malloc_create(p);
+                if let Ok(Value::String(name)) = &r {
+                    self.lock().log.notify("bdev_register", name);
+                }
+                return r;
+            }
             _ => {}
         }
         let mut guard = self.lock();
         let st = &mut *guard;
+        if let Some(r) = self.handle_app(st, &req) {
+            return r;
+        }
         match req {
             R::SpdkGetVersion => framework::version(),
             R::FrameworkWaitInit => Ok(Value::Bool(true)),
@@ -167,7 +188,13 @@ impl Handler for NvmemuHandler {
                 Ok(Value::Bool(true))
             }
             R::SaveConfig => Ok(framework::save_config(st)),
-            R::BdevNullCreate(p) => st.bdevs.null_create(p),
+            R::BdevNullCreate(p) => {
+                let r = st.bdevs.null_create(p);
+                if let Ok(Value::String(name)) = &r {
+                    st.log.notify("bdev_register", name);
+                }
+                r
+            }
             R::BdevMallocDelete(p) => {
                 delete_bdev(st, &self.target, nvmemu_bdev::BdevKind::Malloc, &p.name)
             }
@@ -193,15 +220,43 @@ impl Handler for NvmemuHandler {
             }
             R::NvmfSubsystemRemoveListener(p) => nvmf::remove_listener(st, &self.target, p),
             R::NvmfGetStats(_) => framework::nvmf_stats(&self.target),
+            R::NvmfSubsystemAddHost(p) => nvmf::add_host(st, p),
+            R::NvmfSubsystemRemoveHost(p) => nvmf::remove_host(st, &p),
+            R::NvmfSubsystemAllowAnyHost(p) => nvmf::allow_any_host(st, &p),
+            R::NvmfSubsystemGetControllers(p) => nvmf::get_controllers(st, &self.target, &p.nqn),
+            R::NvmfSubsystemGetQpairs(p) => nvmf::get_qpairs(st, &self.target, &p.nqn),
+            R::NvmfSubsystemGetListeners(p) => nvmf::get_listeners(st, &p.nqn),
             R::BdevEnableHistogram(p) => latency::enable(st, &self.target, p),
             R::BdevGetHistogram(p) => latency::get_histogram(st, &self.target, &p.name),
             R::NvmemuGetLatencyBreakdown => latency::breakdown(&self.target),
-            other @ (R::RpcGetMethods(_)
-            | R::FrameworkGetSubsystems
-            | R::FrameworkGetConfig(_)
-            | R::BdevGetBdevs(_)
-            | R::BdevMallocCreate(_)) => Err(RpcError::method_not_found(other.method())),
+            // Answered by `dispatch`, above or by `handle_app`.
+            other => Err(RpcError::method_not_found(other.method())),
         }
+    }
+}
+
+impl NvmemuHandler {
+    /// The thread, scheduler, log and notification methods; `None` for any other.
+    fn handle_app(&self, st: &mut State, req: &Request) -> Option<Result<Value, RpcError>> {
+        use Request as R;
+        let log = self.opts.log.as_ref();
+        Some(match req {
+            R::BdevWaitForExamine => Ok(Value::Bool(true)),
+            R::ThreadGetStats => threads::stats(&self.target, &self.opts.cores, self.ticks()),
+            R::ThreadGetPollers => threads::pollers(&self.target),
+            R::ThreadGetIoChannels => threads::io_channels(st, &self.target),
+            R::FrameworkGetScheduler => threads::scheduler(&self.opts.cores),
+            R::LogSetFlag(p) => st.log.set_flag(log, &p.flag, true),
+            R::LogClearFlag(p) => st.log.set_flag(log, &p.flag, false),
+            R::LogGetFlags => Ok(st.log.flags()),
+            R::LogSetLevel(p) => st.log.set_level(&p.level),
+            R::LogGetLevel => Ok(st.log.level()),
+            R::LogSetPrintLevel(p) => st.log.set_print_level(log, &p.level),
+            R::LogGetPrintLevel => Ok(st.log.print_level()),
+            R::NotifyGetTypes => Ok(serde_json::json!(nvmemu_rpc::methods::log::NOTIFY_TYPES)),
+            R::NotifyGetNotifications(p) => st.log.notifications(p),
+            _ => return None,
+        })
     }
 }
 

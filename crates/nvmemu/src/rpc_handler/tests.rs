@@ -29,6 +29,7 @@ fn handler() -> (NvmemuHandler, StopHandle) {
         HandlerOptions {
             socket_mode: 0o600,
             cores: vec![0],
+            log: None,
         },
     );
     (h, stop)
@@ -288,7 +289,8 @@ fn save_config_replays_to_the_same_state() {
     drop(a);
     let (b, _) = handler();
     let report = load_config(&b, &saved).unwrap();
-    assert_eq!((report.applied, report.skipped.len()), (6, 0));
+    // Two bdevs, SPDK's closing bdev_wait_for_examine, transport, subsystem, listener, ns.
+    assert_eq!((report.applied, report.skipped.len()), (7, 0));
     assert_eq!(call(&b, "nvmf_get_subsystems", json!({})).unwrap(), subs);
     assert_eq!(call(&b, "bdev_get_bdevs", json!({})).unwrap(), bdevs);
     assert_eq!(dispatch(&b, Request::SaveConfig).unwrap(), saved);
@@ -302,6 +304,20 @@ fn stats_and_kill_instance() {
     assert_eq!(r["reactors"][0]["lw_threads"][0]["cpumask"], json!("1"));
     let s = call(&h, "nvmf_get_stats", json!({})).unwrap();
     assert_eq!(s["poll_groups"].as_array().map(Vec::len), Some(1));
+    // SPDK's VFIOUSER counters: passes and the commands they took.
+    let t = &s["poll_groups"][0]["transports"][0];
+    assert_eq!(t["trtype"], json!("VFIOUSER"));
+    for key in [
+        "polls",
+        "poll_reqs",
+        "polls_spurious",
+        "ctrlr_intr",
+        "cq_full",
+        "cqh_io_writes",
+    ] {
+        assert!(t[key].is_u64(), "{key} in {t}");
+    }
+    assert!(t["poll_reqs_variance"].is_f64(), "{t}");
     let v = call(&h, "spdk_get_version", json!({})).unwrap();
     assert_eq!(
         v["version"],
@@ -591,6 +607,8 @@ mod spdk_shape {
             assert!(transport[key].is_u64(), "{key} in {transport}");
         }
         assert_eq!(transport["dif_insert_or_strip"], json!(false));
+        // What nvmf_tgt accepts (it refuses units above its 135168-byte iobuf buffers).
+        assert_eq!(transport["io_unit_size"], json!(131_072));
         let listener = saved_call(&saved, "nvmf_subsystem_add_listener");
         assert_eq!(listener["secure_channel"], json!(false));
     }

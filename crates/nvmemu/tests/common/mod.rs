@@ -118,6 +118,7 @@ pub fn start_with_budget(
             socket_mode: 0o600,
             config,
             namespaces,
+            admission: nvmemu_device::Admission::default(),
         })
         .expect("controller");
     TestTarget { target, id, dir }
@@ -163,6 +164,36 @@ pub fn silent_server() -> SilentServer {
         }
     });
     SilentServer { dir, accepted }
+}
+
+/// `nvmemu serve -r SOCK -m 0x1 EXTRA...` with the default log filter (no `RUST_LOG`) and
+/// stderr captured, for tests that read what the server logs; the caller waits for `SOCK`.
+pub fn spawn_logged_serve(sock: &Path, extra: &[&std::ffi::OsStr]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_nvmemu"))
+        .arg("serve")
+        .arg("-r")
+        .arg(sock)
+        .args(["-m", "0x1"])
+        .args(extra)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("nvmemu serve starts")
+}
+
+/// The driver attached to the controller at `dir/cntrl` with one small I/O queue.
+pub fn attach_dir(dir: &Path) -> Result<nvmemu_driver::Controller, nvmemu_driver::DriverError> {
+    nvmemu_driver::Controller::attach(
+        dir,
+        nvmemu_driver::AttachOptions {
+            io_queues: 1,
+            queue_depth: 32,
+            dma_pool_bytes: 8 << 20,
+            ..nvmemu_driver::AttachOptions::default()
+        },
+    )
 }
 
 /// The one stderr line of a command that failed (status 1) before printing anything.
@@ -213,6 +244,7 @@ pub fn add_controller(t: &TestTarget) -> tempfile::TempDir {
             socket_mode: 0o600,
             config: ControllerConfig::default(),
             namespaces: vec![Namespace::new(Nsid(1), Arc::new(bdev))],
+            admission: nvmemu_device::Admission::default(),
         })
         .expect("second controller");
     dir

@@ -5,8 +5,11 @@
 pub mod bdev;
 pub mod framework;
 pub mod histogram;
+pub mod log;
 pub mod nvmf;
+pub mod nvmf_host;
 mod object_only;
+pub mod threads;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -18,11 +21,16 @@ use bdev::{
 };
 use framework::{FrameworkGetConfigParams, RpcGetMethodsParams, SpdkKillInstanceParams};
 use histogram::{BdevEnableHistogramParams, BdevGetHistogramParams};
+use log::{LogFlagParams, LogLevelParams, NotifyGetNotificationsParams};
 use nvmf::{
     NvmfCreateSubsystemParams, NvmfCreateTransportParams, NvmfGetStatsParams,
     NvmfGetSubsystemsParams, NvmfGetTransportsParams, NvmfSubsystemAddListenerParams,
     NvmfSubsystemAddNsParams, NvmfSubsystemParams, NvmfSubsystemRemoveListenerParams,
     NvmfSubsystemRemoveNsParams,
+};
+use nvmf_host::{
+    NvmfSubsystemAddHostParams, NvmfSubsystemAllowAnyHostParams, NvmfSubsystemQueryParams,
+    NvmfSubsystemRemoveHostParams,
 };
 
 /// One decoded JSON-RPC call, one variant per supported SPDK method.
@@ -79,12 +87,52 @@ pub enum Request {
     NvmfSubsystemRemoveListener(NvmfSubsystemRemoveListenerParams),
     /// `nvmf_get_stats` → [`nvmf::NvmfStats`].
     NvmfGetStats(NvmfGetStatsParams),
+    /// `nvmf_subsystem_add_host` → `true`.
+    NvmfSubsystemAddHost(NvmfSubsystemAddHostParams),
+    /// `nvmf_subsystem_remove_host` → `true`.
+    NvmfSubsystemRemoveHost(NvmfSubsystemRemoveHostParams),
+    /// `nvmf_subsystem_allow_any_host` → `true`.
+    NvmfSubsystemAllowAnyHost(NvmfSubsystemAllowAnyHostParams),
+    /// `nvmf_subsystem_get_controllers` → array of [`nvmf_host::ControllerInfo`].
+    NvmfSubsystemGetControllers(NvmfSubsystemQueryParams),
+    /// `nvmf_subsystem_get_qpairs` → array of [`nvmf_host::QpairInfo`].
+    NvmfSubsystemGetQpairs(NvmfSubsystemQueryParams),
+    /// `nvmf_subsystem_get_listeners` → array of [`nvmf_host::SubsystemListener`].
+    NvmfSubsystemGetListeners(NvmfSubsystemQueryParams),
     /// `bdev_enable_histogram` → `true`.
     BdevEnableHistogram(BdevEnableHistogramParams),
     /// `bdev_get_histogram` → [`histogram::BdevHistogram`].
     BdevGetHistogram(BdevGetHistogramParams),
     /// `nvmemu_get_latency_breakdown` → [`histogram::LatencyBreakdown`].
     NvmemuGetLatencyBreakdown,
+    /// `bdev_wait_for_examine` → `true` (bdevs are examined when created).
+    BdevWaitForExamine,
+    /// `thread_get_stats` → [`threads::ThreadStats`].
+    ThreadGetStats,
+    /// `thread_get_pollers` → [`threads::ThreadPollers`].
+    ThreadGetPollers,
+    /// `thread_get_io_channels` → [`threads::ThreadIoChannels`].
+    ThreadGetIoChannels,
+    /// `framework_get_scheduler` → [`threads::SchedulerInfo`].
+    FrameworkGetScheduler,
+    /// `log_set_flag` → `true`.
+    LogSetFlag(LogFlagParams),
+    /// `log_clear_flag` → `true`.
+    LogClearFlag(LogFlagParams),
+    /// `log_get_flags` → object of flag name → enabled.
+    LogGetFlags,
+    /// `log_set_level` → `true`.
+    LogSetLevel(LogLevelParams),
+    /// `log_get_level` → level name.
+    LogGetLevel,
+    /// `log_set_print_level` → `true`.
+    LogSetPrintLevel(LogLevelParams),
+    /// `log_get_print_level` → level name.
+    LogGetPrintLevel,
+    /// `notify_get_types` → array of type names.
+    NotifyGetTypes,
+    /// `notify_get_notifications` → array of [`log::Notification`].
+    NotifyGetNotifications(NotifyGetNotificationsParams),
 }
 
 /// Every method name [`Request::decode`] accepts, in `rpc_get_methods` order.
@@ -113,9 +161,29 @@ pub const METHODS: &[&str] = &[
     "nvmf_subsystem_add_listener",
     "nvmf_subsystem_remove_listener",
     "nvmf_get_stats",
+    "nvmf_subsystem_add_host",
+    "nvmf_subsystem_remove_host",
+    "nvmf_subsystem_allow_any_host",
+    "nvmf_subsystem_get_controllers",
+    "nvmf_subsystem_get_qpairs",
+    "nvmf_subsystem_get_listeners",
     "bdev_enable_histogram",
     "bdev_get_histogram",
     "nvmemu_get_latency_breakdown",
+    "bdev_wait_for_examine",
+    "thread_get_stats",
+    "thread_get_pollers",
+    "thread_get_io_channels",
+    "framework_get_scheduler",
+    "log_set_flag",
+    "log_clear_flag",
+    "log_get_flags",
+    "log_set_level",
+    "log_get_level",
+    "log_set_print_level",
+    "log_get_print_level",
+    "notify_get_types",
+    "notify_get_notifications",
 ];
 
 impl Request {
@@ -159,6 +227,12 @@ impl Request {
             "nvmf_subsystem_add_listener" => Request::NvmfSubsystemAddListener(parse(p)?),
             "nvmf_subsystem_remove_listener" => Request::NvmfSubsystemRemoveListener(parse(p)?),
             "nvmf_get_stats" => Request::NvmfGetStats(parse(p)?),
+            "nvmf_subsystem_add_host" => Request::NvmfSubsystemAddHost(parse(p)?),
+            "nvmf_subsystem_remove_host" => Request::NvmfSubsystemRemoveHost(parse(p)?),
+            "nvmf_subsystem_allow_any_host" => Request::NvmfSubsystemAllowAnyHost(parse(p)?),
+            "nvmf_subsystem_get_controllers" => Request::NvmfSubsystemGetControllers(parse(p)?),
+            "nvmf_subsystem_get_qpairs" => Request::NvmfSubsystemGetQpairs(parse(p)?),
+            "nvmf_subsystem_get_listeners" => Request::NvmfSubsystemGetListeners(parse(p)?),
             "bdev_enable_histogram" => {
                 let h: BdevEnableHistogramParams = parse(p)?;
                 h.validate()?;
@@ -168,6 +242,20 @@ impl Request {
             "nvmemu_get_latency_breakdown" => {
                 no_params(method, p, Request::NvmemuGetLatencyBreakdown)?
             }
+            "bdev_wait_for_examine" => no_params(method, p, Request::BdevWaitForExamine)?,
+            "thread_get_stats" => no_params(method, p, Request::ThreadGetStats)?,
+            "thread_get_pollers" => no_params(method, p, Request::ThreadGetPollers)?,
+            "thread_get_io_channels" => no_params(method, p, Request::ThreadGetIoChannels)?,
+            "framework_get_scheduler" => no_params(method, p, Request::FrameworkGetScheduler)?,
+            "log_set_flag" => Request::LogSetFlag(parse(p)?),
+            "log_clear_flag" => Request::LogClearFlag(parse(p)?),
+            "log_get_flags" => no_params(method, p, Request::LogGetFlags)?,
+            "log_set_level" => Request::LogSetLevel(parse(p)?),
+            "log_get_level" => no_params(method, p, Request::LogGetLevel)?,
+            "log_set_print_level" => Request::LogSetPrintLevel(parse(p)?),
+            "log_get_print_level" => no_params(method, p, Request::LogGetPrintLevel)?,
+            "notify_get_types" => no_params(method, p, Request::NotifyGetTypes)?,
+            "notify_get_notifications" => Request::NotifyGetNotifications(parse(p)?),
             other => return Err(RpcError::method_not_found(other)),
         })
     }
@@ -199,9 +287,29 @@ impl Request {
             Request::NvmfSubsystemAddListener(_) => "nvmf_subsystem_add_listener",
             Request::NvmfSubsystemRemoveListener(_) => "nvmf_subsystem_remove_listener",
             Request::NvmfGetStats(_) => "nvmf_get_stats",
+            Request::NvmfSubsystemAddHost(_) => "nvmf_subsystem_add_host",
+            Request::NvmfSubsystemRemoveHost(_) => "nvmf_subsystem_remove_host",
+            Request::NvmfSubsystemAllowAnyHost(_) => "nvmf_subsystem_allow_any_host",
+            Request::NvmfSubsystemGetControllers(_) => "nvmf_subsystem_get_controllers",
+            Request::NvmfSubsystemGetQpairs(_) => "nvmf_subsystem_get_qpairs",
+            Request::NvmfSubsystemGetListeners(_) => "nvmf_subsystem_get_listeners",
             Request::BdevEnableHistogram(_) => "bdev_enable_histogram",
             Request::BdevGetHistogram(_) => "bdev_get_histogram",
             Request::NvmemuGetLatencyBreakdown => "nvmemu_get_latency_breakdown",
+            Request::BdevWaitForExamine => "bdev_wait_for_examine",
+            Request::ThreadGetStats => "thread_get_stats",
+            Request::ThreadGetPollers => "thread_get_pollers",
+            Request::ThreadGetIoChannels => "thread_get_io_channels",
+            Request::FrameworkGetScheduler => "framework_get_scheduler",
+            Request::LogSetFlag(_) => "log_set_flag",
+            Request::LogClearFlag(_) => "log_clear_flag",
+            Request::LogGetFlags => "log_get_flags",
+            Request::LogSetLevel(_) => "log_set_level",
+            Request::LogGetLevel => "log_get_level",
+            Request::LogSetPrintLevel(_) => "log_set_print_level",
+            Request::LogGetPrintLevel => "log_get_print_level",
+            Request::NotifyGetTypes => "notify_get_types",
+            Request::NotifyGetNotifications(_) => "notify_get_notifications",
         }
     }
 }
@@ -264,6 +372,15 @@ mod tests {
                 "nvmf_create_subsystem" | "nvmf_delete_subsystem" => json!({"nqn": "q"}),
                 "nvmf_subsystem_add_ns" => json!({"nqn": "q", "namespace": {"bdev_name": "b"}}),
                 "nvmf_subsystem_remove_ns" => json!({"nqn": "q", "nsid": 1}),
+                "nvmf_subsystem_add_host" | "nvmf_subsystem_remove_host" => {
+                    json!({"nqn": "q", "host": "h"})
+                }
+                "nvmf_subsystem_allow_any_host" => json!({"nqn": "q", "allow_any_host": true}),
+                "log_set_flag" | "log_clear_flag" => json!({"flag": "nvmf"}),
+                "log_set_level" | "log_set_print_level" => json!({"level": "DEBUG"}),
+                "nvmf_subsystem_get_controllers"
+                | "nvmf_subsystem_get_qpairs"
+                | "nvmf_subsystem_get_listeners" => json!({"nqn": "q"}),
                 "nvmf_subsystem_add_listener" | "nvmf_subsystem_remove_listener" => {
                     json!({"nqn": "q", "listen_address": {"trtype": "VFIOUSER", "traddr": "/t"}})
                 }

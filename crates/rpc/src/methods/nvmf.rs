@@ -409,7 +409,7 @@ pub struct NamespaceInfo {
 }
 
 /// `nvmf_get_stats` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NvmfStats {
     /// Tick rate, Hz.
     pub tick_rate: u64,
@@ -418,7 +418,7 @@ pub struct NvmfStats {
 }
 
 /// Per-poll-group statistics.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[allow(missing_docs)] // Field names are SPDK's `nvmf_get_stats` keys.
 pub struct PollGroupStats {
     pub name: String,
@@ -431,9 +431,31 @@ pub struct PollGroupStats {
     pub transports: Vec<PollGroupTransportStats>,
 }
 
-/// Per-transport entry of a [`PollGroupStats`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Per-transport entry of a [`PollGroupStats`]: SPDK's VFIOUSER counters. nvmemu's pollers
+/// count passes and commands; the counters of SPDK's interrupt mode, adaptive interrupts
+/// and kicks (which nvmemu does not have) and of passes that found nothing (not counted
+/// on the I/O path) are 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)] // Field names are SPDK's keys.
 pub struct PollGroupTransportStats {
     /// Transport type.
     pub trtype: String,
+    pub ctrlr_intr: u64,
+    pub ctrlr_kicks: u64,
+    pub pg_kicks: u64,
+    pub won: u64,
+    pub lost: u64,
+    pub lost_count: u64,
+    pub rearms: u64,
+    pub cq_full: u64,
+    pub pg_process_count: u64,
+    pub intr: u64,
+    /// Polling passes.
+    pub polls: u64,
+    pub polls_spurious: u64,
+    /// Commands the passes took.
+    pub poll_reqs: u64,
+    pub poll_reqs_variance: f64,
+    pub cqh_admin_writes: u64,
+    pub cqh_io_writes: u64,
 }

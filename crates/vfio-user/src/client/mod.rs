@@ -92,6 +92,10 @@ impl Client {
                 command: Command::Version,
                 errno: Errno::BUSY,
             }) => return Err(ClientError::Busy),
+            Err(ClientError::Remote {
+                command: Command::Version,
+                errno: Errno::ACCESS,
+            }) => return Err(ClientError::Refused),
             other => other?,
         };
         client.server =

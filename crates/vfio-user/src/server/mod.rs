@@ -124,6 +124,12 @@ fn run(
                 }
             }
             Incoming::Frame(frame) => {
+                if session == Session::AwaitingVersion && !device.admits_clients() {
+                    if wants_reply(&frame.header) {
+                        send_error(&mut channel, &frame.header, Errno::ACCESS)?;
+                    }
+                    return Err(ConnectionError::NotAdmitted);
+                }
                 if device.failed() {
                     // A failed device serves nobody: say so, then drop the client.
                     if wants_reply(&frame.header) {

@@ -96,6 +96,7 @@ pub(crate) fn add_listener(
             socket_mode,
             config,
             namespaces: sub.namespaces.values().map(|n| n.ns.clone()).collect(),
+            admission: sub.admission.clone(),
         })
         .map_err(|e| match e {
             // The cause says why (a live server holds the socket, say); the target's own

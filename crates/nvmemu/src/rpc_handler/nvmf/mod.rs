@@ -6,6 +6,8 @@
 //! `DIR/cntrl` (DIR must exist, as in SPDK). Namespace changes reach every controller of
 //! the subsystem at once, so an attached host sees a Namespace Attribute Changed event.
 
+mod connected;
+mod hosts;
 mod listener;
 mod namespace;
 mod subsystem;
@@ -14,7 +16,7 @@ mod transport;
 use std::collections::{BTreeMap, BTreeSet};
 
 use nvmemu_ctrl::Namespace;
-use nvmemu_device::ControllerId;
+use nvmemu_device::{Admission, ControllerId};
 use nvmemu_rpc::RpcError;
 use nvmemu_rpc::methods::nvmf::{
     DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL_NUMBER, DEFAULT_SERIAL_NUMBER, ListenAddress,
@@ -22,6 +24,8 @@ use nvmemu_rpc::methods::nvmf::{
 };
 use serde_json::{Value, json};
 
+pub(crate) use connected::{get_controllers, get_listeners, get_qpairs};
+pub(crate) use hosts::{add_host, allow_any_host, remove_host};
 pub(crate) use listener::{add_listener, remove_listener};
 pub(crate) use namespace::{add_ns, remove_namespaces_of, remove_ns};
 pub(crate) use subsystem::{create_subsystem, delete_subsystem, get_subsystems};
@@ -56,6 +60,11 @@ pub(crate) struct Subsystem {
     params: NvmfCreateSubsystemParams,
     namespaces: BTreeMap<u32, NsEntry>,
     listeners: Vec<ListenerEntry>,
+    /// Allowed host NQNs, in the order added.
+    hosts: Vec<String>,
+    /// Shared by the subsystem's controllers: whether they admit clients
+    /// (`allow_any_host`; see `hosts.rs`).
+    admission: Admission,
 }
 
 #[derive(Debug)]
@@ -98,6 +107,26 @@ pub(crate) fn claims(subsystems: &BTreeMap<String, Subsystem>) -> BTreeSet<Strin
         .collect()
 }
 
+/// For each bdev, how many of `ctrls` serve a namespace on it (the poll group's I/O
+/// channels to that bdev).
+pub(crate) fn bdev_users(st: &State, ctrls: &[ControllerId]) -> BTreeMap<String, u64> {
+    let mut users = BTreeMap::new();
+    for s in st.subsystems.values() {
+        let served = s
+            .listeners
+            .iter()
+            .filter(|l| ctrls.contains(&l.ctrl))
+            .count() as u64;
+        if served == 0 {
+            continue;
+        }
+        for n in s.namespaces.values() {
+            *users.entry(n.bdev_name.clone()).or_insert(0) += served;
+        }
+    }
+    users
+}
+
 fn no_subsystem(nqn: &str) -> RpcError {
     RpcError::invalid_params(format!("Unable to find subsystem with NQN {nqn}"))
 }
@@ -128,6 +157,10 @@ pub(crate) fn save_config(st: &State) -> Vec<Value> {
             "model_number": model(p), "max_namespaces": s.max_namespaces(),
             "min_cntlid": p.min_cntlid, "max_cntlid": p.max_cntlid,
             "ana_reporting": p.ana_reporting}}));
+        for host in &s.hosts {
+            out.push(json!({"method": "nvmf_subsystem_add_host", "params": {
+                "nqn": nqn, "host": host}}));
+        }
         for l in &s.listeners {
             let li = listener_info(&l.addr);
             out.push(json!({"method": "nvmf_subsystem_add_listener", "params": {

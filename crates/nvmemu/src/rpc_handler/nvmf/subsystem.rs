@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use nvmemu_device::Target;
+use nvmemu_device::{Admission, Target};
 use nvmemu_rpc::methods::nvmf::{HostInfo, NvmfCreateSubsystemParams, SubsystemInfo};
 use nvmemu_rpc::{Errno, RpcError};
 use serde_json::Value;
@@ -58,9 +58,11 @@ pub(crate) fn create_subsystem(
     st.subsystems.insert(
         p.nqn.clone(),
         Subsystem {
+            admission: Admission::new(p.allow_any_host),
             params: p,
             namespaces: BTreeMap::new(),
             listeners: Vec::new(),
+            hosts: Vec::new(),
         },
     );
     Ok(Value::Bool(true))
@@ -88,7 +90,11 @@ fn subsystem_info(nqn: &str, s: &Subsystem) -> SubsystemInfo {
         subtype: "NVMe".into(),
         listen_addresses: s.listeners.iter().map(|l| listener_info(&l.addr)).collect(),
         allow_any_host: p.allow_any_host,
-        hosts: Vec::<HostInfo>::new(),
+        hosts: s
+            .hosts
+            .iter()
+            .map(|h| HostInfo { nqn: h.clone() })
+            .collect(),
         serial_number: Some(serial(p).to_owned()),
         model_number: Some(model(p).to_owned()),
         max_namespaces: Some(s.max_namespaces()),

@@ -82,7 +82,11 @@ pub(super) fn transport_info(t: &Transport) -> TransportInfo {
             .in_capsule_data_size
             .unwrap_or(VfioUserDefaults::IN_CAPSULE_DATA_SIZE),
         max_io_size,
-        io_unit_size: p.io_unit_size.unwrap_or(max_io_size),
+        // SPDK's default, not max_io_size: nvmf_tgt refuses a unit larger than its iobuf
+        // pool's large buffers (135168 bytes), so a saved 1 MiB would not load there.
+        io_unit_size: p
+            .io_unit_size
+            .unwrap_or(VfioUserDefaults::IO_UNIT_SIZE.min(max_io_size)),
         max_aq_depth: p.max_aq_depth.unwrap_or(VfioUserDefaults::MAX_AQ_DEPTH),
         num_shared_buffers: p.num_shared_buffers.unwrap_or(0),
         buf_cache_size: p.buf_cache_size.unwrap_or(0),

@@ -3,12 +3,16 @@
 //! bdev,nvmf}.py`) and the exact params each sends.
 //!
 //! rpc.py passes every argparse value through `remove_null`: options not given are omitted,
-//! but `store_true` flags are always sent (as `false` when absent). That is mirrored here.
+//! but `store_true` flags are always sent (as `false` when absent). That is mirrored here,
+//! except that the nvmf subsystem, namespace and listener methods send a flag only when it
+//! is set, as rpc.py's `nvmf_create_subsystem` does (a target older than a flag refuses it).
 
 mod app;
 mod bdev;
 mod histogram;
+mod monitor;
 mod nvmf;
+mod nvmf_host;
 mod params;
 
 use clap::Subcommand;
@@ -17,10 +21,12 @@ use serde_json::Value;
 pub use app::{KillArgs, RpcGetMethodsArgs, SaveConfigArgs};
 pub use bdev::{GetBdevsArgs, IostatArgs, MallocCreateArgs, NameArg, NullCreateArgs};
 pub use histogram::EnableHistogramArgs;
+pub use monitor::{LogFlagArg, LogLevelArg, NotifyArgs};
 pub use nvmf::{
     AddListenerArgs, AddNsArgs, CreateSubsystemArgs, CreateTransportArgs, DeleteSubsystemArgs,
     GetSubsystemsArgs, GetTransportsArgs, RemoveListenerArgs, RemoveNsArgs, TgtNameArg,
 };
+pub use nvmf_host::{AddHostArgs, AllowAnyHostArgs, RemoveHostArgs, SubsystemArgs};
 pub use params::ArgError;
 use params::P;
 
@@ -95,12 +101,52 @@ pub enum MethodArgs {
     NvmfSubsystemRemoveListener(RemoveListenerArgs),
     /// Display current statistics for NVMf subsystem.
     NvmfGetStats(TgtNameArg),
+    /// Add a host to an NVMe-oF subsystem.
+    NvmfSubsystemAddHost(AddHostArgs),
+    /// Remove a host from an NVMe-oF subsystem.
+    NvmfSubsystemRemoveHost(RemoveHostArgs),
+    /// Allow any host to connect to the subsystem.
+    NvmfSubsystemAllowAnyHost(AllowAnyHostArgs),
+    /// Display controllers of an NVMe-oF subsystem.
+    NvmfSubsystemGetControllers(SubsystemArgs),
+    /// Display queue pairs of an NVMe-oF subsystem.
+    NvmfSubsystemGetQpairs(SubsystemArgs),
+    /// Display listeners of an NVMe-oF subsystem.
+    NvmfSubsystemGetListeners(SubsystemArgs),
     /// Enable or disable histogram for specified bdev.
     BdevEnableHistogram(EnableHistogramArgs),
     /// Get histogram for specified bdev.
     BdevGetHistogram(NameArg),
     /// nvmemu: the target's per-layer latency per controller, queue and namespace.
     NvmemuGetLatencyBreakdown,
+    /// Block until all bdevs have been examined by bdev modules.
+    BdevWaitForExamine,
+    /// Display current statistics of all the threads.
+    ThreadGetStats,
+    /// Display current pollers of all the threads.
+    ThreadGetPollers,
+    /// Display current I/O channels of all the threads.
+    ThreadGetIoChannels,
+    /// Display currently set scheduler and its properties.
+    FrameworkGetScheduler,
+    /// Set log flag.
+    LogSetFlag(LogFlagArg),
+    /// Clear log flag.
+    LogClearFlag(LogFlagArg),
+    /// Get log flags.
+    LogGetFlags,
+    /// Set log level.
+    LogSetLevel(LogLevelArg),
+    /// Get log level.
+    LogGetLevel,
+    /// Set log print level.
+    LogSetPrintLevel(LogLevelArg),
+    /// Get log print level.
+    LogGetPrintLevel,
+    /// List available notifications that can be subscribed to.
+    NotifyGetTypes,
+    /// Get notifications.
+    NotifyGetNotifications(NotifyArgs),
 }
 
 impl MethodArgs {
@@ -160,10 +206,50 @@ impl MethodArgs {
                 c("nvmf_subsystem_remove_listener", a.params(), Nothing)
             }
             MethodArgs::NvmfGetStats(a) => c("nvmf_get_stats", a.params(), Dict),
+            MethodArgs::NvmfSubsystemAddHost(a) => {
+                c("nvmf_subsystem_add_host", a.params(), Nothing)
+            }
+            MethodArgs::NvmfSubsystemRemoveHost(a) => {
+                c("nvmf_subsystem_remove_host", a.params(), Nothing)
+            }
+            MethodArgs::NvmfSubsystemAllowAnyHost(a) => {
+                c("nvmf_subsystem_allow_any_host", a.params(), Nothing)
+            }
+            MethodArgs::NvmfSubsystemGetControllers(a) => {
+                c("nvmf_subsystem_get_controllers", a.params(), Dict)
+            }
+            MethodArgs::NvmfSubsystemGetQpairs(a) => {
+                c("nvmf_subsystem_get_qpairs", a.params(), Dict)
+            }
+            MethodArgs::NvmfSubsystemGetListeners(a) => {
+                c("nvmf_subsystem_get_listeners", a.params(), Dict)
+            }
             MethodArgs::BdevEnableHistogram(a) => c("bdev_enable_histogram", a.params(), Nothing),
             MethodArgs::BdevGetHistogram(a) => c("bdev_get_histogram", a.params(), Dict),
             MethodArgs::NvmemuGetLatencyBreakdown => {
                 c("nvmemu_get_latency_breakdown", P::default().done(), Dict)
+            }
+            MethodArgs::BdevWaitForExamine => {
+                c("bdev_wait_for_examine", P::default().done(), Nothing)
+            }
+            MethodArgs::ThreadGetStats => c("thread_get_stats", P::default().done(), Dict),
+            MethodArgs::ThreadGetPollers => c("thread_get_pollers", P::default().done(), Dict),
+            MethodArgs::ThreadGetIoChannels => {
+                c("thread_get_io_channels", P::default().done(), Dict)
+            }
+            MethodArgs::FrameworkGetScheduler => {
+                c("framework_get_scheduler", P::default().done(), Dict)
+            }
+            MethodArgs::LogSetFlag(a) => c("log_set_flag", a.params(), Nothing),
+            MethodArgs::LogClearFlag(a) => c("log_clear_flag", a.params(), Nothing),
+            MethodArgs::LogGetFlags => c("log_get_flags", P::default().done(), Dict),
+            MethodArgs::LogSetLevel(a) => c("log_set_level", a.params(), Nothing),
+            MethodArgs::LogGetLevel => c("log_get_level", P::default().done(), Dict),
+            MethodArgs::LogSetPrintLevel(a) => c("log_set_print_level", a.params(), Nothing),
+            MethodArgs::LogGetPrintLevel => c("log_get_print_level", P::default().done(), Dict),
+            MethodArgs::NotifyGetTypes => c("notify_get_types", P::default().done(), Dict),
+            MethodArgs::NotifyGetNotifications(a) => {
+                c("notify_get_notifications", a.params(), Dict)
             }
         }
     }

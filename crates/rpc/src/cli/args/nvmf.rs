@@ -287,22 +287,22 @@ impl GetTransportsArgs {
 }
 
 impl CreateSubsystemArgs {
-    /// The params rpc.py sends for `nvmf_create_subsystem`.
+    /// The params rpc.py sends for `nvmf_create_subsystem`: flags only when set.
     pub(super) fn params(&self) -> Value {
         P::default()
             .set("nqn", self.nqn.as_str())
             .opt("tgt_name", self.tgt_name.clone())
             .opt("serial_number", self.serial_number.clone())
             .opt("model_number", self.model_number.clone())
-            .set("allow_any_host", self.allow_any_host)
+            .flag("allow_any_host", self.allow_any_host)
             .opt("max_namespaces", self.max_namespaces)
-            .set("ana_reporting", self.ana_reporting)
+            .flag("ana_reporting", self.ana_reporting)
             .opt("min_cntlid", self.min_cntlid)
             .opt("max_cntlid", self.max_cntlid)
             .opt("max_discard_size_kib", self.max_discard_size)
             .opt("max_write_zeroes_size_kib", self.max_write_zeroes_size)
-            .set("passthrough", self.passthrough)
-            .set("enable_nssr", self.enable_nssr)
+            .flag("passthrough", self.passthrough)
+            .flag("enable_nssr", self.enable_nssr)
             .done()
     }
 }
@@ -328,7 +328,8 @@ impl GetSubsystemsArgs {
 }
 
 impl AddNsArgs {
-    /// The params rpc.py sends for `nvmf_subsystem_add_ns`.
+    /// The params for `nvmf_subsystem_add_ns`, as rpc.py sends them except that unset flags
+    /// are left out (rpc.py sends them as `false`, which a target older than the option refuses).
     pub(super) fn params(&self) -> Value {
         let ns = P::default()
             .set("bdev_name", self.bdev_name.as_str())
@@ -338,8 +339,8 @@ impl AddNsArgs {
             .opt("eui64", self.eui64.clone())
             .opt("uuid", self.uuid.clone())
             .opt("anagrpid", self.anagrpid)
-            .set("no_auto_visible", self.no_auto_visible)
-            .set("hide_metadata", self.hide_metadata)
+            .flag("no_auto_visible", self.no_auto_visible)
+            .flag("hide_metadata", self.hide_metadata)
             .done();
 
         P::default()
@@ -362,12 +363,13 @@ impl RemoveNsArgs {
 }
 
 impl AddListenerArgs {
-    /// The params rpc.py sends for `nvmf_subsystem_add_listener`.
+    /// The params for `nvmf_subsystem_add_listener`, as rpc.py sends them except that an unset
+    /// `secure_channel` is left out.
     pub(super) fn params(&self) -> Value {
         P::default()
             .set("nqn", listener_nqn(&self.nqn))
             .opt("tgt_name", self.tgt_name.clone())
-            .set("secure_channel", self.secure_channel)
+            .flag("secure_channel", self.secure_channel)
             .opt("ana_state", self.ana_state.clone())
             .opt("sock_impl", self.sock_impl.clone())
             .set(

@@ -24,6 +24,11 @@ impl P {
             None => self,
         }
     }
+    /// A flag the user set is sent as `true`; one left unset is not sent at all, so a target
+    /// that does not know the option (SPDK v25.05 and `enable_nssr`) still accepts the call.
+    pub(super) fn flag(self, k: &str, set: bool) -> Self {
+        if set { self.set(k, true) } else { self }
+    }
     pub(super) fn done(self) -> Value {
         Value::Object(self.0)
     }

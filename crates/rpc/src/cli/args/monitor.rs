@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Arguments of the log and notification methods (rpc.py's `log_set_flag`,
+//! `log_clear_flag`, `log_set_level`, `log_set_print_level`, `notify_get_notifications`)
+//! and the params each sends. The thread, scheduler and getter methods take none.
+
+use clap::Args;
+use serde_json::Value;
+
+use super::params::P;
+
+#[derive(Debug, Clone, Args)]
+#[allow(missing_docs)]
+pub struct LogFlagArg {
+    /// Log flag (see log_get_flags).
+    pub flag: String,
+}
+
+#[derive(Debug, Clone, Args)]
+#[allow(missing_docs)]
+pub struct LogLevelArg {
+    /// Log level (ERROR, WARNING, NOTICE, INFO or DEBUG).
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Args)]
+#[allow(missing_docs)]
+pub struct NotifyArgs {
+    /// First ID to start fetching from.
+    #[arg(short = 'i', long = "id")]
+    pub id: Option<i64>,
+    /// Maximum number of notifications to return in response.
+    #[arg(short = 'n', long = "max")]
+    pub max: Option<i64>,
+}
+
+impl LogFlagArg {
+    /// `{"flag": FLAG}`.
+    pub(super) fn params(&self) -> Value {
+        P::default().set("flag", self.flag.as_str()).done()
+    }
+}
+
+impl LogLevelArg {
+    /// `{"level": LEVEL}`.
+    pub(super) fn params(&self) -> Value {
+        P::default().set("level", self.level.as_str()).done()
+    }
+}
+
+impl NotifyArgs {
+    /// The params rpc.py sends for `notify_get_notifications`.
+    pub(super) fn params(&self) -> Value {
+        P::default().opt("id", self.id).opt("max", self.max).done()
+    }
+}
