@@ -126,7 +126,9 @@ impl Workers {
         limits: &Limits,
     ) -> io::Result<Workers> {
         let n = limits.max_connections.max(1);
-        let (jobs, queue) = sync_channel::<Job>(n);
+        // Room for every slot twice: a connection closed to make room may still wait in the
+        // queue (its thread has not taken it yet) when its successor is queued behind it.
+        let (jobs, queue) = sync_channel::<Job>(2 * n);
         let queue = Arc::new(Mutex::new(queue));
         let mut threads = Vec::with_capacity(n);
         for _ in 0..n {
@@ -193,13 +195,16 @@ impl Pool {
         if live < limit {
             return true;
         }
-        let mut open: Vec<&Arc<Slot>> = self
+        // Each slot's time is read once: connection threads update it while we sort, and a
+        // key that changes under the sort breaks its total order (std's sort then panics).
+        let mut open: Vec<(u64, &Arc<Slot>)> = self
             .conns
             .iter()
             .filter(|c| c.activity() == Activity::Open as u8)
+            .map(|c| (c.last_active_ms(), c))
             .collect();
-        open.sort_by_key(|c| c.last_active_ms());
-        for c in open {
+        open.sort_by_key(|&(last_active, _)| last_active);
+        for (_, c) in open {
             if c.evict() {
                 tracing::info!(
                     "RPC connection quiet for {} ms closed to make room for a new one",
@@ -264,7 +269,7 @@ fn accept_loop(
                 }
             };
             // A thread is free or about to be (one per slot; an evicted connection's thread
-            // is leaving), so the queue never holds more than the slots.
+            // is leaving, or its job still waits in the queue and ends as soon as taken).
             match jobs.try_send((stream, Arc::clone(&slot))) {
                 Ok(()) => pool.conns.push(slot),
                 Err(TrySendError::Full((stream, _))) => {
