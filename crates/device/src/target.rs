@@ -340,6 +340,14 @@ mod tests {
         }
     }
 
+    /// The inode of the doorbell file BAR0's REGION_INFO hands `c`.
+    fn doorbell_inode(c: &mut Client) -> u64 {
+        let (_, fd) = c.region_info(crate::regions::BAR0).expect("region info");
+        rustix::fs::fstat(fd.expect("BAR0 comes with its fd"))
+            .expect("fstat")
+            .st_ino
+    }
+
     /// CSTS, read through the controller's poller.
     fn csts(c: &mut Client) -> Result<u32, ClientError> {
         let mut b = [0u8; 4];
@@ -370,6 +378,7 @@ mod tests {
         let mut cb = Client::connect(&socket_path(db.path())).expect("client B");
         csts(&mut ca).expect("A answers");
         csts(&mut cb).expect("B answers");
+        let first_page = doorbell_inode(&mut ca);
         // Wedge A's poller for a second: a job that sleeps (the zero timeout only posts it).
         let poller = target
             .controllers
@@ -413,5 +422,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(1200));
         let mut ca = Client::connect(&socket_path(da.path())).expect("A serves again");
         assert_eq!(csts(&mut ca).expect("A answers"), 0, "A starts reset");
+        // The dropped client may still map its doorbell page: the next one gets another.
+        assert_ne!(doorbell_inode(&mut ca), first_page);
     }
 }
