@@ -192,7 +192,12 @@ check_identify() {
 # The driver must create EXP_QUEUES I/O queues, each with its own MSI-X vector, and a job
 # pinned to each vCPU must raise that CPU's queue interrupt count.
 check_queues() {
-    hw=$(ls -d "/sys/block/${NS1#/dev/}/mq/"* 2>/dev/null | wc -l)
+    # nvmemu's namespaces are shared (NMIC, as SPDK's target reports them), so Linux's
+    # multipath makes /dev/nvme0nN a head node without queues of its own; its path device
+    # nvme0cCnN has them.
+    local blk=${NS1#/dev/} mq
+    mq=$(ls -d /sys/block/"$blk"/mq /sys/block/"${blk%n*}"c*n"${blk##*n}"/mq 2>/dev/null | head -n 1)
+    hw=$(ls -d "$mq"/* 2>/dev/null | wc -l)
     check_equal "blk-mq hardware queues of $NS1" "$EXP_QUEUES" "$hw"
     dmesg | grep -q "nvme0: $EXP_QUEUES/0/0 default/read/poll queues" &&
         ok "driver reports $EXP_QUEUES/0/0 default/read/poll queues" ||
