@@ -14,7 +14,7 @@
 //! header, a trim makes the unit read as zeroes; after each loop's main phase every
 //! unit written is read back and checked once (or, with `verify_backlog`, after every
 //! N writes). `verify_only` replays the stream without writing, then reads back.
-//! `thinktime` pauses after `thinktime_blocks` I/Os once they completed; `rate` and
+//! `thinktime` pauses as fio does ([`Thinker`]); `rate` and
 //! `rate_iops` hold an I/O until its direction is due. Both wait by polling.
 //!
 //! Batching follows fio's options: a doorbell per `iodepth_batch_submit` commands,
@@ -42,6 +42,7 @@ pub use crate::offsets::Rng;
 use crate::plan::JobPlan;
 use crate::stats::{IoLatency, JobStats, PendingLatencies};
 use crate::sysinfo::{ThreadUsage, thread_usage};
+use crate::think::Thinker;
 use crate::verify::{Checksum, GEN_ANY, GEN_TRIMMED, Method, Verifier, VerifyFailure};
 
 /// Generation value meaning "content unknown" (a failed write); never checked.
@@ -374,8 +375,7 @@ pub fn run_job(
     let mut loop_bytes: u64 = 0;
     let mut workload_ios: u64 = 0;
     let mut loop_no: u32 = 0;
-    let mut think_count: u32 = 0;
-    let mut think_until: Option<u64> = None;
+    let mut thinker = plan.thinktime.map(Thinker::new);
     let mut done_bytes = [0u64; 3];
     let mut done_ios = [0u64; 3];
     let ramp_ns = u64::try_from(plan.ramp.as_nanos()).unwrap_or(u64::MAX);
@@ -412,27 +412,8 @@ pub fn run_job(
                 Phase::Main => !time_up && (!main_done || !backlog.is_empty()),
                 Phase::Verify { cursor } => cursor < plan.units && !stop.load(Ordering::Relaxed),
             };
-        // thinktime: once thinktime_blocks I/Os were issued, wait for them, then idle.
-        let mut thinking = false;
-        if let Some((pause, blocks)) = plan.thinktime
-            && think_count >= blocks
-        {
-            thinking = true;
-            if inflight == 0 {
-                match think_until {
-                    None => {
-                        think_until =
-                            Some(t.saturating_add(u64::try_from(pause.as_nanos()).unwrap_or(0)))
-                    }
-                    Some(u) if t >= u => {
-                        think_until = None;
-                        think_count = 0;
-                        thinking = false;
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
+        // thinktime: a due stall drains the I/Os in flight, then idles.
+        let thinking = thinker.as_mut().is_some_and(|th| th.wait(inflight, t));
 
         // Issue: once enough slots are free, fill them, one doorbell per `submit_batch`
         // commands. One clock reading serves as the start time of a whole batch
@@ -464,11 +445,7 @@ pub fn run_job(
                                     true,
                                 ))
                             }
-                        } else if limit
-                            || plan
-                                .thinktime
-                                .is_some_and(|(_, blocks)| think_count >= blocks)
-                        {
+                        } else if limit || thinker.as_mut().is_some_and(|th| th.stalled(start_ns)) {
                             None
                         } else {
                             let mut io = held.take().unwrap_or_else(|| source.next());
@@ -566,8 +543,8 @@ pub fn run_job(
                                 loop_bytes += bytes;
                                 workload_ios += 1;
                             }
-                            if plan.thinktime.is_some() {
-                                think_count += 1;
+                            if let Some(th) = &mut thinker {
+                                th.issued();
                             }
                             if let Some(p) = &mut pacer {
                                 p.charge(io.dir, bytes, start_ns);
@@ -681,6 +658,9 @@ pub fn run_job(
                 }
             });
             if n > 0 {
+                if let Some(th) = &mut thinker {
+                    th.completed(n as u64);
+                }
                 pending.flush(&mut out.stats);
                 if recording {
                     out.stats.count_complete(n);

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::run_on;
 use nvmemu_bench::{
-    BenchOptions, BenchResult, EtaMode, MemDevice, Op, RwMode, SizeSpec, VerifyMode,
+    BenchOptions, BenchResult, BlocksType, EtaMode, MemDevice, Op, RwMode, SizeSpec, VerifyMode,
     WorkloadOptions, parse_bsrange, parse_bssplit, parse_random_distribution, parse_rate_iops,
 };
 
@@ -247,10 +247,11 @@ fn rate_iops_paces_submissions() {
 }
 
 #[test]
-fn thinktime_pauses_after_thinktime_blocks() {
+fn thinktime_counting_issues_pauses_after_thinktime_blocks() {
     let w = WorkloadOptions {
         thinktime: Some(Duration::from_millis(5)),
-        thinktime_blocks: 4,
+        thinktime_blocks: Some(4),
+        thinktime_blocks_type: BlocksType::Issue,
         number_ios: Some(50),
         ..WorkloadOptions::default()
     };
@@ -267,8 +268,34 @@ fn thinktime_pauses_after_thinktime_blocks() {
         "{} ms",
         r.jobs[0].output.runtime_ms
     );
-    // thinktime_blocks caps the depth: never more than 4 in flight (fio's 4-7 bucket).
+    // Counting issues caps the depth: never more than 4 in flight (fio's 4-7 bucket).
     let depths = &r.jobs[0].output.stats.depth_map;
     assert!(depths[2] > 0, "{depths:?}");
     assert_eq!(depths[3..].iter().sum::<u64>(), 0, "{depths:?}");
+}
+
+#[test]
+fn thinktime_counting_completions_keeps_the_queue_full() {
+    // fio 3.33, thinktime=1000 thinktime_blocks=8 iodepth=32 (libaio, direct, on a file):
+    // depth reaches 32 between pauses; a stall is due after 8 completions, not 8 issues.
+    let w = WorkloadOptions {
+        thinktime: Some(Duration::from_millis(1)),
+        thinktime_blocks: Some(8),
+        number_ios: Some(3000),
+        io_size: Some(12 << 20),
+        ..WorkloadOptions::default()
+    };
+    let opts = BenchOptions {
+        iodepth: 32,
+        ..job(RwMode::Randread, 4 << 20, w)
+    };
+    let (r, _) = run(&opts);
+    assert_eq!(ios(&r, 0), 3000);
+    let out = &r.jobs[0].output;
+    let depths = &out.stats.depth_map;
+    eprintln!("{depths:?} {} ms", out.runtime_ms);
+    // Depths past thinktime_blocks (the 16-31 and 32-63 buckets) are reached.
+    assert!(depths[4] + depths[5] > 0, "{depths:?}");
+    // More than 8 I/Os per 1 ms pause, loosely: a cap at 8 would take at least 375 ms.
+    assert!(out.runtime_ms < 375, "{} ms", out.runtime_ms);
 }
