@@ -142,6 +142,18 @@ struct Slot {
     issue_ns: u64,
 }
 
+/// Whether an I/O in direction `dir` counts toward `size`: in a trimwrite job only the
+/// trims do (fio trims `size` bytes and writes each trimmed range).
+fn sized(plan: &JobPlan, dir: usize) -> bool {
+    !plan.rw.is_trimwrite() || dir == 2
+}
+
+/// Whether a trimwrite job still has to write part of a range it trimmed: it is written
+/// in full, also past `size`.
+fn trimmed_to_write(plan: &JobPlan, source: &IoSource, held: Option<NextIo>) -> bool {
+    source.writing_trimmed() || (plan.rw.is_trimwrite() && held.is_some_and(|h| h.dir == 1))
+}
+
 fn next_gen(g: u32) -> u32 {
     if g == 0 || g >= GEN_TRIMMED { 1 } else { g + 1 }
 }
@@ -363,6 +375,7 @@ pub fn run_job(
         sizes: plan.sizes.clone(),
         read_pct: plan.read_pct,
         trim: plan.rw.is_trim(),
+        trim_write: plan.rw.is_trimwrite(),
         seq_add: plan.seq_add_units,
     });
     let mut pacer = plan.pacer.clone();
@@ -406,7 +419,10 @@ pub fn run_job(
         }
         let time_up = end_ns.is_some_and(|e| t >= e) || stop.load(Ordering::Relaxed);
         let ios_done = plan.number_ios.is_some_and(|n| workload_ios >= n);
-        let main_done = (!plan.time_based && loop_bytes >= plan.loop_bytes) || ios_done;
+        let main_done = (!plan.time_based
+            && loop_bytes >= plan.loop_bytes
+            && !trimmed_to_write(plan, &source, held))
+            || ios_done;
         let issuing = out.error.is_none()
             && match phase {
                 Phase::Main => !time_up && (!main_done || !backlog.is_empty()),
@@ -427,7 +443,9 @@ pub fn run_job(
                 let pick = match &mut phase {
                     Phase::Main => {
                         // Checked per command: a batch must not run past size or number_ios.
-                        let limit = (!plan.time_based && loop_bytes >= plan.loop_bytes)
+                        let limit = (!plan.time_based
+                            && loop_bytes >= plan.loop_bytes
+                            && !trimmed_to_write(plan, &source, held))
                             || plan.number_ios.is_some_and(|n| workload_ios >= n);
                         let draining =
                             backlog_len.is_some_and(|n| backlog.len() as u64 >= n || limit);
@@ -459,9 +477,13 @@ pub fn run_job(
                             if dry_run {
                                 // verify_only: what the write run left, without the I/O.
                                 apply(&mut gens, io);
-                                loop_bytes += io.units * unit_bytes;
+                                if sized(plan, io.dir) {
+                                    loop_bytes += io.units * unit_bytes;
+                                }
                                 workload_ios += 1;
-                                if (!plan.time_based && loop_bytes >= plan.loop_bytes)
+                                if (!plan.time_based
+                                    && loop_bytes >= plan.loop_bytes
+                                    && !source.writing_trimmed())
                                     || plan.number_ios.is_some_and(|n| workload_ios >= n)
                                 {
                                     break;
@@ -540,7 +562,9 @@ pub fn run_job(
                         inflight += 1;
                         if !check {
                             if recording {
-                                loop_bytes += bytes;
+                                if sized(plan, io.dir) {
+                                    loop_bytes += bytes;
+                                }
                                 workload_ios += 1;
                             }
                             if let Some(th) = &mut thinker {
@@ -691,7 +715,7 @@ pub fn run_job(
             let active = [
                 plan.read_pct > 0 || verifying,
                 plan.read_pct < 100 && !plan.rw.is_trim() && phase == Phase::Main,
-                plan.rw.is_trim() && phase == Phase::Main,
+                (plan.rw.is_trim() || plan.rw.is_trimwrite()) && phase == Phase::Main,
             ];
             for (ds, on) in out.stats.dirs.iter_mut().zip(active) {
                 if on {

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use common::run_on;
 use nvmemu_bench::{
-    BenchOptions, BenchResult, BlocksType, EtaMode, MemDevice, Op, RwMode, SizeSpec, VerifyMode,
-    WorkloadOptions, parse_bsrange, parse_bssplit, parse_random_distribution, parse_rate_iops,
+    BenchOptions, BenchResult, BlocksType, BsSpec, EtaMode, MemDevice, Op, RwMode, SizeSpec,
+    VerifyMode, WorkloadOptions, parse_bsrange, parse_bssplit, parse_random_distribution,
+    parse_rate_iops,
 };
 
 /// 4 MiB of 512-byte blocks.
@@ -187,6 +188,46 @@ fn trim_deallocates_and_the_blocks_read_back_as_zeroes() {
     let (r, _) = run_on(&dev, &o);
     assert_eq!(r.jobs[0].output.verify.errors, 0);
     assert_eq!(r.jobs[0].output.verify.verified_blocks, 512);
+}
+
+#[test]
+fn trimwrite_writes_each_range_after_trimming_it() {
+    for rw in [RwMode::Trimwrite, RwMode::Randtrimwrite] {
+        let dev = MemDevice::new(512, BLOCKS, 1 << 20);
+        // fio's blocksize=512,512,16384 shape: 16 KiB trims written in 4 KiB writes.
+        let o = BenchOptions {
+            bs: BsSpec([4096, 4096, 16384]),
+            ..job(rw, 256 << 10, WorkloadOptions::default())
+        };
+        let (r, log) = run_on(&dev, &o);
+        // size bounds the trims; every trimmed range is written in full, in 4 KiB writes
+        // (the random map may trim a shorter range where its neighbours were taken).
+        assert_eq!(
+            (bytes(&r, 2), bytes(&r, 1), ios(&r, 0)),
+            (256 << 10, 256 << 10, 0)
+        );
+        assert_eq!(ios(&r, 1), 64, "{rw:?}");
+        if rw == RwMode::Trimwrite {
+            assert_eq!(ios(&r, 2), 16);
+        }
+        // Each write lands in the range of a trim issued before it.
+        let mut trims = Vec::new();
+        for &(op, lba) in &log {
+            match op {
+                Op::Trim => trims.push(lba),
+                Op::Write => assert!(
+                    trims.iter().any(|&t| (t..t + 32).contains(&lba)),
+                    "{rw:?}: write at {lba} before its trim"
+                ),
+                Op::Read => panic!("{rw:?}: a read"),
+            }
+        }
+        // The writes came after the trims: the range holds data, not zeroes.
+        assert!(
+            dev.read_blocks(0, 8).unwrap().iter().any(|&b| b != 0),
+            "{rw:?}"
+        );
+    }
 }
 
 #[test]
