@@ -115,7 +115,7 @@ mod tests {
         let states = [JobState::Running];
         let s = format_status(&StatusInput {
             states: &states,
-            rw: RwMode::Randread.into(),
+            rw: RwMode::Randread,
             rate: [1_325_400_064, 0, 0],
             iops: [2_589_123, 0, 0],
             elapsed_s: 9,
@@ -132,7 +132,7 @@ mod tests {
         let states = [JobState::Running, JobState::Running, JobState::Done];
         let s = format_status(&StatusInput {
             states: &states,
-            rw: RwMode::Randrw.into(),
+            rw: RwMode::Randrw,
             rate: [4096 * 1000, 4096 * 1000, 0],
             iops: [1000, 1000, 0],
             elapsed_s: 0,
@@ -151,7 +151,7 @@ mod tests {
     fn trims_show_as_t() {
         let s = format_status(&StatusInput {
             states: &[JobState::Running],
-            rw: RwMode::Randtrim.into(),
+            rw: RwMode::Randtrim,
             rate: [0, 0, 64 << 20],
             iops: [0, 0, 1024],
             elapsed_s: 1,
