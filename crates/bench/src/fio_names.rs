@@ -184,9 +184,6 @@ pub(crate) const IGNORED: &[Ignored] = &[
             "ratemin",
             "rate_process",
             "startdelay",
-            "thinktime_blocks_type",
-            "thinktime_iotime",
-            "thinktime_spin",
         ],
         note: Some(
             "a pacing refinement; jobs start together and pace only by rate, rate_iops and thinktime",

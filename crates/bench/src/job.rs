@@ -14,7 +14,7 @@
 //! header, a trim makes the unit read as zeroes; after each loop's main phase every
 //! unit written is read back and checked once (or, with `verify_backlog`, after every
 //! N writes). `verify_only` replays the stream without writing, then reads back.
-//! `thinktime` pauses after `thinktime_blocks` I/Os once they completed; `rate` and
+//! `thinktime` pauses as fio does ([`Thinker`]); `rate` and
 //! `rate_iops` hold an I/O until its direction is due. Both wait by polling.
 //!
 //! Batching follows fio's options: a doorbell per `iodepth_batch_submit` commands,
@@ -42,6 +42,7 @@ pub use crate::offsets::Rng;
 use crate::plan::JobPlan;
 use crate::stats::{IoLatency, JobStats, PendingLatencies};
 use crate::sysinfo::{ThreadUsage, thread_usage};
+use crate::think::Thinker;
 use crate::verify::{Checksum, GEN_ANY, GEN_TRIMMED, Method, Verifier, VerifyFailure};
 
 /// Generation value meaning "content unknown" (a failed write); never checked.
@@ -139,6 +140,18 @@ struct Slot {
     dir: usize,
     start_ns: u64,
     issue_ns: u64,
+}
+
+/// Whether an I/O in direction `dir` counts toward `size`: in a trimwrite job only the
+/// trims do (fio trims `size` bytes and writes each trimmed range).
+fn sized(plan: &JobPlan, dir: usize) -> bool {
+    !plan.rw.is_trimwrite() || dir == 2
+}
+
+/// Whether a trimwrite job still has to write part of a range it trimmed: it is written
+/// in full, also past `size`.
+fn trimmed_to_write(plan: &JobPlan, source: &IoSource, held: Option<NextIo>) -> bool {
+    source.writing_trimmed() || (plan.rw.is_trimwrite() && held.is_some_and(|h| h.dir == 1))
 }
 
 fn next_gen(g: u32) -> u32 {
@@ -362,6 +375,7 @@ pub fn run_job(
         sizes: plan.sizes.clone(),
         read_pct: plan.read_pct,
         trim: plan.rw.is_trim(),
+        trim_write: plan.rw.is_trimwrite(),
         seq_add: plan.seq_add_units,
     });
     let mut pacer = plan.pacer.clone();
@@ -374,8 +388,7 @@ pub fn run_job(
     let mut loop_bytes: u64 = 0;
     let mut workload_ios: u64 = 0;
     let mut loop_no: u32 = 0;
-    let mut think_count: u32 = 0;
-    let mut think_until: Option<u64> = None;
+    let mut thinker = plan.thinktime.map(Thinker::new);
     let mut done_bytes = [0u64; 3];
     let mut done_ios = [0u64; 3];
     let ramp_ns = u64::try_from(plan.ramp.as_nanos()).unwrap_or(u64::MAX);
@@ -406,33 +419,17 @@ pub fn run_job(
         }
         let time_up = end_ns.is_some_and(|e| t >= e) || stop.load(Ordering::Relaxed);
         let ios_done = plan.number_ios.is_some_and(|n| workload_ios >= n);
-        let main_done = (!plan.time_based && loop_bytes >= plan.loop_bytes) || ios_done;
+        let main_done = (!plan.time_based
+            && loop_bytes >= plan.loop_bytes
+            && !trimmed_to_write(plan, &source, held))
+            || ios_done;
         let issuing = out.error.is_none()
             && match phase {
                 Phase::Main => !time_up && (!main_done || !backlog.is_empty()),
                 Phase::Verify { cursor } => cursor < plan.units && !stop.load(Ordering::Relaxed),
             };
-        // thinktime: once thinktime_blocks I/Os were issued, wait for them, then idle.
-        let mut thinking = false;
-        if let Some((pause, blocks)) = plan.thinktime
-            && think_count >= blocks
-        {
-            thinking = true;
-            if inflight == 0 {
-                match think_until {
-                    None => {
-                        think_until =
-                            Some(t.saturating_add(u64::try_from(pause.as_nanos()).unwrap_or(0)))
-                    }
-                    Some(u) if t >= u => {
-                        think_until = None;
-                        think_count = 0;
-                        thinking = false;
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
+        // thinktime: a due stall drains the I/Os in flight, then idles.
+        let thinking = thinker.as_mut().is_some_and(|th| th.wait(inflight, t));
 
         // Issue: once enough slots are free, fill them, one doorbell per `submit_batch`
         // commands. One clock reading serves as the start time of a whole batch
@@ -446,7 +443,9 @@ pub fn run_job(
                 let pick = match &mut phase {
                     Phase::Main => {
                         // Checked per command: a batch must not run past size or number_ios.
-                        let limit = (!plan.time_based && loop_bytes >= plan.loop_bytes)
+                        let limit = (!plan.time_based
+                            && loop_bytes >= plan.loop_bytes
+                            && !trimmed_to_write(plan, &source, held))
                             || plan.number_ios.is_some_and(|n| workload_ios >= n);
                         let draining =
                             backlog_len.is_some_and(|n| backlog.len() as u64 >= n || limit);
@@ -464,11 +463,7 @@ pub fn run_job(
                                     true,
                                 ))
                             }
-                        } else if limit
-                            || plan
-                                .thinktime
-                                .is_some_and(|(_, blocks)| think_count >= blocks)
-                        {
+                        } else if limit || thinker.as_mut().is_some_and(|th| th.stalled(start_ns)) {
                             None
                         } else {
                             let mut io = held.take().unwrap_or_else(|| source.next());
@@ -482,9 +477,13 @@ pub fn run_job(
                             if dry_run {
                                 // verify_only: what the write run left, without the I/O.
                                 apply(&mut gens, io);
-                                loop_bytes += io.units * unit_bytes;
+                                if sized(plan, io.dir) {
+                                    loop_bytes += io.units * unit_bytes;
+                                }
                                 workload_ios += 1;
-                                if (!plan.time_based && loop_bytes >= plan.loop_bytes)
+                                if (!plan.time_based
+                                    && loop_bytes >= plan.loop_bytes
+                                    && !source.writing_trimmed())
                                     || plan.number_ios.is_some_and(|n| workload_ios >= n)
                                 {
                                     break;
@@ -563,11 +562,13 @@ pub fn run_job(
                         inflight += 1;
                         if !check {
                             if recording {
-                                loop_bytes += bytes;
+                                if sized(plan, io.dir) {
+                                    loop_bytes += bytes;
+                                }
                                 workload_ios += 1;
                             }
-                            if plan.thinktime.is_some() {
-                                think_count += 1;
+                            if let Some(th) = &mut thinker {
+                                th.issued();
                             }
                             if let Some(p) = &mut pacer {
                                 p.charge(io.dir, bytes, start_ns);
@@ -681,6 +682,9 @@ pub fn run_job(
                 }
             });
             if n > 0 {
+                if let Some(th) = &mut thinker {
+                    th.completed(n as u64);
+                }
                 pending.flush(&mut out.stats);
                 if recording {
                     out.stats.count_complete(n);
@@ -711,7 +715,7 @@ pub fn run_job(
             let active = [
                 plan.read_pct > 0 || verifying,
                 plan.read_pct < 100 && !plan.rw.is_trim() && phase == Phase::Main,
-                plan.rw.is_trim() && phase == Phase::Main,
+                (plan.rw.is_trim() || plan.rw.is_trimwrite()) && phase == Phase::Main,
             ];
             for (ds, on) in out.stats.dirs.iter_mut().zip(active) {
                 if on {

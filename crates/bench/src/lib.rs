@@ -56,6 +56,7 @@ mod stats;
 mod status;
 mod status_loop;
 mod sysinfo;
+mod think;
 pub mod verify;
 mod workload_options;
 mod workload_values;
@@ -88,6 +89,7 @@ pub use stats::{
 };
 pub use status::{StatusInput, format_status};
 pub use sysinfo::ThreadUsage;
+pub use think::{BlocksType, ThinkPlan};
 pub use workload_options::WorkloadOptions;
 pub use workload_values::{
     BlockSizes, DirBlockSizes, DirRates, RandomDistribution, VerifyPattern, parse_bsrange,

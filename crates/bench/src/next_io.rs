@@ -57,6 +57,9 @@ pub struct IoSource {
     sizes: Sizes,
     read_pct: u8,
     trim: bool,
+    trim_write: bool,
+    /// trimwrite: the rest of the last trimmed range, to write next (next unit, end).
+    to_write: Option<(u64, u64)>,
     units: u64,
     sequential: bool,
     seq_add: i64,
@@ -83,6 +86,8 @@ pub struct SourceSpec {
     pub read_pct: u8,
     /// Every I/O is a trim.
     pub trim: bool,
+    /// Trims, each trimmed range then written (fio's trimwrite); wins over `trim`.
+    pub trim_write: bool,
     /// Units a sequential workload adds after each I/O (may be negative; wraps).
     pub seq_add: i64,
 }
@@ -109,7 +114,9 @@ impl IoSource {
             skew,
             sizes: spec.sizes,
             read_pct: spec.read_pct,
-            trim: spec.trim,
+            trim: spec.trim || spec.trim_write,
+            trim_write: spec.trim_write,
+            to_write: None,
             units,
             sequential: !spec.random,
             seq_add: spec.seq_add,
@@ -121,6 +128,28 @@ impl IoSource {
     /// The next I/O.
     #[inline]
     pub fn next(&mut self) -> NextIo {
+        if let Some((unit, end)) = self.to_write {
+            let units = self.sizes.pick(1, &mut self.rng).min(end - unit).max(1);
+            self.to_write = (unit + units < end).then_some((unit + units, end));
+            return NextIo {
+                dir: 1,
+                unit,
+                units,
+            };
+        }
+        let io = self.draw();
+        if self.trim_write {
+            self.to_write = Some((io.unit, io.unit + io.units));
+        }
+        io
+    }
+
+    /// Whether a trimwrite job has part of its last trimmed range still to write.
+    pub fn writing_trimmed(&self) -> bool {
+        self.to_write.is_some()
+    }
+
+    fn draw(&mut self) -> NextIo {
         let dir = if self.trim {
             2
         } else if self.read_pct >= 100 {
@@ -180,6 +209,7 @@ mod tests {
             sizes,
             read_pct: 0,
             trim: false,
+            trim_write: false,
             seq_add: 0,
         }
     }

@@ -39,6 +39,10 @@ pub enum RwMode {
     Trim,
     /// Random trims.
     Randtrim,
+    /// Sequential trims, each range then written (in write-sized I/Os).
+    Trimwrite,
+    /// Random trims, each range then written.
+    Randtrimwrite,
 }
 
 impl RwMode {
@@ -46,7 +50,11 @@ impl RwMode {
     pub fn is_random(self) -> bool {
         matches!(
             self,
-            RwMode::Randread | RwMode::Randwrite | RwMode::Randrw | RwMode::Randtrim
+            RwMode::Randread
+                | RwMode::Randwrite
+                | RwMode::Randrw
+                | RwMode::Randtrim
+                | RwMode::Randtrimwrite
         )
     }
 
@@ -55,11 +63,21 @@ impl RwMode {
         matches!(self, RwMode::Trim | RwMode::Randtrim)
     }
 
+    /// Each trimmed range is written next.
+    pub fn is_trimwrite(self) -> bool {
+        matches!(self, RwMode::Trimwrite | RwMode::Randtrimwrite)
+    }
+
     /// Percentage of I/Os that are reads, given `rwmixread`.
     pub fn read_pct(self, rwmixread: u8) -> u8 {
         match self {
             RwMode::Read | RwMode::Randread => 100,
-            RwMode::Write | RwMode::Randwrite | RwMode::Trim | RwMode::Randtrim => 0,
+            RwMode::Write
+            | RwMode::Randwrite
+            | RwMode::Trim
+            | RwMode::Randtrim
+            | RwMode::Trimwrite
+            | RwMode::Randtrimwrite => 0,
             RwMode::Rw | RwMode::Randrw => rwmixread,
         }
     }
@@ -75,6 +93,8 @@ impl RwMode {
             RwMode::Randrw => "randrw",
             RwMode::Trim => "trim",
             RwMode::Randtrim => "randtrim",
+            RwMode::Trimwrite => "trimwrite",
+            RwMode::Randtrimwrite => "randtrimwrite",
         }
     }
 }
@@ -130,8 +150,9 @@ pub struct BenchOptions {
     /// Job name (fio `--name`).
     #[arg(long = "name", default_value = "nvmemu")]
     pub name: String,
-    /// I/O pattern: read, write, randread, randwrite, rw (readwrite), randrw, trim or
-    /// randtrim; a sequential one may add `:N` bytes (negative: backwards) after each I/O.
+    /// I/O pattern: read, write, randread, randwrite, rw (readwrite), randrw, trim,
+    /// randtrim, trimwrite or randtrimwrite (each trimmed range then written); a sequential
+    /// one may add `:N` bytes (negative: backwards) after each I/O.
     #[arg(long = "rw", alias = "readwrite", default_value = "read", value_parser = parse_rw)]
     pub rw: RwSpec,
     /// Percentage of reads in a mixed workload.
@@ -643,6 +664,11 @@ mod tests {
         assert!(parse(&["--cpus_allowed=3-1"]).is_err());
         assert!(parse(&["--rw=discard"]).is_err());
         assert_eq!(parse(&["--rw=randtrim"]).unwrap().rw, RwMode::Randtrim);
+        assert_eq!(parse(&["--rw=trimwrite"]).unwrap().rw, RwMode::Trimwrite);
+        assert_eq!(
+            parse(&["--rw=randtrimwrite"]).unwrap().rw,
+            RwMode::Randtrimwrite
+        );
         assert!(parse(&["--rw=randread:8"]).is_err());
         assert!(parse(&["--rw=read:-"]).is_err());
         for v in ["crc32c-intel", "meta"] {

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use crate::engine::Geometry;
 use crate::error::BenchError;
-use crate::options::{BenchOptions, RwMode, VerifyMode};
+use crate::options::{BenchOptions, RwMode, VerifyMode, WorkloadOptions};
 use crate::pace::Pacer;
 use crate::sizes::Sizes;
+use crate::think::ThinkPlan;
 use crate::verify::{self, Checksum, Method};
 use crate::workload_values::RandomDistribution;
 
@@ -75,8 +76,8 @@ pub struct JobPlan {
     pub random_map: bool,
     /// Offset distribution of random workloads.
     pub distribution: RandomDistribution,
-    /// fio `thinktime` and `thinktime_blocks`.
-    pub thinktime: Option<(Duration, u32)>,
+    /// fio `thinktime` and the options that trigger it.
+    pub thinktime: Option<ThinkPlan>,
     /// fio `rate` / `rate_iops`.
     pub pacer: Option<Pacer>,
     /// PRNG seed.
@@ -87,6 +88,23 @@ pub struct JobPlan {
 
 /// Largest verify generation table per job (units), 256 Mi entries (1 GiB).
 const MAX_VERIFY_UNITS: u64 = 1 << 28;
+
+/// The job's thinktime, if it pauses: fio's blocks default of 1 applies unless only
+/// `thinktime_iotime` was given; `thinktime_spin` longer than `thinktime` lengthens it.
+fn think_plan(w: &WorkloadOptions) -> Option<ThinkPlan> {
+    let pause = w.thinktime.filter(|t| !t.is_zero())?;
+    let blocks = match (w.thinktime_blocks, w.thinktime_iotime) {
+        (Some(b), _) => Some(u64::from(b.max(1))),
+        (None, Some(_)) => None,
+        (None, None) => Some(1),
+    };
+    Some(ThinkPlan {
+        pause: pause.max(w.thinktime_spin.unwrap_or_default()),
+        blocks,
+        blocks_type: w.thinktime_blocks_type,
+        iotime: w.thinktime_iotime.filter(|t| !t.is_zero()),
+    })
+}
 
 fn verify_method(opts: &BenchOptions) -> Option<Method> {
     let w = &opts.workload;
@@ -240,10 +258,7 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
                 }),
                 random_map: !opts.norandommap,
                 distribution: w.random_distribution,
-                thinktime: w
-                    .thinktime
-                    .filter(|t| !t.is_zero())
-                    .map(|t| (t, w.thinktime_blocks.max(1))),
+                thinktime: think_plan(w),
                 pacer: Pacer::new(w.rate, w.rate_iops),
                 seed,
                 log: opts.log_spec(),

@@ -60,7 +60,7 @@ pub fn parse_rw(s: &str) -> Result<RwSpec, String> {
     let (name, add) = s.split_once(':').unwrap_or((s, ""));
     let mode = RwMode::from_str(name.trim(), true).map_err(|_| {
         format!(
-            "{name:?} is not an rw pattern (use read, write, randread, randwrite, rw, randrw, trim or randtrim)"
+            "{name:?} is not an rw pattern (use read, write, randread, randwrite, rw, randrw, trim, randtrim, trimwrite or randtrimwrite)"
         )
     })?;
     let add = add.trim();

@@ -31,8 +31,8 @@ fn run_char(state: JobState, rw: RwMode) -> char {
         JobState::Ramping | JobState::Running => match rw {
             RwMode::Read => 'R',
             RwMode::Randread => 'r',
-            RwMode::Write => 'W',
-            RwMode::Randwrite => 'w',
+            RwMode::Write | RwMode::Trimwrite => 'W',
+            RwMode::Randwrite | RwMode::Randtrimwrite => 'w',
             RwMode::Rw => 'M',
             RwMode::Randrw => 'm',
             RwMode::Trim => 'D',

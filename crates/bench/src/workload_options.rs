@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::option_values::{parse_bool, parse_size, size_to_string};
+use crate::option_values::{parse_bool, parse_size, parse_time, size_to_string};
+use crate::think::{BlocksType, parse_blocks_type};
 use crate::workload_values::{
     DirBlockSizes, DirRates, RandomDistribution, VerifyPattern, parse_bsrange, parse_bssplit,
     parse_random_distribution, parse_rate, parse_rate_iops, parse_time_us, parse_verify_pattern,
@@ -45,9 +46,20 @@ pub struct WorkloadOptions {
     /// once those have completed.
     #[arg(long = "thinktime", value_parser = parse_time_us)]
     pub thinktime: Option<Duration>,
-    /// I/Os issued between two thinktime pauses (caps the queue depth, as in fio).
-    #[arg(long = "thinktime_blocks", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub thinktime_blocks: u32,
+    /// I/Os between two thinktime pauses (default 1, or none with thinktime_iotime).
+    #[arg(long = "thinktime_blocks", value_parser = clap::value_parser!(u32).range(1..))]
+    pub thinktime_blocks: Option<u32>,
+    /// What thinktime_blocks counts: complete (I/Os completed; the depth still reaches
+    /// iodepth) or issue (I/Os issued; caps the depth at thinktime_blocks).
+    #[arg(long = "thinktime_blocks_type", default_value = "complete", value_parser = parse_blocks_type)]
+    pub thinktime_blocks_type: BlocksType,
+    /// Also pause after this much time of I/O (seconds unless suffixed).
+    #[arg(long = "thinktime_iotime", value_parser = parse_time)]
+    pub thinktime_iotime: Option<Duration>,
+    /// Busy part of the pause (microseconds unless suffixed); the pause is always
+    /// busy-polled, so this lengthens it only when longer than thinktime.
+    #[arg(long = "thinktime_spin", value_parser = parse_time_us)]
+    pub thinktime_spin: Option<Duration>,
     /// Bandwidth cap per job in bytes/s: READ[,WRITE[,TRIM]]; the last value also applies to
     /// the directions after it unless a comma ends the list, an empty part is unlimited
     /// (rate=1m: all, rate=,1m: writes and trims, rate=1m,: reads). Submissions are paced.
@@ -83,7 +95,10 @@ impl Default for WorkloadOptions {
             number_ios: None,
             loops: 1,
             thinktime: None,
-            thinktime_blocks: 1,
+            thinktime_blocks: None,
+            thinktime_blocks_type: BlocksType::Complete,
+            thinktime_iotime: None,
+            thinktime_spin: None,
             rate: None,
             rate_iops: None,
             verify_pattern: None,
@@ -121,8 +136,20 @@ impl WorkloadOptions {
         }
         if let Some(t) = self.thinktime {
             v.push(("thinktime", t.as_micros().to_string()));
-            if self.thinktime_blocks != 1 {
-                v.push(("thinktime_blocks", self.thinktime_blocks.to_string()));
+            if let Some(b) = self.thinktime_blocks {
+                v.push(("thinktime_blocks", b.to_string()));
+            }
+            if self.thinktime_blocks_type != BlocksType::Complete {
+                v.push((
+                    "thinktime_blocks_type",
+                    self.thinktime_blocks_type.to_fio().into(),
+                ));
+            }
+            if let Some(t) = self.thinktime_iotime {
+                v.push(("thinktime_iotime", t.as_secs().to_string()));
+            }
+            if let Some(t) = self.thinktime_spin {
+                v.push(("thinktime_spin", t.as_micros().to_string()));
             }
         }
         if let Some(r) = self.rate {
@@ -182,6 +209,8 @@ mod tests {
             "--loops=3",
             "--thinktime=50",
             "--thinktime_blocks=4",
+            "--thinktime_blocks_type=issue",
+            "--thinktime_iotime=2",
             "--rate=,1m",
             "--rate_iops=1000",
             "--verify_pattern=0xabcd",
@@ -204,6 +233,8 @@ mod tests {
             "loops",
             "thinktime",
             "thinktime_blocks",
+            "thinktime_blocks_type",
+            "thinktime_iotime",
             "rate",
             "rate_iops",
             "verify_pattern",

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use common::run_on;
 use nvmemu_bench::{
-    BenchOptions, BenchResult, EtaMode, MemDevice, Op, RwMode, SizeSpec, VerifyMode,
-    WorkloadOptions, parse_bsrange, parse_bssplit, parse_random_distribution, parse_rate_iops,
+    BenchOptions, BenchResult, BlocksType, BsSpec, EtaMode, MemDevice, Op, RwMode, SizeSpec,
+    VerifyMode, WorkloadOptions, parse_bsrange, parse_bssplit, parse_random_distribution,
+    parse_rate_iops,
 };
 
 /// 4 MiB of 512-byte blocks.
@@ -190,6 +191,46 @@ fn trim_deallocates_and_the_blocks_read_back_as_zeroes() {
 }
 
 #[test]
+fn trimwrite_writes_each_range_after_trimming_it() {
+    for rw in [RwMode::Trimwrite, RwMode::Randtrimwrite] {
+        let dev = MemDevice::new(512, BLOCKS, 1 << 20);
+        // fio's blocksize=512,512,16384 shape: 16 KiB trims written in 4 KiB writes.
+        let o = BenchOptions {
+            bs: BsSpec([4096, 4096, 16384]),
+            ..job(rw, 256 << 10, WorkloadOptions::default())
+        };
+        let (r, log) = run_on(&dev, &o);
+        // size bounds the trims; every trimmed range is written in full, in 4 KiB writes
+        // (the random map may trim a shorter range where its neighbours were taken).
+        assert_eq!(
+            (bytes(&r, 2), bytes(&r, 1), ios(&r, 0)),
+            (256 << 10, 256 << 10, 0)
+        );
+        assert_eq!(ios(&r, 1), 64, "{rw:?}");
+        if rw == RwMode::Trimwrite {
+            assert_eq!(ios(&r, 2), 16);
+        }
+        // Each write lands in the range of a trim issued before it.
+        let mut trims = Vec::new();
+        for &(op, lba) in &log {
+            match op {
+                Op::Trim => trims.push(lba),
+                Op::Write => assert!(
+                    trims.iter().any(|&t| (t..t + 32).contains(&lba)),
+                    "{rw:?}: write at {lba} before its trim"
+                ),
+                Op::Read => panic!("{rw:?}: a read"),
+            }
+        }
+        // The writes came after the trims: the range holds data, not zeroes.
+        assert!(
+            dev.read_blocks(0, 8).unwrap().iter().any(|&b| b != 0),
+            "{rw:?}"
+        );
+    }
+}
+
+#[test]
 fn number_ios_io_size_and_loops_stop_at_the_exact_count() {
     let w = WorkloadOptions {
         number_ios: Some(77),
@@ -247,10 +288,11 @@ fn rate_iops_paces_submissions() {
 }
 
 #[test]
-fn thinktime_pauses_after_thinktime_blocks() {
+fn thinktime_counting_issues_pauses_after_thinktime_blocks() {
     let w = WorkloadOptions {
         thinktime: Some(Duration::from_millis(5)),
-        thinktime_blocks: 4,
+        thinktime_blocks: Some(4),
+        thinktime_blocks_type: BlocksType::Issue,
         number_ios: Some(50),
         ..WorkloadOptions::default()
     };
@@ -267,8 +309,34 @@ fn thinktime_pauses_after_thinktime_blocks() {
         "{} ms",
         r.jobs[0].output.runtime_ms
     );
-    // thinktime_blocks caps the depth: never more than 4 in flight (fio's 4-7 bucket).
+    // Counting issues caps the depth: never more than 4 in flight (fio's 4-7 bucket).
     let depths = &r.jobs[0].output.stats.depth_map;
     assert!(depths[2] > 0, "{depths:?}");
     assert_eq!(depths[3..].iter().sum::<u64>(), 0, "{depths:?}");
+}
+
+#[test]
+fn thinktime_counting_completions_keeps_the_queue_full() {
+    // fio 3.33, thinktime=1000 thinktime_blocks=8 iodepth=32 (libaio, direct, on a file):
+    // depth reaches 32 between pauses; a stall is due after 8 completions, not 8 issues.
+    let w = WorkloadOptions {
+        thinktime: Some(Duration::from_millis(1)),
+        thinktime_blocks: Some(8),
+        number_ios: Some(3000),
+        io_size: Some(12 << 20),
+        ..WorkloadOptions::default()
+    };
+    let opts = BenchOptions {
+        iodepth: 32,
+        ..job(RwMode::Randread, 4 << 20, w)
+    };
+    let (r, _) = run(&opts);
+    assert_eq!(ios(&r, 0), 3000);
+    let out = &r.jobs[0].output;
+    let depths = &out.stats.depth_map;
+    eprintln!("{depths:?} {} ms", out.runtime_ms);
+    // Depths past thinktime_blocks (the 16-31 and 32-63 buckets) are reached.
+    assert!(depths[4] + depths[5] > 0, "{depths:?}");
+    // More than 8 I/Os per 1 ms pause, loosely: a cap at 8 would take at least 375 ms.
+    assert!(out.runtime_ms < 375, "{} ms", out.runtime_ms);
 }

@@ -3,17 +3,13 @@
 //! missing and the test runs as root; never copied into the repository) run by
 //! `nvmemu bench` against its in-process target, each stage capped at 50 ms. The outcomes
 //! are counted and printed; no file may stop on an option name or value unless real fio's
-//! `--parse-only` rejects the file too, or the value is one docs/bench.md names as not
-//! taken yet.
+//! `--parse-only` rejects the file too.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const EXAMPLES: &str = "/usr/share/doc/fio/examples";
-
-/// Values docs/bench.md names as not taken yet.
-const NOT_TAKEN_YET: &[&str] = &["'trimwrite'"];
 
 fn examples() -> Option<Vec<PathBuf>> {
     if !Path::new(EXAMPLES).is_dir() && rustix::process::geteuid().is_root() {
@@ -78,8 +74,7 @@ fn fio_example_job_files_run_or_stop_only_where_fio_would() {
             .unwrap_or("")
             .to_string();
         let parse_error = line.contains("unexpected argument") || line.contains("invalid value");
-        let not_yet = NOT_TAKEN_YET.iter().any(|v| line.contains(v));
-        if parse_error && !not_yet && fio_accepts(file) != Some(false) {
+        if parse_error && fio_accepts(file) != Some(false) {
             wrong.push(format!("{name}: {line}"));
         } else {
             other.push(format!("{name}: {line}"));
@@ -87,8 +82,7 @@ fn fio_example_job_files_run_or_stop_only_where_fio_would() {
     }
     eprintln!(
         "fio examples: {} of {} ran; {} stopped where fio stops too or on what the \
-         namespace cannot hold (an offset past its end, an I/O above its transfer limit), or \
-         on a value not taken yet:",
+         namespace cannot hold (an offset past its end, an I/O above its transfer limit):",
         ran.len(),
         files.len(),
         other.len()
@@ -101,10 +95,8 @@ fn fio_example_job_files_run_or_stop_only_where_fio_would() {
         "rejected what fio accepts:\n{}",
         wrong.join("\n")
     );
-    // 63 of fio 3.33's 86 run here; fewer is a regression.
-    assert!(
-        ran.len() * 100 >= files.len() * 73,
-        "only {} ran",
-        ran.len()
-    );
+    // 63 of fio 3.33's 86 run here (mtd.fio's trimwrite among them; surface-scan.fio's
+    // read-verify finds the blocks its write phase, cut at 50 ms, left unwritten); fewer
+    // is a regression.
+    assert!(ran.len() * 86 >= files.len() * 63, "only {} ran", ran.len());
 }
