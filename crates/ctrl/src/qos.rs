@@ -6,13 +6,14 @@
 //! attached to enforces the whole limit on its own I/O.
 
 use nvmemu_bdev::QosValues;
-use nvmemu_mem::TscClock;
+use nvmemu_mem::global_clock;
 use nvmemu_spec::{IoOpcode, Sqe};
 
 use crate::Namespace;
 
 /// SPDK's QoS timeslice.
 const TIMESLICE_US: u64 = 1000;
+const TIMESLICE_NS: u64 = TIMESLICE_US * 1000;
 const MIB: u64 = 1 << 20;
 
 /// What may still pass in this timeslice, per limit (0 in `per_slice` = unlimited). A
@@ -23,9 +24,8 @@ pub(crate) struct QosBucket {
     /// I/Os, read+write bytes, read bytes, write bytes.
     left: [i64; 4],
     per_slice: [i64; 4],
-    /// Start of the current timeslice, in TSC ticks (0: not started).
+    /// Start of the current timeslice, in the global clock's nanoseconds (0: not started).
     slice_start: u64,
-    slice_ticks: u64,
 }
 
 impl QosBucket {
@@ -37,24 +37,19 @@ impl QosBucket {
             self.per_slice = per_slice;
             return false;
         }
-        if self.slice_ticks == 0 {
-            let ticks = TscClock::ticks_per_us() * TIMESLICE_US as f64;
-            self.slice_ticks = (ticks as u64).max(1);
-        }
         if per_slice != self.per_slice || self.slice_start == 0 {
             *self = QosBucket {
                 left: per_slice,
                 per_slice,
                 slice_start: now,
-                slice_ticks: self.slice_ticks,
             };
             return true;
         }
-        let slices = now.wrapping_sub(self.slice_start) / self.slice_ticks;
+        let slices = now.saturating_sub(self.slice_start) / TIMESLICE_NS;
         if slices == 0 {
             return true;
         }
-        self.slice_start = self.slice_start.wrapping_add(slices * self.slice_ticks);
+        self.slice_start += slices * TIMESLICE_NS;
         let n = i64::try_from(slices).unwrap_or(i64::MAX);
         for (left, per) in self.left.iter_mut().zip(per_slice) {
             *left = left.saturating_add(per.saturating_mul(n)).min(per);
@@ -77,13 +72,16 @@ impl QosBucket {
             if write { 0 } else { bytes },
             if write { bytes } else { 0 },
         ];
-        let limited = |i: usize| self.per_slice[i] != 0 && cost[i] != 0;
-        if (0..4).any(|i| limited(i) && self.left[i] <= 0) {
+        let empty = self.left.iter().zip(self.per_slice).zip(cost);
+        if empty
+            .into_iter()
+            .any(|((left, per), c)| per != 0 && c != 0 && *left <= 0)
+        {
             return false;
         }
-        for i in 0..4 {
-            if limited(i) {
-                self.left[i] -= cost[i];
+        for ((left, per), c) in self.left.iter_mut().zip(self.per_slice).zip(cost) {
+            if per != 0 {
+                *left -= c;
             }
         }
         true
@@ -110,7 +108,7 @@ fn slice_allowance(v: QosValues) -> [i64; 4] {
 /// Refill every attached namespace's bucket; whether any of them is limited. Called once
 /// per pass while some bdev in the process has a limit.
 pub(crate) fn refill_all(namespaces: &mut [Option<Namespace>]) -> bool {
-    let now = TscClock::ticks();
+    let now = global_clock().now_ns();
     let mut any = false;
     for ns in namespaces.iter_mut().flatten() {
         let limits = ns.bdev().qos().get();
@@ -162,10 +160,10 @@ mod tests {
         assert!(b.refill(lim, 1000));
         assert!(b.admit(&sqe(OPC_READ, 1), 9));
         assert!(!b.admit(&sqe(OPC_READ, 1), 9));
-        assert!(b.refill(lim, 1000 + b.slice_ticks - 1));
+        assert!(b.refill(lim, 1000 + TIMESLICE_NS - 1));
         assert!(!b.admit(&sqe(OPC_WRITE, 1), 9));
         // Three slices later: still one token (the bucket holds at most one slice).
-        assert!(b.refill(lim, 1000 + 3 * b.slice_ticks));
+        assert!(b.refill(lim, 1000 + 3 * TIMESLICE_NS));
         assert!(b.admit(&sqe(OPC_WRITE, 1), 9));
         assert!(!b.admit(&sqe(OPC_WRITE, 1), 9));
     }
@@ -182,9 +180,9 @@ mod tests {
         assert!(b.admit(&sqe(OPC_WRITE, 256), 9));
         assert!(!b.admit(&sqe(OPC_WRITE, 1), 9));
         assert!(b.admit(&sqe(OPC_READ, 256), 9));
-        assert!(b.refill(lim, 1 + 100 * b.slice_ticks));
+        assert!(b.refill(lim, 1 + 100 * TIMESLICE_NS));
         assert!(!b.admit(&sqe(OPC_WRITE, 1), 9));
-        assert!(b.refill(lim, 1 + 126 * b.slice_ticks));
+        assert!(b.refill(lim, 1 + 126 * TIMESLICE_NS));
         assert!(b.admit(&sqe(OPC_WRITE, 1), 9));
     }
 
