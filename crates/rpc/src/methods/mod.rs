@@ -368,7 +368,8 @@ mod tests {
                 "spdk_kill_instance" => json!({"sig_name": "SIGTERM"}),
                 "framework_get_config" => json!({"name": "bdev"}),
                 "bdev_malloc_create" => json!({"num_blocks": 8, "block_size": 512}),
-                "bdev_malloc_delete" | "bdev_null_delete" | "bdev_get_histogram" => {
+                "bdev_malloc_delete" | "bdev_null_delete" | "bdev_get_histogram"
+                | "bdev_set_qos_limit" => {
                     json!({"name": "x"})
                 }
                 "bdev_enable_histogram" => json!({"name": "x", "enable": true}),
