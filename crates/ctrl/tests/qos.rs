@@ -53,20 +53,23 @@ fn set_limit(h: &TestHost, v: QosValues) {
         .set(v);
 }
 
+/// A ready host (I/O queue pair 1) whose namespace 1 has the limits `v`.
+fn limited(v: QosValues) -> TestHost {
+    let h = TestHost::ready(64);
+    set_limit(&h, v);
+    h
+}
+
 fn read(h: &TestHost, i: u16) -> nvmemu_spec::Sqe {
     rw(0x02, 1, u64::from(i), 1, h.prps(layout::DATA, 512))
 }
 
 #[test]
 fn iops_limit_queues_commands_and_keeps_their_order() {
-    let mut h = TestHost::ready(64);
-    set_limit(
-        &h,
-        QosValues {
-            rw_ios_per_sec: 1000,
-            ..QosValues::default()
-        },
-    );
+    let mut h = limited(QosValues {
+        rw_ios_per_sec: 1000,
+        ..QosValues::default()
+    });
     // 1000 IOPS = one command per 1 ms slice: 40 commands need at least 39 slices.
     let (_, took) = run(&mut h, 40, read);
     assert!(
@@ -84,14 +87,10 @@ fn iops_limit_queues_commands_and_keeps_their_order() {
 
 #[test]
 fn a_command_without_tokens_stays_in_its_sq() {
-    let mut h = TestHost::ready(64);
-    set_limit(
-        &h,
-        QosValues {
-            rw_ios_per_sec: 1000,
-            ..QosValues::default()
-        },
-    );
+    let mut h = limited(QosValues {
+        rw_ios_per_sec: 1000,
+        ..QosValues::default()
+    });
     for i in 0..8 {
         let s = read(&h, i);
         h.submit(1, s);
@@ -107,14 +106,10 @@ fn a_command_without_tokens_stays_in_its_sq() {
 
 #[test]
 fn write_bandwidth_limit_slows_writes_and_not_reads() {
-    let mut h = TestHost::ready(64);
-    set_limit(
-        &h,
-        QosValues {
-            w_mbytes_per_sec: 1,
-            ..QosValues::default()
-        },
-    );
+    let mut h = limited(QosValues {
+        w_mbytes_per_sec: 1,
+        ..QosValues::default()
+    });
     // Reads are not limited by a write limit.
     let (_, took) = run(&mut h, 20, read);
     assert!(took < Duration::from_secs(5));
