@@ -4,7 +4,7 @@
 use nvmemu_mem::{MemError, MmapRegion, Progress};
 
 use crate::malloc::{MallocBacking, MemoryReport, Storage, WRITE_ZEROES_DISCARD_THRESHOLD};
-use crate::{BdevError, BdevOp, BdevStats};
+use crate::{BdevError, BdevOp, BdevStats, QosLimits};
 
 /// Smallest and largest block sizes accepted (powers of two in between).
 const MIN_BLOCK_SIZE: u32 = 512;
@@ -47,6 +47,7 @@ pub struct Bdev {
     /// `Some` for Malloc (exactly `size` bytes), `None` for Null.
     storage: Option<Storage>,
     stats: BdevStats,
+    qos: QosLimits,
 }
 
 impl Bdev {
@@ -114,12 +115,18 @@ impl Bdev {
             size,
             storage,
             stats: BdevStats::default(),
+            qos: QosLimits::default(),
         }
     }
 
     /// The bdev's name (unique within a target; the registry enforces that).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The QoS rate limits (`bdev_set_qos_limit`), enforced by the pollers.
+    pub fn qos(&self) -> &QosLimits {
+        &self.qos
     }
 
     /// The backend kind.

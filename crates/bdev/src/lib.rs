@@ -32,6 +32,7 @@ mod channel;
 mod error;
 mod latency;
 mod malloc;
+mod qos;
 mod stats;
 
 pub use bdev::{Bdev, BdevKind};
@@ -39,4 +40,5 @@ pub use channel::BdevChannel;
 pub use error::{BdevError, BdevErrorKind, BdevOp};
 pub use latency::Latency;
 pub use malloc::{MallocBacking, MemoryReport, WRITE_ZEROES_DISCARD_THRESHOLD};
+pub use qos::{QosLimits, QosValues, any_qos_limit};
 pub use stats::{BdevStats, BdevStatsSnapshot};

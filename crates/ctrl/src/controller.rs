@@ -152,6 +152,8 @@ pub struct Controller {
     pub(crate) timing: Option<Box<crate::timing::Timing>>,
     /// A large Deallocate or Write Zeroes done across passes (`io/zeroing.rs`).
     pub(crate) zeroing: crate::io::zeroing::ZeroingSlot,
+    /// Some attached namespace has a QoS limit (refreshed each pass; `qos.rs`).
+    pub(crate) qos_on: bool,
 }
 
 impl Controller {
@@ -186,6 +188,7 @@ impl Controller {
             created: Instant::now(),
             timing: None,
             zeroing: Default::default(),
+            qos_on: false,
             config,
         }
     }

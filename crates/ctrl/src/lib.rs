@@ -28,6 +28,7 @@ mod latency;
 mod metrics;
 mod namespace;
 mod poll;
+mod qos;
 mod queue;
 mod regs;
 mod reservation;

@@ -21,6 +21,8 @@ pub struct Namespace {
     uuid: [u8; 16],
     /// Shared by every clone: each controller the namespace is attached to gets a clone.
     reservations: Arc<Reservations>,
+    /// This controller's QoS tokens for the namespace (`qos.rs`).
+    pub(crate) qos: crate::qos::QosBucket,
 }
 
 impl Namespace {
@@ -46,6 +48,7 @@ impl Namespace {
             eui64: [0; 8],
             uuid,
             reservations: Arc::default(),
+            qos: crate::qos::QosBucket::default(),
         }
     }
 

@@ -35,6 +35,8 @@ impl Controller {
         if let Some(t) = self.timing.as_deref_mut() {
             t.pass_begins(TscClock::ticks());
         }
+        // One load and one predictable branch when no bdev in the process has a limit.
+        self.qos_on = nvmemu_bdev::any_qos_limit() && crate::qos::refill_all(&mut self.namespaces);
         let mark = thread_faults();
         let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH, mark);
         done += self.deliver_events();
@@ -153,6 +155,10 @@ impl Controller {
             };
             if slot_busy && qid != Qid::ADMIN && may_need_slot(&sqe) {
                 // Taken when the command set aside is done (a later pass).
+                break;
+            }
+            if self.qos_on && qid != Qid::ADMIN && !crate::qos::admit(&mut self.namespaces, &sqe) {
+                // Left in the SQ: fetched again once the namespace's tokens come back.
                 break;
             }
             let fetched = if stamp { TscClock::ticks() } else { 0 };

@@ -23,6 +23,8 @@ fn serve_json_names_each_skipped_method() {
         {"subsystem": "bdev", "config": [
             {"method": "bdev_malloc_create",
              "params": {"name": "Malloc0", "num_blocks": 64, "block_size": 512}},
+            {"method": "bdev_set_qos_limit",
+             "params": {"name": "Malloc0", "rw_ios_per_sec": 2000}},
             {"method": "bdev_nvme_set_options", "params": {"action_on_timeout": "none"}}]}
     ]});
     std::fs::write(&config, doc.to_string()).unwrap();
@@ -32,6 +34,9 @@ fn serve_json_names_each_skipped_method() {
     let mut c = nvmemu_rpc::Client::connect(&sock, Duration::from_secs(30)).unwrap();
     let bdevs = c.call("bdev_get_bdevs", json!({})).unwrap();
     assert_eq!(bdevs[0]["name"], json!("Malloc0"));
+    // SPDK's QoS call is applied, not skipped.
+    let limits = &bdevs[0]["assigned_rate_limits"];
+    assert_eq!(limits["rw_ios_per_sec"], json!(2000));
     c.call("spdk_kill_instance", json!({"sig_name": "SIGTERM"}))
         .unwrap();
     let out = child.wait_with_output().unwrap();

@@ -204,6 +204,28 @@ fn bdev_methods() {
         json!({"name": "M", "timeout": 100})
     );
     assert_eq!(params(&["bdev_get_iostat"]), json!({"per_channel": false}));
+    // rpc.py's flags; only the limits given are sent (the others keep their values).
+    assert_eq!(
+        call(&["bdev_set_qos_limit", "Malloc0", "--rw_ios_per_sec", "2000"]),
+        (
+            "bdev_set_qos_limit".into(),
+            json!({"name": "Malloc0", "rw_ios_per_sec": 2000}),
+            PrintStyle::Nothing
+        )
+    );
+    assert_eq!(
+        params(&[
+            "bdev_set_qos_limit",
+            "M",
+            "--rw_mbytes_per_sec",
+            "0",
+            "--r_mbytes_per_sec",
+            "5",
+            "--w_mbytes_per_sec",
+            "6"
+        ]),
+        json!({"name": "M", "rw_mbytes_per_sec": 0, "r_mbytes_per_sec": 5, "w_mbytes_per_sec": 6})
+    );
     assert_eq!(
         params(&[
             "bdev_get_iostat",

@@ -14,7 +14,7 @@ use nvmemu_bdev::{Bdev, BdevError, BdevErrorKind, BdevKind, MallocBacking};
 use nvmemu_mem::{ByteSize, PROGRESS_INTERVAL, Progress};
 use nvmemu_rpc::methods::bdev::{
     BdevGetIostatParams, BdevInfo, BdevIostat, BdevIostatEntry, BdevMallocCreateParams,
-    BdevNullCreateParams, RateLimits, SupportedIoTypes,
+    BdevNullCreateParams, SupportedIoTypes,
 };
 use nvmemu_rpc::{Errno, RpcError};
 use serde_json::{Value, json};
@@ -274,36 +274,43 @@ impl Registry {
     }
 
     /// The `bdev` subsystem of `save_config`: one create call per bdev.
+    /// Each bdev's creation call, followed by its `bdev_set_qos_limit` when it has limits
+    /// (as SPDK writes them).
     pub(crate) fn save_config(&self) -> Vec<Value> {
         self.map
             .iter()
-            .map(|(name, e)| {
-                let b = &e.bdev;
-                match b.kind() {
-                    BdevKind::Malloc => {
-                        let mut params = json!({
-                            "name": name, "num_blocks": b.num_blocks(),
-                            "block_size": b.block_size(),
-                            "physical_block_size": b.block_size(), "uuid": e.uuid,
-                            "optimal_io_boundary": 0, "md_size": 0, "dif_type": 0,
-                            "dif_is_head_of_md": false, "dif_pi_format": 0});
-                        // nvmemu's own parameters only when set: SPDK refuses unknown ones.
-                        match b.memory().map(|m| m.backing) {
-                            Some(MallocBacking::Lazy) => params["lazy"] = Value::Bool(true),
-                            Some(MallocBacking::HugePages) => {
-                                params["hugepages"] = Value::Bool(true);
-                            }
-                            Some(MallocBacking::Populated) | None => {}
-                        }
-                        json!({"method": "bdev_malloc_create", "params": params})
-                    }
-                    BdevKind::Null => json!({"method": "bdev_null_create", "params": {
-                        "name": name, "num_blocks": b.num_blocks(), "block_size": b.block_size(),
-                        "physical_block_size": b.block_size(), "uuid": e.uuid, "md_size": 0,
-                        "dif_type": 0, "dif_is_head_of_md": false, "dif_pi_format": 0}}),
-                }
+            .flat_map(|(name, e)| {
+                let qos = super::qos::config_call(name, &e.bdev);
+                std::iter::once(Self::create_call(name, e)).chain(qos)
             })
             .collect()
+    }
+
+    fn create_call(name: &str, e: &BdevEntry) -> Value {
+        let b = &e.bdev;
+        match b.kind() {
+            BdevKind::Malloc => {
+                let mut params = json!({
+                    "name": name, "num_blocks": b.num_blocks(),
+                    "block_size": b.block_size(),
+                    "physical_block_size": b.block_size(), "uuid": e.uuid,
+                    "optimal_io_boundary": 0, "md_size": 0, "dif_type": 0,
+                    "dif_is_head_of_md": false, "dif_pi_format": 0});
+                // nvmemu's own parameters only when set: SPDK refuses unknown ones.
+                match b.memory().map(|m| m.backing) {
+                    Some(MallocBacking::Lazy) => params["lazy"] = Value::Bool(true),
+                    Some(MallocBacking::HugePages) => {
+                        params["hugepages"] = Value::Bool(true);
+                    }
+                    Some(MallocBacking::Populated) | None => {}
+                }
+                json!({"method": "bdev_malloc_create", "params": params})
+            }
+            BdevKind::Null => json!({"method": "bdev_null_create", "params": {
+                "name": name, "num_blocks": b.num_blocks(), "block_size": b.block_size(),
+                "physical_block_size": b.block_size(), "uuid": e.uuid, "md_size": 0,
+                "dif_type": 0, "dif_is_head_of_md": false, "dif_pi_format": 0}}),
+        }
     }
 }
 
@@ -343,7 +350,7 @@ fn info(name: &str, e: &BdevEntry, claimed: bool) -> BdevInfo {
         md_size: None,
         md_interleave: None,
         dif_type: None,
-        assigned_rate_limits: RateLimits::default(),
+        assigned_rate_limits: super::qos::rate_limits(b),
         claimed,
         claim_type: claimed.then(|| "exclusive_write".to_owned()),
         zoned: false,

@@ -19,6 +19,7 @@ mod ids;
 mod latency;
 mod log;
 mod nvmf;
+mod qos;
 mod threads;
 
 pub use log::LogControl;
@@ -202,6 +203,7 @@ impl Handler for NvmemuHandler {
                 delete_bdev(st, &self.target, nvmemu_bdev::BdevKind::Null, &p.name)
             }
             R::BdevGetIostat(p) => st.bdevs.iostat(&p, self.ticks()),
+            R::BdevSetQosLimit(p) => qos::set_qos_limit(&st.bdevs, &p),
             R::NvmfCreateTransport(p) => nvmf::create_transport(st, p),
             R::NvmfGetTransports(p) => nvmf::get_transports(st, &p),
             R::NvmfCreateSubsystem(p) => nvmf::create_subsystem(st, p),

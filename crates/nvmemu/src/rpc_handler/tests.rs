@@ -12,7 +12,7 @@ use super::{HandlerOptions, NvmemuHandler};
 
 const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 
-fn handler() -> (NvmemuHandler, StopHandle) {
+pub(super) fn handler() -> (NvmemuHandler, StopHandle) {
     let target = Target::start(TargetConfig {
         poller_timeout: nvmemu_device::CALL_TIMEOUT,
         client_budget: nvmemu_device::ClientBudget::default(),
@@ -35,13 +35,13 @@ fn handler() -> (NvmemuHandler, StopHandle) {
     (h, stop)
 }
 
-fn call(h: &NvmemuHandler, method: &str, params: Value) -> Result<Value, (i32, String)> {
+pub(super) fn call(h: &NvmemuHandler, method: &str, params: Value) -> Result<Value, (i32, String)> {
     Request::decode(method, Some(params))
         .and_then(|r| dispatch(h, r))
         .map_err(|e| (e.code, e.message))
 }
 
-fn code(r: Result<Value, (i32, String)>) -> i32 {
+pub(super) fn code(r: Result<Value, (i32, String)>) -> i32 {
     r.expect_err("an error").0
 }
 

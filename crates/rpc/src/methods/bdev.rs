@@ -129,6 +129,28 @@ pub struct BdevGetBdevsParams {
     pub timeout: u64,
 }
 
+/// `bdev_set_qos_limit` parameters (SPDK `rpc_bdev_set_qos_limit`). Result: `true`. A
+/// limit left out keeps its value, 0 removes it; at least one must be given.
+/// `rw_ios_per_sec` is a multiple of 1000 (SPDK's granularity: -22 otherwise).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BdevSetQosLimitParams {
+    /// The bdev (name or alias).
+    pub name: String,
+    /// Read and write I/Os per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rw_ios_per_sec: Option<u64>,
+    /// Read and write MiB per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rw_mbytes_per_sec: Option<u64>,
+    /// Read MiB per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r_mbytes_per_sec: Option<u64>,
+    /// Write MiB per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w_mbytes_per_sec: Option<u64>,
+}
+
 /// `bdev_get_iostat` parameters. Result: [`BdevIostat`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::error::RpcError;
 use bdev::{
     BdevDeleteParams, BdevGetBdevsParams, BdevGetIostatParams, BdevMallocCreateParams,
-    BdevNullCreateParams,
+    BdevNullCreateParams, BdevSetQosLimitParams,
 };
 use framework::{FrameworkGetConfigParams, RpcGetMethodsParams, SpdkKillInstanceParams};
 use histogram::{BdevEnableHistogramParams, BdevGetHistogramParams};
@@ -65,6 +65,8 @@ pub enum Request {
     BdevNullDelete(BdevDeleteParams),
     /// `bdev_get_bdevs` → array of [`bdev::BdevInfo`].
     BdevGetBdevs(BdevGetBdevsParams),
+    /// `bdev_set_qos_limit` → `true`.
+    BdevSetQosLimit(BdevSetQosLimitParams),
     /// `bdev_get_iostat` → [`bdev::BdevIostat`].
     BdevGetIostat(BdevGetIostatParams),
     /// `nvmf_create_transport` → `true`.
@@ -151,6 +153,7 @@ pub const METHODS: &[&str] = &[
     "bdev_null_delete",
     "bdev_get_bdevs",
     "bdev_get_iostat",
+    "bdev_set_qos_limit",
     "nvmf_create_transport",
     "nvmf_get_transports",
     "nvmf_create_subsystem",
@@ -216,6 +219,7 @@ impl Request {
             "bdev_null_create" => Request::BdevNullCreate(parse(p)?),
             "bdev_null_delete" => Request::BdevNullDelete(parse(p)?),
             "bdev_get_bdevs" => Request::BdevGetBdevs(parse(p)?),
+            "bdev_set_qos_limit" => Request::BdevSetQosLimit(parse(p)?),
             "bdev_get_iostat" => Request::BdevGetIostat(parse(p)?),
             "nvmf_create_transport" => Request::NvmfCreateTransport(parse(p)?),
             "nvmf_get_transports" => Request::NvmfGetTransports(parse(p)?),
@@ -276,6 +280,7 @@ impl Request {
             Request::BdevNullCreate(_) => "bdev_null_create",
             Request::BdevNullDelete(_) => "bdev_null_delete",
             Request::BdevGetBdevs(_) => "bdev_get_bdevs",
+            Request::BdevSetQosLimit(_) => "bdev_set_qos_limit",
             Request::BdevGetIostat(_) => "bdev_get_iostat",
             Request::NvmfCreateTransport(_) => "nvmf_create_transport",
             Request::NvmfGetTransports(_) => "nvmf_get_transports",
@@ -363,7 +368,8 @@ mod tests {
                 "spdk_kill_instance" => json!({"sig_name": "SIGTERM"}),
                 "framework_get_config" => json!({"name": "bdev"}),
                 "bdev_malloc_create" => json!({"num_blocks": 8, "block_size": 512}),
-                "bdev_malloc_delete" | "bdev_null_delete" | "bdev_get_histogram" => {
+                "bdev_malloc_delete" | "bdev_null_delete" | "bdev_get_histogram"
+                | "bdev_set_qos_limit" => {
                     json!({"name": "x"})
                 }
                 "bdev_enable_histogram" => json!({"name": "x", "enable": true}),

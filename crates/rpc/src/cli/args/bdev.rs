@@ -94,6 +94,25 @@ pub struct GetBdevsArgs {
 
 #[derive(Debug, Clone, Args)]
 #[allow(missing_docs)]
+pub struct QosLimitArgs {
+    /// The bdev to limit (name or alias).
+    pub name: String,
+    /// Read+write I/Os per second, a multiple of 1000; 0 removes the limit.
+    #[arg(long = "rw_ios_per_sec")]
+    pub rw_ios_per_sec: Option<u64>,
+    /// Read+write MiB per second; 0 removes the limit.
+    #[arg(long = "rw_mbytes_per_sec")]
+    pub rw_mbytes_per_sec: Option<u64>,
+    /// Read MiB per second; 0 removes the limit.
+    #[arg(long = "r_mbytes_per_sec")]
+    pub r_mbytes_per_sec: Option<u64>,
+    /// Write MiB per second; 0 removes the limit.
+    #[arg(long = "w_mbytes_per_sec")]
+    pub w_mbytes_per_sec: Option<u64>,
+}
+
+#[derive(Debug, Clone, Args)]
+#[allow(missing_docs)]
 pub struct IostatArgs {
     #[arg(short = 'c', long = "per-channel", action = ArgAction::SetTrue)]
     pub per_channel: bool,
@@ -205,6 +224,19 @@ impl GetBdevsArgs {
         P::default()
             .opt("name", self.name.clone())
             .opt("timeout", self.timeout)
+            .done()
+    }
+}
+
+impl QosLimitArgs {
+    /// The params rpc.py sends for `bdev_set_qos_limit`: the name and the limits given.
+    pub(super) fn params(&self) -> Value {
+        P::default()
+            .set("name", self.name.as_str())
+            .opt("rw_ios_per_sec", self.rw_ios_per_sec)
+            .opt("rw_mbytes_per_sec", self.rw_mbytes_per_sec)
+            .opt("r_mbytes_per_sec", self.r_mbytes_per_sec)
+            .opt("w_mbytes_per_sec", self.w_mbytes_per_sec)
             .done()
     }
 }

@@ -19,7 +19,7 @@ use clap::Subcommand;
 use serde_json::Value;
 
 pub use app::{KillArgs, RpcGetMethodsArgs, SaveConfigArgs};
-pub use bdev::{GetBdevsArgs, IostatArgs, MallocCreateArgs, NameArg, NullCreateArgs};
+pub use bdev::{GetBdevsArgs, IostatArgs, MallocCreateArgs, NameArg, NullCreateArgs, QosLimitArgs};
 pub use histogram::EnableHistogramArgs;
 pub use monitor::{LogFlagArg, LogLevelArg, NotifyArgs};
 pub use nvmf::{
@@ -81,6 +81,8 @@ pub enum MethodArgs {
     BdevGetBdevs(GetBdevsArgs),
     /// Display current I/O statistics of all the blockdevs or specified blockdev.
     BdevGetIostat(IostatArgs),
+    /// Set QoS rate limit on a blockdev.
+    BdevSetQosLimit(QosLimitArgs),
     /// Create NVMf transport.
     NvmfCreateTransport(CreateTransportArgs),
     /// Display nvmf transports or required transport.
@@ -190,6 +192,7 @@ impl MethodArgs {
             MethodArgs::BdevNullDelete(a) => c("bdev_null_delete", a.params(), Nothing),
             MethodArgs::BdevGetBdevs(a) => c("bdev_get_bdevs", a.params(), Dict),
             MethodArgs::BdevGetIostat(a) => c("bdev_get_iostat", a.params(), Dict),
+            MethodArgs::BdevSetQosLimit(a) => c("bdev_set_qos_limit", a.params(), Nothing),
             MethodArgs::NvmfCreateTransport(a) => c("nvmf_create_transport", a.params(), Nothing),
             MethodArgs::NvmfGetTransports(a) => c("nvmf_get_transports", a.params(), Dict),
             MethodArgs::NvmfCreateSubsystem(a) => c("nvmf_create_subsystem", a.params(), Nothing),
