@@ -299,6 +299,9 @@ setup_script() {
   [ "$("$rpc" "$sock" bdev_malloc_create 64 512 -b Malloc0)" = Malloc0 ]
   [ "$("$rpc" "$sock" bdev_null_create Null0 64 512)" = Null0 ]
   "$rpc" "$sock" bdev_wait_for_examine
+  # Limits well above what the checks run, so that bdev_get_bdevs and save_config carry
+  # them on both targets (compared by rpc-shape, carried by the config round trips).
+  "$rpc" "$sock" bdev_set_qos_limit Malloc0 --rw-ios-per-sec 1000000 --rw-mbytes-per-sec 10000
   "$rpc" "$sock" nvmf_create_transport -t VFIOUSER
   "$rpc" "$sock" nvmf_create_subsystem "$NQN" -s SPDK00 -a
   "$rpc" "$sock" nvmf_subsystem_add_ns "$NQN" Malloc0

@@ -206,7 +206,7 @@ fn bdev_methods() {
     assert_eq!(params(&["bdev_get_iostat"]), json!({"per_channel": false}));
     // rpc.py's flags; only the limits given are sent (the others keep their values).
     assert_eq!(
-        call(&["bdev_set_qos_limit", "Malloc0", "--rw_ios_per_sec", "2000"]),
+        call(&["bdev_set_qos_limit", "Malloc0", "--rw-ios-per-sec", "2000"]),
         (
             "bdev_set_qos_limit".into(),
             json!({"name": "Malloc0", "rw_ios_per_sec": 2000}),
@@ -219,7 +219,7 @@ fn bdev_methods() {
             "M",
             "--rw_mbytes_per_sec",
             "0",
-            "--r_mbytes_per_sec",
+            "--r-mbytes-per-sec",
             "5",
             "--w_mbytes_per_sec",
             "6"

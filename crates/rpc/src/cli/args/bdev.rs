@@ -98,16 +98,16 @@ pub struct QosLimitArgs {
     /// The bdev to limit (name or alias).
     pub name: String,
     /// Read+write I/Os per second, a multiple of 1000; 0 removes the limit.
-    #[arg(long = "rw_ios_per_sec")]
+    #[arg(long = "rw-ios-per-sec", alias = "rw_ios_per_sec")]
     pub rw_ios_per_sec: Option<u64>,
     /// Read+write MiB per second; 0 removes the limit.
-    #[arg(long = "rw_mbytes_per_sec")]
+    #[arg(long = "rw-mbytes-per-sec", alias = "rw_mbytes_per_sec")]
     pub rw_mbytes_per_sec: Option<u64>,
     /// Read MiB per second; 0 removes the limit.
-    #[arg(long = "r_mbytes_per_sec")]
+    #[arg(long = "r-mbytes-per-sec", alias = "r_mbytes_per_sec")]
     pub r_mbytes_per_sec: Option<u64>,
     /// Write MiB per second; 0 removes the limit.
-    #[arg(long = "w_mbytes_per_sec")]
+    #[arg(long = "w-mbytes-per-sec", alias = "w_mbytes_per_sec")]
     pub w_mbytes_per_sec: Option<u64>,
 }
 
