@@ -6,7 +6,8 @@
 #   serve_start LOG PATH... -- CMD...
 #       runs CMD in the background with its output in LOG and sets SERVE_PID; returns once
 #       every PATH is a socket. If the server exits first, or SERVE_TIMEOUT seconds (default
-#       30) pass, prints one line saying which and the log's last lines, and returns 1.
+#       30) pass, prints one line saying which and the log's last lines, stops it and
+#       returns 1.
 #   serve_wait PID LOG PATH...
 #       the waiting part alone, for a server started some other way.
 #   serve_stop [PID]
@@ -62,12 +63,13 @@ serve_start() {
   "$@" >"$log" 2>&1 &
   SERVE_PID=$!
   SERVE_LOG=$log
-  # Named in errors by its program and first argument ("nvmemu serve"), past any `env`.
-  while [ "$1" = env ] || [[ "$1" == *=* ]]; do shift; done
+  # Named in errors by its program and subcommand ("nvmemu serve"), past any `env`.
+  while [ "${1:-}" = env ] || [[ "${1:-}" == *=* ]]; do shift; done
   local SERVE_NAME
-  SERVE_NAME="$(basename "$1") ${2:-}"
-  # The log's tail is shown once, here.
-  serve_wait "$SERVE_PID" "$log" "${paths[@]}" || { SERVE_LOG=; return 1; }
+  SERVE_NAME=$(basename "$1")
+  [[ "${2:-}" == -* || -z "${2:-}" ]] || SERVE_NAME+=" $2"
+  # On failure the log's tail is shown once, here, and the server is stopped.
+  serve_wait "$SERVE_PID" "$log" "${paths[@]}" || { SERVE_LOG=; serve_stop; return 1; }
 }
 
 serve_stop() {

@@ -63,7 +63,7 @@ T_START=$SECONDS
 
 cleanup() {
     local rc=$?
-    serve_stop "$SERVER_PID"
+    [[ -z "$SERVER_PID" ]] || serve_stop "$SERVER_PID"
     xn_spdk_stop
     if [[ -n "${RUN:-}" && -d "$RUN" ]]; then
         if [[ $rc -eq 0 && "${NVMEMU_E2E_KEEP:-0}" != 1 ]]; then
@@ -128,6 +128,7 @@ server_alive() {
     if ! kill -0 "$SERVER_PID" 2>/dev/null; then
         wait "$SERVER_PID" && rc=0 || rc=$?
         SERVER_PID=""
+        SERVE_PID=""
         show_server_log
         log "FAIL: nvmemu serve exited ($rc) $1"
         return 1
