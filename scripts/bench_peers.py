@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from lib.serve import Server
+
 NQN = "nqn.2016-06.io.spdk:cnode1"
 MALLOC_NSID, NULL_NSID = 1, 2
 NAMESPACES = (("malloc", MALLOC_NSID), ("null", NULL_NSID))
@@ -59,23 +61,25 @@ class Target:
 
     def __init__(self, name, work):
         self.name = name
-        self.args = args
         self.dir = os.path.join(work, "vfu-" + name.split()[0].lower())
         self.sock = os.path.join(work, name.split()[0].lower() + ".sock")
-        self.proc = None
+        self.server = Server(self.command(), wait_for=[self.sock], timeout=60,
+                             log=os.path.join(work, name.split()[0].lower() + ".log"))
 
     def rpc(self, *params, timeout=60):
         return run([sys.executable, args.rpc_py, "-s", self.sock, "-t", "30", *params], timeout)
 
     def __enter__(self):
         os.makedirs(self.dir, exist_ok=True)
-        cmd = self.command()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while not os.path.exists(self.sock):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not start: {' '.join(cmd)}")
-            time.sleep(0.1)
+        self.server.start()
+        try:
+            self.configure()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def configure(self):
         self.rpc("framework_wait_init")
         self.rpc("bdev_malloc_create", "1024", "512", "-b", "Malloc0")
         self.rpc("bdev_null_create", "Null0", "1024", "512")
@@ -84,7 +88,6 @@ class Target:
         self.rpc("nvmf_subsystem_add_ns", NQN, "Malloc0")
         self.rpc("nvmf_subsystem_add_ns", NQN, "Null0")
         self.rpc("nvmf_subsystem_add_listener", NQN, "-t", "VFIOUSER", "-a", self.dir, "-s", "0")
-        return self
 
     def command(self):
         if self.name.startswith("SPDK"):
@@ -94,13 +97,7 @@ class Target:
                 "-r", self.sock]
 
     def __exit__(self, *exc):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.server.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -20,7 +20,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from lib.serve import Server
 
 BDEV = "ns0n1"
 
@@ -52,20 +53,17 @@ def main():
     p.add_argument("--json")
     a = p.parse_args()
     load_start = os.getloadavg()
-    d = tempfile.mkdtemp(prefix="nvmemu-timing.")
+    tmp = tempfile.TemporaryDirectory(prefix="nvmemu-timing.")
+    d = tmp.name
     sock, ctrl = os.path.join(d, "rpc.sock"), os.path.join(d, "ctrl")
     os.mkdir(ctrl)
     mask = hex(1 << int(a.target_cpu))
     serve = [a.nvmemu, "serve", "-r", sock, "--socket-dir", ctrl, "-m", mask, "--busy-poll",
              "--ns", "malloc:size=256M,lba=512"]
     log(" ".join(shlex.quote(x) for x in serve))
-    server = subprocess.Popen(serve, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     runs = []
-    try:
-        for _ in range(300):
-            if os.path.exists(os.path.join(ctrl, "cntrl")) and os.path.exists(sock):
-                break
-            time.sleep(0.1)
+    with tmp, Server(serve, wait_for=[os.path.join(ctrl, "cntrl"), sock],
+                     log=os.path.join(d, "serve.log")):
         bench = [a.nvmemu, "bench", "--socket", ctrl, "--rw=randread", f"--bs={a.bs}",
                  f"--iodepth={a.iodepth}", f"--runtime={a.runtime}", "--time_based",
                  "--ramp_time=1", "--output-format=json", "--eta=never",
@@ -83,9 +81,6 @@ def main():
                 log(f"rep {rep} timing {mode}: {iops:,.0f} IOPS")
         # The histogram saw the "on" runs: a sanity line for the fragment.
         rpc(a.nvmemu, sock, "bdev_enable_histogram", "-e", BDEV)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     off = [r["iops"] for r in runs if r["timing"] == "off"]
     on = [r["iops"] for r in runs if r["timing"] == "on"]
     m_off, m_on = statistics.median(off), statistics.median(on)

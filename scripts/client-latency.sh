@@ -31,29 +31,21 @@ if [[ ! -x "$BIN" ]]; then
     (cd "$ROOT" && cargo build --release -p nvmemu >&2)
 fi
 SECS=${NVMEMU_LAT_SECONDS:-3}
-RUN=$(mktemp -d "${TMPDIR:-/tmp}/nvmemu-lat.XXXXXX")
-mkdir "$RUN/ctrl"
-SERVER=""
-cleanup() {
-    [[ -n "$SERVER" ]] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-    rm -rf "$RUN"
-}
-trap cleanup EXIT
-"$BIN" serve -r "$RUN/rpc.sock" --socket-dir "$RUN/ctrl" -m 0x2 --busy-poll \
-    --ns malloc:size=256M,lba=512 2>"$RUN/serve.log" &
-SERVER=$!
-for _ in $(seq 300); do
-    [[ -S "$RUN/ctrl/cntrl" && -S "$RUN/rpc.sock" ]] && break
-    sleep 0.1
-done
-rpc() { "$BIN" rpc -s "$RUN/rpc.sock" "$@"; }
+# shellcheck source=scripts/lib/serve.sh
+. "$ROOT/scripts/lib/serve.sh"
+serve_scratch
+mkdir "$WORK/ctrl"
+serve_start "$WORK/serve.log" "$WORK/ctrl/cntrl" "$WORK/rpc.sock" -- \
+    "$BIN" serve -r "$WORK/rpc.sock" --socket-dir "$WORK/ctrl" -m 0x2 --busy-poll \
+    --ns malloc:size=256M,lba=512
+rpc() { "$BIN" rpc -s "$WORK/rpc.sock" "$@"; }
 rpc bdev_enable_histogram ns0n1
-rpc nvmemu_get_latency_breakdown >"$RUN/before.json"
+rpc nvmemu_get_latency_breakdown >"$WORK/before.json"
 case $client in
 nvmemu)
-    taskset -c 0 "$BIN" bench --socket "$RUN/ctrl" --rw=randread --bs=4k --iodepth=1 \
-        --runtime="$SECS" --time_based --output-format=json --eta=never >"$RUN/client.json"
-    lat=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(d["jobs"][0]["read"]["lat_ns"]["mean"]))' "$RUN/client.json")
+    taskset -c 0 "$BIN" bench --socket "$WORK/ctrl" --rw=randread --bs=4k --iodepth=1 \
+        --runtime="$SECS" --time_based --output-format=json --eta=never >"$WORK/client.json"
+    lat=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(d["jobs"][0]["read"]["lat_ns"]["mean"]))' "$WORK/client.json")
     name="nvmemu bench (driver, mean latency)"
     ;;
 spdk)
@@ -64,21 +56,21 @@ spdk)
     }
     "$peers/setup.sh" >/dev/null
     timeout -s KILL $((SECS + 60)) "$peers/bin/spdk_nvme_perf" \
-        -r "trtype:VFIOUSER traddr:$RUN/ctrl subnqn:nqn.2019-07.io.nvmemu:cnode1" \
-        -c 0x1 -g -s 256 -q 1 -o 4096 -w randread -t "$SECS" >"$RUN/perf.txt" 2>&1 || {
-        tail -20 "$RUN/perf.txt" >&2
+        -r "trtype:VFIOUSER traddr:$WORK/ctrl subnqn:nqn.2019-07.io.nvmemu:cnode1" \
+        -c 0x1 -g -s 256 -q 1 -o 4096 -w randread -t "$SECS" >"$WORK/perf.txt" 2>&1 || {
+        tail -20 "$WORK/perf.txt" >&2
         exit 1
     }
     # "Total : IOPS MiB/s Average min max", latencies in microseconds.
-    lat=$(awk -F: '/^Total/ { split($2, f, " "); printf "%.0f", f[3] * 1000 }' "$RUN/perf.txt")
+    lat=$(awk -F: '/^Total/ { split($2, f, " "); printf "%.0f", f[3] * 1000 }' "$WORK/perf.txt")
     name="spdk_nvme_perf (driver, mean latency)"
     ;;
 esac
-rpc nvmemu_get_latency_breakdown >"$RUN/after.json"
+rpc nvmemu_get_latency_breakdown >"$WORK/after.json"
 [[ -n "$lat" ]] || {
     echo "no mean latency from the client" >&2
     exit 1
 }
-python3 "$ROOT/scripts/latency_table.py" --before "$RUN/before.json" --after "$RUN/after.json" \
+python3 "$ROOT/scripts/latency_table.py" --before "$WORK/before.json" --after "$WORK/after.json" \
     --title "$client client: 4 KiB randread QD1, nvmemu serve --busy-poll" \
     ${plot:+--plot "$plot"} "$name=$lat"

@@ -36,18 +36,13 @@ if [ "${SOAK_QUICK:-}" = 1 ]; then
   QUICK=(--ios 100000 --connects 200 --maps 100 --reconnects 20)
 fi
 
-. scripts/lib/server_cleanup.sh
+. scripts/lib/serve.sh
+serve_scratch
 
 mkdir "$WORK/ctrl"
-RUST_LOG=${RUST_LOG:-warn} "$NVMEMU" serve -r "$WORK/rpc.sock" -m 0x1 \
-  --socket-dir "$WORK/ctrl" --ns malloc:size=64M,lba=512 &
-SERVE_PID=$!
-for _ in $(seq 300); do
-  [ -S "$WORK/ctrl/cntrl" ] && break
-  kill -0 "$SERVE_PID" 2>/dev/null || { echo "nvmemu serve exited early" >&2; exit 1; }
-  sleep 0.1
-done
-[ -S "$WORK/ctrl/cntrl" ] || { echo "nvmemu serve did not listen" >&2; exit 1; }
+serve_start "$WORK/serve.log" "$WORK/ctrl/cntrl" -- env RUST_LOG="${RUST_LOG:-warn}" \
+  "$NVMEMU" serve -r "$WORK/rpc.sock" -m 0x1 --socket-dir "$WORK/ctrl" \
+  --ns malloc:size=64M,lba=512
 
 # The server's poller spins on CPU 0; the client gets the other CPUs. Sharing the poller's
 # CPU costs the client about 60x (docs/soak.md: about 10 k instead of 600 k I/Os per second).

@@ -44,6 +44,8 @@ set -euo pipefail
 
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=scripts/lib/serve.sh
+. "$REPO_ROOT/scripts/lib/serve.sh"
 # shellcheck source=tests/e2e/userspace.sh
 . "$(dirname "${BASH_SOURCE[0]}")/userspace.sh"
 # shellcheck source=tests/e2e/xnvme.sh
@@ -61,10 +63,7 @@ T_START=$SECONDS
 
 cleanup() {
     local rc=$?
-    if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
+    [[ -z "$SERVER_PID" ]] || serve_stop "$SERVER_PID"
     xn_spdk_stop
     if [[ -n "${RUN:-}" && -d "$RUN" ]]; then
         if [[ $rc -eq 0 && "${NVMEMU_E2E_KEEP:-0}" != 1 ]]; then
@@ -111,31 +110,25 @@ nvmemu_bin() {
 }
 
 start_server() {
-    local bin=$1 i
+    local bin=$1
     mkdir -p "$RUN/sock"
     log "starting: $bin serve --socket-dir $RUN/sock --ns malloc:size=256M,lba=512 --ns malloc:size=64M,lba=4096 -m 0x2"
-    RUST_LOG=${RUST_LOG:-info} "$bin" serve --socket-dir "$RUN/sock" \
+    serve_start "$RUN/nvmemu.log" "$RUN/sock/cntrl" "$RUN/rpc.sock" -- \
+        env RUST_LOG="${RUST_LOG:-info}" "$bin" serve --socket-dir "$RUN/sock" \
         --ns malloc:size=256M,lba=512 --ns malloc:size=64M,lba=4096 -m 0x2 \
-        --serial "$SERIAL" --model "$MODEL" -r "$RUN/rpc.sock" >"$RUN/nvmemu.log" 2>&1 &
-    SERVER_PID=$!
-    for ((i = 0; i < 300; i++)); do
-        [[ -S "$RUN/sock/cntrl" && -S "$RUN/rpc.sock" ]] && return 0
-        kill -0 "$SERVER_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    show_server_log
-    die "nvmemu serve did not create $RUN/sock/cntrl"
+        --serial "$SERIAL" --model "$MODEL" -r "$RUN/rpc.sock" || die "nvmemu serve did not start"
+    SERVER_PID=$SERVE_PID
 }
 
 show_server_log() {
-    log "----- nvmemu serve log (last 80 lines) -----"
-    tail -80 "$RUN/nvmemu.log" | sed 's/^/    > /' >&2
+    serve_log_tail "$RUN/nvmemu.log" 80
 }
 
 server_alive() {
     if ! kill -0 "$SERVER_PID" 2>/dev/null; then
         wait "$SERVER_PID" && rc=0 || rc=$?
         SERVER_PID=""
+        SERVE_PID=""
         show_server_log
         log "FAIL: nvmemu serve exited ($rc) $1"
         return 1

@@ -33,6 +33,8 @@
 # Needs root (hugepages, apt-get for the tools' libraries).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/lib/serve.sh
+. scripts/lib/serve.sh
 
 PEERS=${NVMEMU_SPDK_PEERS:-}
 if [ ! -x "$PEERS/bin/nvmf_tgt" ]; then
@@ -81,10 +83,7 @@ ended() {
 
 # stop PID: SIGTERM, then SIGKILL after 10 s (a wedged SPDK app may ignore SIGTERM).
 stop() {
-  if kill -TERM "$1" 2>/dev/null; then
-    timeout 10 tail -s 0.1 --pid="$1" -f /dev/null || kill -KILL "$1" 2>/dev/null || true
-  fi
-  wait "$1" 2>/dev/null || true
+  serve_stop "$1"
   ended "$1"
 }
 
@@ -127,11 +126,13 @@ echo "--- peer set-up: $PEERS, hugepages at $HUGE ($((SECONDS - t0)) s)"
 
 # ---- helpers -------------------------------------------------------------------------
 
-# start NAME CMD...: runs CMD in the background, output in $WORK/NAME.log; sets LAST_PID.
+# start NAME CMD...: runs CMD in the background, output in $WORK/NAME.log; sets LAST_PID and
+# LAST_LOG.
 start() {
   local name=$1
   shift
-  "$@" >"$WORK/$name.log" 2>&1 &
+  LAST_LOG=$WORK/$name.log
+  "$@" >"$LAST_LOG" 2>&1 &
   LAST_PID=$!
   PIDS+=("$LAST_PID")
 }
@@ -151,16 +152,9 @@ run_bounded() {
   return "$rc"
 }
 
-# wait_socket PATH PID: the server at PID listens on PATH within 20 s.
-wait_socket() {
-  for _ in $(seq 200); do
-    [ -S "$1" ] && return 0
-    kill -0 "$2" 2>/dev/null || { echo "server exited before listening on $1" >&2; return 1; }
-    sleep 0.1
-  done
-  echo "nothing listens on $1 after 20 s" >&2
-  return 1
-}
+# wait_socket PATH PID: the server at PID, the last one started, listens on PATH within 20 s
+# (otherwise its log's tail).
+wait_socket() { SERVE_TIMEOUT=20 serve_wait "$2" "$LAST_LOG" "$1"; }
 
 rpcpy() { python3 "$PEERS/scripts/rpc.py" -s "$@"; }
 # nvmemu_rpc SOCK ARGS...: `nvmemu rpc`, which takes rpc.py's command lines.

@@ -16,19 +16,14 @@ if [ -z "$BIN" ]; then
 fi
 TRADDR=${NVMEMU_TRADDR:-/tmp/vfu-test}
 NQN=nqn.2016-06.io.spdk:cnode1
-. scripts/lib/server_cleanup.sh
+. scripts/lib/serve.sh
+serve_scratch
 SOCK=$WORK/rpc.sock
 
+# start_serve ARGS...: a server on $SOCK, ready once framework_wait_init answers.
 start_serve() {
-  "$BIN" serve -r "$SOCK" -m 0x1 "$@" &
-  SERVE_PID=$!
-  for _ in $(seq 300); do
-    [ -S "$SOCK" ] && "$BIN" rpc -s "$SOCK" -t 5 framework_wait_init && return 0
-    kill -0 "$SERVE_PID" 2>/dev/null || { echo "nvmemu serve exited early" >&2; return 1; }
-    sleep 0.1
-  done
-  echo "nvmemu serve did not listen on $SOCK" >&2
-  return 1
+  serve_start "$WORK/serve.log" "$SOCK" -- "$BIN" serve -r "$SOCK" -m 0x1 "$@"
+  "$BIN" rpc -s "$SOCK" -t 5 framework_wait_init
 }
 
 stop_serve() {

@@ -8,8 +8,9 @@
 //! line, and reports in fio's normal / JSON / JSON+ formats plus our `target`
 //! and `machine` sections ([`render`]).
 //!
-//! May depend on: `nvmemu-spec`, `nvmemu-driver` (the glue implementing
-//! [`IoQueue`] over the driver's I/O qpair lives with whoever wires them).
+//! May depend on: `nvmemu-mem` (the clock, and the memory the ceiling probe shares between its
+//! threads). The glue implementing [`IoQueue`] over the driver's I/O qpair lives with whoever
+//! wires them (the binary).
 //! Never: allocates, locks, logs or makes a syscall per I/O on the hot path
 //! (one clock read per I/O is the exception), or panics on a device's answer.
 //!

@@ -3,7 +3,8 @@
 //! passing, the wire structs, a per-connection server that hands typed requests to a
 //! [`Device`], and a blocking [`Client`].
 //!
-//! Owns: everything that crosses the vfio-user UNIX socket. May depend on: no internal crate.
+//! Owns: everything that crosses the vfio-user UNIX socket. May depend on: `nvmemu-sockfile`
+//! (the listening socket file and its waits).
 //! Must never: know about NVMe, touch client memory, use `unsafe`, or panic on client input.
 //!
 //! # Model
