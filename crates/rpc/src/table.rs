@@ -7,34 +7,11 @@
 //! `declare.rs` says what the rows become. Rows are in `rpc_get_methods` order, which is
 //! also `nvmemu rpc --help`'s.
 
-use crate::cli::args::{
-    AddHostArgs, AddListenerArgs, AddNsArgs, AllowAnyHostArgs, CreateSubsystemArgs,
-    CreateTransportArgs, DeleteSubsystemArgs, EnableHistogramArgs, GetBdevsArgs, GetSubsystemsArgs,
-    GetTransportsArgs, IostatArgs, KillArgs, LogFlagArg, LogLevelArg, MallocCreateArgs, NameArg,
-    NoArgs, NotifyArgs, NullCreateArgs, QosLimitArgs, RemoveHostArgs, RemoveListenerArgs,
-    RemoveNsArgs, RpcGetMethodsArgs, SaveConfigArgs, SubsystemArgs, TgtNameArg,
-};
-use crate::methods::bdev::{
-    BdevDeleteParams, BdevGetBdevsParams, BdevGetIostatParams, BdevMallocCreateParams,
-    BdevNullCreateParams, BdevSetQosLimitParams,
-};
-use crate::methods::framework::{
-    FrameworkGetConfigParams, RpcGetMethodsParams, SpdkKillInstanceParams,
-};
-use crate::methods::histogram::{BdevEnableHistogramParams, BdevGetHistogramParams};
-use crate::methods::log::{LogFlagParams, LogLevelParams, NotifyGetNotificationsParams};
-use crate::methods::nvmf::{
-    NvmfCreateSubsystemParams, NvmfCreateTransportParams, NvmfGetStatsParams,
-    NvmfGetSubsystemsParams, NvmfGetTransportsParams, NvmfSubsystemAddListenerParams,
-    NvmfSubsystemAddNsParams, NvmfSubsystemParams, NvmfSubsystemRemoveListenerParams,
-    NvmfSubsystemRemoveNsParams,
-};
-use crate::methods::nvmf_host::{
-    NvmfSubsystemAddHostParams, NvmfSubsystemAllowAnyHostParams, NvmfSubsystemQueryParams,
-    NvmfSubsystemRemoveHostParams,
-};
+// Globs, so a type added to a family's file is in scope here without another list.
+use crate::cli::args::*;
 #[allow(unused_imports)] // The modules the variants' docs link to.
 use crate::methods::{bdev, framework, histogram, log, nvmf, nvmf_host, threads};
+use crate::methods::{bdev::*, framework::*, histogram::*, log::*, nvmf::*, nvmf_host::*};
 
 rpc_methods! {
     /// `rpc_get_methods` → array of method names (answered by [`crate::dispatch`]).

@@ -19,16 +19,12 @@ mod params;
 
 use serde_json::Value;
 
-pub use app::{KillArgs, RpcGetMethodsArgs, SaveConfigArgs};
-pub use bdev::{GetBdevsArgs, IostatArgs, MallocCreateArgs, NameArg, NullCreateArgs, QosLimitArgs};
-pub use histogram::EnableHistogramArgs;
-pub use monitor::{LogFlagArg, LogLevelArg, NotifyArgs};
-pub use nvmf::{
-    AddListenerArgs, AddNsArgs, CreateSubsystemArgs, CreateTransportArgs, DeleteSubsystemArgs,
-    GetSubsystemsArgs, GetTransportsArgs, NamespaceArgs, RemoveListenerArgs, RemoveNsArgs,
-    TgtNameArg,
-};
-pub use nvmf_host::{AddHostArgs, AllowAnyHostArgs, RemoveHostArgs, SubsystemArgs};
+pub use app::*;
+pub use bdev::*;
+pub use histogram::*;
+pub use monitor::*;
+pub use nvmf::*;
+pub use nvmf_host::*;
 pub use params::{ArgError, CliParams, NoArgs};
 
 pub use crate::table::MethodArgs;
