@@ -4,7 +4,7 @@
 //! **Owns:** the wire protocol as SPDK's server and `scripts/rpc.py` speak it over a UNIX
 //! stream socket (one JSON value after another, no delimiter, replies decoded as bytes
 //! arrive); the typed [`Request`] enum with SPDK's method names, parameter names, defaults
-//! and result shapes; the [`Handler`] trait; the server ([`serve`]), a client ([`call`]);
+//! and result shapes, each method declared once in the method table (`table.rs`); the [`Handler`] trait; the server ([`serve`]), a client ([`call`]);
 //! rpc.py's command line for `nvmemu rpc` ([`run_cli`]); and SPDK's `save_config` format
 //! ([`load_config`] for `nvmemu serve --json`).
 //!
@@ -24,6 +24,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[macro_use]
+mod declare;
 pub mod cli;
 mod client;
 mod config;
@@ -36,6 +38,7 @@ mod limits;
 pub mod methods;
 mod server;
 mod slot;
+mod table;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
 

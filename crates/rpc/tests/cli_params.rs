@@ -101,7 +101,7 @@ fn framework_methods() {
 }
 
 #[test]
-fn bdev_methods() {
+fn bdev_malloc_methods() {
     assert_eq!(
         params(&[
             "bdev_malloc_create",
@@ -154,6 +154,10 @@ fn bdev_methods() {
         params(&["bdev_malloc_delete", "Malloc0"]),
         json!({"name": "Malloc0"})
     );
+}
+
+#[test]
+fn bdev_null_methods() {
     assert_eq!(
         call(&[
             "bdev_null_create",
@@ -195,6 +199,10 @@ fn bdev_methods() {
         params(&["bdev_null_delete", "Null0"]),
         json!({"name": "Null0"})
     );
+}
+
+#[test]
+fn bdev_query_and_qos_methods() {
     assert_eq!(
         call(&["bdev_get_bdevs"]),
         ("bdev_get_bdevs".into(), json!({}), PrintStyle::Dict)
@@ -241,7 +249,7 @@ fn bdev_methods() {
 }
 
 #[test]
-fn nvmf_methods() {
+fn nvmf_transport_and_subsystem_methods() {
     let p = params(&[
         "nvmf_create_transport",
         "-t",
@@ -304,6 +312,10 @@ fn nvmf_methods() {
         ("nvmf_get_subsystems".into(), json!({}), PrintStyle::Dict)
     );
     assert_eq!(params(&["nvmf_get_subsystems", "q"]), json!({"nqn": "q"}));
+}
+
+#[test]
+fn nvmf_namespace_and_listener_methods() {
     assert_eq!(
         params(&[
             "nvmf_subsystem_add_ns",
@@ -369,6 +381,45 @@ fn nvmf_methods() {
     assert_eq!(
         call(&["nvmf_get_stats"]),
         ("nvmf_get_stats".into(), json!({}), PrintStyle::Dict)
+    );
+}
+
+/// The params go on the wire in rpc.py's order: nested objects last.
+#[test]
+fn params_keep_rpc_pys_key_order() {
+    let text = |argv: &[&str]| serde_json::to_string(&params(argv)).unwrap();
+    assert_eq!(
+        text(&[
+            "nvmf_subsystem_add_ns",
+            "q",
+            "B",
+            "-n",
+            "3",
+            "-t",
+            "x",
+            "-i"
+        ]),
+        r#"{"nqn":"q","tgt_name":"x","namespace":{"bdev_name":"B","nsid":3,"no_auto_visible":true}}"#
+    );
+    assert_eq!(
+        text(&[
+            "nvmf_subsystem_add_listener",
+            "q",
+            "-t",
+            "tcp",
+            "-a",
+            "h",
+            "-s",
+            "1",
+            "-p",
+            "x",
+            "-k"
+        ]),
+        r#"{"nqn":"q","tgt_name":"x","secure_channel":true,"listen_address":{"trtype":"tcp","traddr":"h","trsvcid":"1"}}"#
+    );
+    assert_eq!(
+        text(&["bdev_malloc_create", "1", "512", "-b", "M"]),
+        r#"{"num_blocks":2048,"block_size":512,"name":"M","md_interleave":false,"dif_is_head_of_md":false}"#
     );
 }
 

@@ -28,8 +28,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use nvmemu_bdev::BdevKind;
 use nvmemu_device::Target;
-use nvmemu_rpc::methods::bdev::BdevMallocCreateParams;
+use nvmemu_rpc::methods::bdev::{BdevMallocCreateParams, BdevNullCreateParams};
+use nvmemu_rpc::methods::framework::SpdkKillInstanceParams;
 use nvmemu_rpc::{Caller, Errno, Handler, Request, RpcError, StopHandle};
 use serde_json::Value;
 
@@ -134,7 +136,7 @@ fn bdev_wait(timeout_ms: u64) -> Duration {
 fn delete_bdev(
     st: &mut State,
     target: &Target,
-    kind: nvmemu_bdev::BdevKind,
+    kind: BdevKind,
     name: &str,
 ) -> Result<Value, RpcError> {
     let name = st.bdevs.name_of(kind, name)?;
@@ -152,7 +154,24 @@ impl NvmemuHandler {
     fn malloc_create(&self, p: BdevMallocCreateParams) -> Result<Value, RpcError> {
         let new = self.lock().bdevs.malloc_create(p)?;
         let built = new.build();
-        self.lock().bdevs.finish(new, built)
+        let mut st = self.lock();
+        let r = st.bdevs.finish(new, built);
+        if let Ok(Value::String(name)) = &r {
+            st.log.notify("bdev_register", name);
+        }
+        r
+    }
+
+    /// Runs `f` under the lock: every method but the two that wait (`bdev_get_bdevs` with a
+    /// timeout, `bdev_malloc_create`) runs one at a time, as on SPDK's app thread.
+    fn locked<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.lock())
+    }
+
+    fn kill(&self, p: &SpdkKillInstanceParams) -> Result<Value, RpcError> {
+        tracing::info!(signal = %p.sig_name, "spdk_kill_instance: stopping");
+        self.stop.stop();
+        Ok(Value::Bool(true))
     }
 }
 
@@ -161,105 +180,84 @@ impl Handler for NvmemuHandler {
         self.handle_for(req, &Caller::detached())
     }
 
+    // One arm per method of the table in `nvmemu_rpc` (no catch-all), so a method added there
+    // does not build until it is routed here; hence the length.
     fn handle_for(&self, req: Request, caller: &Caller<'_>) -> Result<Value, RpcError> {
         use Request as R;
+        let (t, log) = (&*self.target, self.opts.log.as_ref());
         match req {
-            R::BdevGetBdevs(p) => return self.get_bdevs(p, caller),
-            R::BdevMallocCreate(p) => {
-                let r = self.malloc_create(p);
-                if let Ok(Value::String(name)) = &r {
-                    self.lock().log.notify("bdev_register", name);
-                }
-                return r;
+            // Answered by `nvmemu_rpc::dispatch` before a handler sees them.
+            R::RpcGetMethods(_) | R::FrameworkGetSubsystems | R::FrameworkGetConfig(_) => {
+                Err(RpcError::method_not_found(req.method()))
             }
-            _ => {}
-        }
-        let mut guard = self.lock();
-        let st = &mut *guard;
-        if let Some(r) = self.handle_app(st, &req) {
-            return r;
-        }
-        match req {
-            R::SpdkGetVersion => framework::version(),
+            R::SpdkGetVersion => self.locked(|_| framework::version()),
             R::FrameworkWaitInit => Ok(Value::Bool(true)),
-            R::FrameworkGetReactors => framework::reactors(&self.target, &self.opts.cores),
-            R::SpdkKillInstance(p) => {
-                tracing::info!(signal = %p.sig_name, "spdk_kill_instance: stopping");
-                self.stop.stop();
-                Ok(Value::Bool(true))
-            }
-            R::SaveConfig => Ok(framework::save_config(st)),
-            R::BdevNullCreate(p) => {
-                let r = st.bdevs.null_create(p);
-                if let Ok(Value::String(name)) = &r {
-                    st.log.notify("bdev_register", name);
-                }
-                r
-            }
+            R::FrameworkGetReactors => self.locked(|_| framework::reactors(t, &self.opts.cores)),
+            R::SpdkKillInstance(p) => self.locked(|_| self.kill(&p)),
+            R::SaveConfig => self.locked(|st| Ok(framework::save_config(st))),
+            R::BdevMallocCreate(p) => self.malloc_create(p),
             R::BdevMallocDelete(p) => {
-                delete_bdev(st, &self.target, nvmemu_bdev::BdevKind::Malloc, &p.name)
+                self.locked(|st| delete_bdev(st, t, BdevKind::Malloc, &p.name))
             }
-            R::BdevNullDelete(p) => {
-                delete_bdev(st, &self.target, nvmemu_bdev::BdevKind::Null, &p.name)
-            }
-            R::BdevGetIostat(p) => st.bdevs.iostat(&p, self.ticks()),
-            R::BdevSetQosLimit(p) => qos::set_qos_limit(&st.bdevs, &p),
-            R::NvmfCreateTransport(p) => nvmf::create_transport(st, p),
-            R::NvmfGetTransports(p) => nvmf::get_transports(st, &p),
-            R::NvmfCreateSubsystem(p) => nvmf::create_subsystem(st, p),
-            R::NvmfDeleteSubsystem(p) => nvmf::delete_subsystem(st, &self.target, &p.nqn),
-            R::NvmfGetSubsystems(p) => nvmf::get_subsystems(st, p.nqn.as_deref()),
-            R::NvmfSubsystemAddNs(p) => {
-                let r = nvmf::add_ns(st, &self.target, p);
-                latency::reapply(st, &self.target);
+            R::BdevNullCreate(p) => self.locked(|st| null_create(st, p)),
+            R::BdevNullDelete(p) => self.locked(|st| delete_bdev(st, t, BdevKind::Null, &p.name)),
+            R::BdevGetBdevs(p) => self.get_bdevs(p, caller),
+            R::BdevGetIostat(p) => self.locked(|st| st.bdevs.iostat(&p, self.ticks())),
+            R::BdevSetQosLimit(p) => self.locked(|st| qos::set_qos_limit(&st.bdevs, &p)),
+            R::NvmfCreateTransport(p) => self.locked(|st| nvmf::create_transport(st, p)),
+            R::NvmfGetTransports(p) => self.locked(|st| nvmf::get_transports(st, &p)),
+            R::NvmfCreateSubsystem(p) => self.locked(|st| nvmf::create_subsystem(st, p)),
+            R::NvmfDeleteSubsystem(p) => self.locked(|st| nvmf::delete_subsystem(st, t, &p.nqn)),
+            R::NvmfGetSubsystems(p) => self.locked(|st| nvmf::get_subsystems(st, p.nqn.as_deref())),
+            R::NvmfSubsystemAddNs(p) => self.locked(|st| {
+                let r = nvmf::add_ns(st, t, p);
+                latency::reapply(st, t);
                 r
-            }
-            R::NvmfSubsystemRemoveNs(p) => nvmf::remove_ns(st, &self.target, &p.nqn, p.nsid),
-            R::NvmfSubsystemAddListener(p) => {
-                let r = nvmf::add_listener(st, &self.target, self.opts.socket_mode, p);
-                latency::reapply(st, &self.target);
+            }),
+            R::NvmfSubsystemRemoveNs(p) => self.locked(|st| nvmf::remove_ns(st, t, &p.nqn, p.nsid)),
+            R::NvmfSubsystemAddListener(p) => self.locked(|st| {
+                let r = nvmf::add_listener(st, t, self.opts.socket_mode, p);
+                latency::reapply(st, t);
                 r
+            }),
+            R::NvmfSubsystemRemoveListener(p) => self.locked(|st| nvmf::remove_listener(st, t, p)),
+            R::NvmfGetStats(_) => self.locked(|_| framework::nvmf_stats(t)),
+            R::NvmfSubsystemAddHost(p) => self.locked(|st| nvmf::add_host(st, p)),
+            R::NvmfSubsystemRemoveHost(p) => self.locked(|st| nvmf::remove_host(st, &p)),
+            R::NvmfSubsystemAllowAnyHost(p) => self.locked(|st| nvmf::allow_any_host(st, &p)),
+            R::NvmfSubsystemGetControllers(p) => {
+                self.locked(|st| nvmf::get_controllers(st, t, &p.nqn))
             }
-            R::NvmfSubsystemRemoveListener(p) => nvmf::remove_listener(st, &self.target, p),
-            R::NvmfGetStats(_) => framework::nvmf_stats(&self.target),
-            R::NvmfSubsystemAddHost(p) => nvmf::add_host(st, p),
-            R::NvmfSubsystemRemoveHost(p) => nvmf::remove_host(st, &p),
-            R::NvmfSubsystemAllowAnyHost(p) => nvmf::allow_any_host(st, &p),
-            R::NvmfSubsystemGetControllers(p) => nvmf::get_controllers(st, &self.target, &p.nqn),
-            R::NvmfSubsystemGetQpairs(p) => nvmf::get_qpairs(st, &self.target, &p.nqn),
-            R::NvmfSubsystemGetListeners(p) => nvmf::get_listeners(st, &p.nqn),
-            R::BdevEnableHistogram(p) => latency::enable(st, &self.target, p),
-            R::BdevGetHistogram(p) => latency::get_histogram(st, &self.target, &p.name),
-            R::NvmemuGetLatencyBreakdown => latency::breakdown(&self.target),
-            // Answered by `dispatch`, above or by `handle_app`.
-            other => Err(RpcError::method_not_found(other.method())),
+            R::NvmfSubsystemGetQpairs(p) => self.locked(|st| nvmf::get_qpairs(st, t, &p.nqn)),
+            R::NvmfSubsystemGetListeners(p) => self.locked(|st| nvmf::get_listeners(st, &p.nqn)),
+            R::BdevEnableHistogram(p) => self.locked(|st| latency::enable(st, t, p)),
+            R::BdevGetHistogram(p) => self.locked(|st| latency::get_histogram(st, t, &p.name)),
+            R::NvmemuGetLatencyBreakdown => self.locked(|_| latency::breakdown(t)),
+            R::BdevWaitForExamine => Ok(Value::Bool(true)),
+            R::ThreadGetStats => self.locked(|_| threads::stats(t, &self.opts.cores, self.ticks())),
+            R::ThreadGetPollers => self.locked(|_| threads::pollers(t)),
+            R::ThreadGetIoChannels => self.locked(|st| threads::io_channels(st, t)),
+            R::FrameworkGetScheduler => self.locked(|_| threads::scheduler(&self.opts.cores)),
+            R::LogSetFlag(p) => self.locked(|st| st.log.set_flag(log, &p.flag, true)),
+            R::LogClearFlag(p) => self.locked(|st| st.log.set_flag(log, &p.flag, false)),
+            R::LogGetFlags => self.locked(|st| Ok(st.log.flags())),
+            R::LogSetLevel(p) => self.locked(|st| st.log.set_level(&p.level)),
+            R::LogGetLevel => self.locked(|st| Ok(st.log.level())),
+            R::LogSetPrintLevel(p) => self.locked(|st| st.log.set_print_level(log, &p.level)),
+            R::LogGetPrintLevel => self.locked(|st| Ok(st.log.print_level())),
+            R::NotifyGetTypes => Ok(serde_json::json!(nvmemu_rpc::methods::log::NOTIFY_TYPES)),
+            R::NotifyGetNotifications(p) => self.locked(|st| st.log.notifications(&p)),
         }
     }
 }
 
-impl NvmemuHandler {
-    /// The thread, scheduler, log and notification methods; `None` for any other.
-    fn handle_app(&self, st: &mut State, req: &Request) -> Option<Result<Value, RpcError>> {
-        use Request as R;
-        let log = self.opts.log.as_ref();
-        Some(match req {
-            R::BdevWaitForExamine => Ok(Value::Bool(true)),
-            R::ThreadGetStats => threads::stats(&self.target, &self.opts.cores, self.ticks()),
-            R::ThreadGetPollers => threads::pollers(&self.target),
-            R::ThreadGetIoChannels => threads::io_channels(st, &self.target),
-            R::FrameworkGetScheduler => threads::scheduler(&self.opts.cores),
-            R::LogSetFlag(p) => st.log.set_flag(log, &p.flag, true),
-            R::LogClearFlag(p) => st.log.set_flag(log, &p.flag, false),
-            R::LogGetFlags => Ok(st.log.flags()),
-            R::LogSetLevel(p) => st.log.set_level(&p.level),
-            R::LogGetLevel => Ok(st.log.level()),
-            R::LogSetPrintLevel(p) => st.log.set_print_level(log, &p.level),
-            R::LogGetPrintLevel => Ok(st.log.print_level()),
-            R::NotifyGetTypes => Ok(serde_json::json!(nvmemu_rpc::methods::log::NOTIFY_TYPES)),
-            R::NotifyGetNotifications(p) => st.log.notifications(p),
-            _ => return None,
-        })
+/// `bdev_null_create`, with its `bdev_register` notification.
+fn null_create(st: &mut State, p: BdevNullCreateParams) -> Result<Value, RpcError> {
+    let r = st.bdevs.null_create(p);
+    if let Ok(Value::String(name)) = &r {
+        st.log.notify("bdev_register", name);
     }
+    r
 }
 
 /// Serialises a result type; a failure here is a bug, reported as an internal error.

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::RpcError;
+
 /// `rpc_get_methods` parameters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,6 +35,17 @@ impl SpdkKillInstanceParams {
     /// Whether `sig_name` is one SPDK accepts (it answers `-32602` otherwise).
     pub fn is_valid(&self) -> bool {
         Self::SIGNALS.contains(&self.sig_name.as_str())
+    }
+
+    /// [`Self::is_valid`] as the `-32602` error naming the parameter.
+    pub fn check(&self) -> Result<(), RpcError> {
+        if self.is_valid() {
+            return Ok(());
+        }
+        Err(RpcError::invalid_params(format!(
+            "Invalid parameter `sig_name`: unsupported signal {:?}",
+            self.sig_name
+        )))
     }
 }
 

@@ -2,8 +2,12 @@
 //! Arguments of the framework methods (SPDK `python/spdk/cli/{app,misc}.py`).
 
 use clap::{ArgAction, Args};
+use serde::Serialize;
+use serde_json::{Value, json};
 
-#[derive(Debug, Clone, Args)]
+use super::params::{ArgError, CliParams};
+
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct RpcGetMethodsArgs {
     /// Get list of RPC methods only callable in the current state.
@@ -14,14 +18,14 @@ pub struct RpcGetMethodsArgs {
     pub include_aliases: bool,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct KillArgs {
     /// Signal to send to the server.
     pub sig_name: String,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct SaveConfigArgs {
     /// Indent level; a value below 0 means compact.
@@ -35,4 +39,15 @@ pub struct SaveConfigArgs {
     /// Comma-separated list of subsystems (and their dependencies) to save.
     #[arg(short = 's', long = "subsystems")]
     pub subsystems: Option<String>,
+}
+
+impl CliParams for RpcGetMethodsArgs {}
+impl CliParams for KillArgs {}
+
+/// `save_config` is not one call: `nvmemu rpc` builds it from `framework_get_subsystems` and
+/// `framework_get_config` calls, which take these params.
+impl CliParams for SaveConfigArgs {
+    fn params(&self) -> Result<Value, ArgError> {
+        Ok(json!({}))
+    }
 }

@@ -2,14 +2,16 @@
 //! Arguments of the bdev methods (SPDK `python/spdk/cli/bdev.py`) and the params each sends.
 
 use clap::{ArgAction, Args};
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use super::params::{ArgError, P};
+use super::params::{ArgError, CliParams, is_false, serialized};
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct MallocCreateArgs {
     /// Size of malloc bdev in MB (float > 0).
+    #[serde(skip)]
     pub total_size: f64,
     /// Data block size for this bdev.
     pub block_size: i64,
@@ -36,25 +38,28 @@ pub struct MallocCreateArgs {
     /// nvmemu only: sparse memory, committed when first written (unwritten blocks read
     /// from the kernel's zero page).
     #[arg(long = "lazy", action = ArgAction::SetTrue)]
+    #[serde(skip_serializing_if = "is_false")]
     pub lazy: bool,
     /// nvmemu only: back the memory with hugetlbfs pool pages (vm.nr_hugepages).
     #[arg(long = "hugepages", action = ArgAction::SetTrue)]
+    #[serde(skip_serializing_if = "is_false")]
     pub hugepages: bool,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct NameArg {
     /// Bdev name.
     pub name: String,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct NullCreateArgs {
     /// Block device name.
     pub name: String,
     /// Size of null bdev in MB (int > 0).
+    #[serde(skip)]
     pub total_size: i64,
     /// Data block size for this bdev.
     pub block_size: i64,
@@ -82,7 +87,7 @@ pub struct NullCreateArgs {
     pub preferred_unmap_granularity: Option<i64>,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct GetBdevsArgs {
     #[arg(short = 'b', long = "name")]
@@ -92,7 +97,7 @@ pub struct GetBdevsArgs {
     pub timeout: Option<i64>,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct QosLimitArgs {
     /// The bdev to limit (name or alias).
@@ -111,7 +116,7 @@ pub struct QosLimitArgs {
     pub w_mbytes_per_sec: Option<u64>,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct IostatArgs {
     #[arg(short = 'c', long = "per-channel", action = ArgAction::SetTrue)]
@@ -122,6 +127,7 @@ pub struct IostatArgs {
     pub name: Option<String>,
     /// Comma-separated bdev names.
     #[arg(long = "names")]
+    #[serde(serialize_with = "comma_list")]
     pub names: Option<String>,
 }
 
@@ -153,109 +159,42 @@ fn null_blocks(total_mib: i64, block_size: i64) -> Result<i64, ArgError> {
         .ok_or_else(|| ArgError(format!("total_size {total_mib} is out of range")))
 }
 
-impl MallocCreateArgs {
-    /// The params rpc.py sends for `bdev_malloc_create`.
-    pub(super) fn params(&self) -> Result<Value, ArgError> {
-        Ok(P::default()
-            .set(
-                "num_blocks",
-                malloc_blocks(self.total_size, self.block_size)?,
-            )
-            .set("block_size", self.block_size)
-            .opt("physical_block_size", self.physical_block_size)
-            .opt("name", self.name.clone())
-            .opt("uuid", self.uuid.clone())
-            .opt("optimal_io_boundary", self.optimal_io_boundary)
-            .opt("md_size", self.md_size)
-            .set("md_interleave", self.md_interleave)
-            .opt("dif_type", self.dif_type)
-            .set("dif_is_head_of_md", self.dif_is_head_of_md)
-            .opt("dif_pi_format", self.dif_pi_format)
-            .opt("numa_id", self.numa_id)
-            .opt("lazy", self.lazy.then_some(true))
-            .opt("hugepages", self.hugepages.then_some(true))
-            .done())
+/// `"a,b"` as rpc.py sends `--names`: `["a", "b"]` (surrounding blanks trimmed).
+fn comma_list<S: Serializer>(names: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match names {
+        Some(n) => s.collect_seq(n.trim().split(',')),
+        None => s.serialize_none(),
     }
 }
 
-impl NameArg {
-    /// The params rpc.py sends for `bdev_malloc_delete` and `bdev_null_delete`.
-    pub(super) fn params(&self) -> Value {
-        P::default().set("name", self.name.as_str()).done()
+/// `params` with the block count computed from the size in MiB first, as rpc.py sends it.
+fn with_num_blocks(num_blocks: Value, args: &impl Serialize) -> Result<Value, ArgError> {
+    let mut params = serialized(args)?;
+    params.shift_insert(0, "num_blocks".to_owned(), num_blocks);
+    Ok(Value::Object(params))
+}
+
+impl CliParams for MallocCreateArgs {
+    fn params(&self) -> Result<Value, ArgError> {
+        with_num_blocks(
+            malloc_blocks(self.total_size, self.block_size)?.into(),
+            self,
+        )
     }
 }
 
-impl NullCreateArgs {
-    /// The params rpc.py sends for `bdev_null_create`.
-    pub(super) fn params(&self) -> Result<Value, ArgError> {
+impl CliParams for NullCreateArgs {
+    fn params(&self) -> Result<Value, ArgError> {
         if self.dif_type.unwrap_or(0) != 0 && self.md_size.unwrap_or(0) == 0 {
             return Err(ArgError(
                 "ERROR: --md-size must be > 0 when --dif-type is > 0".into(),
             ));
         }
-        Ok(P::default()
-            .set("num_blocks", null_blocks(self.total_size, self.block_size)?)
-            .set("block_size", self.block_size)
-            .opt("physical_block_size", self.physical_block_size)
-            .set("name", self.name.as_str())
-            .opt("uuid", self.uuid.clone())
-            .opt("md_size", self.md_size)
-            .opt("dif_type", self.dif_type)
-            .set("dif_is_head_of_md", self.dif_is_head_of_md)
-            .opt("dif_pi_format", self.dif_pi_format)
-            .opt("preferred_write_alignment", self.preferred_write_alignment)
-            .opt(
-                "preferred_write_granularity",
-                self.preferred_write_granularity,
-            )
-            .opt("optimal_write_size", self.optimal_write_size)
-            .opt("preferred_unmap_alignment", self.preferred_unmap_alignment)
-            .opt(
-                "preferred_unmap_granularity",
-                self.preferred_unmap_granularity,
-            )
-            .done())
+        with_num_blocks(null_blocks(self.total_size, self.block_size)?.into(), self)
     }
 }
 
-impl GetBdevsArgs {
-    /// The params rpc.py sends for `bdev_get_bdevs`.
-    pub(super) fn params(&self) -> Value {
-        P::default()
-            .opt("name", self.name.clone())
-            .opt("timeout", self.timeout)
-            .done()
-    }
-}
-
-impl QosLimitArgs {
-    /// The params rpc.py sends for `bdev_set_qos_limit`: the name and the limits given.
-    pub(super) fn params(&self) -> Value {
-        P::default()
-            .set("name", self.name.as_str())
-            .opt("rw_ios_per_sec", self.rw_ios_per_sec)
-            .opt("rw_mbytes_per_sec", self.rw_mbytes_per_sec)
-            .opt("r_mbytes_per_sec", self.r_mbytes_per_sec)
-            .opt("w_mbytes_per_sec", self.w_mbytes_per_sec)
-            .done()
-    }
-}
-
-impl IostatArgs {
-    /// The params rpc.py sends for `bdev_get_iostat`.
-    pub(super) fn params(&self) -> Value {
-        let names = self.names.as_ref().map(|n| {
-            n.trim()
-                .split(',')
-                .map(|s| Value::String(s.to_owned()))
-                .collect::<Vec<_>>()
-        });
-
-        P::default()
-            .opt("name", self.name.clone())
-            .set("per_channel", self.per_channel)
-            .opt("reset_mode", self.reset_mode.clone())
-            .opt("names", names.filter(|n| !n.is_empty()))
-            .done()
-    }
-}
+impl CliParams for NameArg {}
+impl CliParams for GetBdevsArgs {}
+impl CliParams for QosLimitArgs {}
+impl CliParams for IostatArgs {}

@@ -3,45 +3,39 @@
 //! sent only when set and non-zero, as `remove_null` and the `if opc:` tests there do.
 
 use clap::{ArgAction, Args};
-use serde_json::Value;
+use serde::Serialize;
 
-use super::params::P;
+use super::params::{CliParams, negated, unset_or_empty};
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct EnableHistogramArgs {
+    /// Bdev name.
+    pub name: String,
     /// Enable histograms on specified device (the default).
     #[arg(short = 'e', long = "enable", action = ArgAction::SetTrue)]
+    #[serde(skip)]
     pub enable: bool,
     /// Disable histograms on specified device.
     #[arg(short = 'd', long = "disable", action = ArgAction::SetTrue, conflicts_with = "enable")]
+    #[serde(rename = "enable", serialize_with = "negated")]
     pub disable: bool,
     /// Enable histogram for specified io type (refused by nvmemu: it times every type).
     #[arg(short = 'o', long = "opc")]
+    #[serde(skip_serializing_if = "unset_or_empty")]
     pub opc: Option<String>,
     /// Histogram bucket granularity.
     #[arg(long = "granularity")]
+    #[serde(skip_serializing_if = "unset_or_empty")]
     pub granularity: Option<i64>,
     /// Histogram min value in nanoseconds.
     #[arg(long = "min-nsec")]
+    #[serde(skip_serializing_if = "unset_or_empty")]
     pub min_nsec: Option<i64>,
     /// Histogram max value in nanoseconds.
     #[arg(long = "max-nsec")]
+    #[serde(skip_serializing_if = "unset_or_empty")]
     pub max_nsec: Option<i64>,
-    /// Bdev name.
-    pub name: String,
 }
 
-impl EnableHistogramArgs {
-    /// The params rpc.py sends.
-    pub(super) fn params(&self) -> Value {
-        P::default()
-            .set("name", self.name.as_str())
-            .set("enable", !self.disable)
-            .opt("opc", self.opc.clone().filter(|o| !o.is_empty()))
-            .opt("granularity", self.granularity.filter(|&g| g != 0))
-            .opt("min_nsec", self.min_nsec.filter(|&v| v != 0))
-            .opt("max_nsec", self.max_nsec.filter(|&v| v != 0))
-            .done()
-    }
-}
+impl CliParams for EnableHistogramArgs {}

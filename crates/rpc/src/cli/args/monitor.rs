@@ -4,25 +4,25 @@
 //! and the params each sends. The thread, scheduler and getter methods take none.
 
 use clap::Args;
-use serde_json::Value;
+use serde::Serialize;
 
-use super::params::P;
+use super::params::CliParams;
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct LogFlagArg {
     /// Log flag (see log_get_flags).
     pub flag: String,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct LogLevelArg {
     /// Log level (ERROR, WARNING, NOTICE, INFO or DEBUG).
     pub level: String,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct NotifyArgs {
     /// First ID to start fetching from.
@@ -33,23 +33,6 @@ pub struct NotifyArgs {
     pub max: Option<i64>,
 }
 
-impl LogFlagArg {
-    /// `{"flag": FLAG}`.
-    pub(super) fn params(&self) -> Value {
-        P::default().set("flag", self.flag.as_str()).done()
-    }
-}
-
-impl LogLevelArg {
-    /// `{"level": LEVEL}`.
-    pub(super) fn params(&self) -> Value {
-        P::default().set("level", self.level.as_str()).done()
-    }
-}
-
-impl NotifyArgs {
-    /// The params rpc.py sends for `notify_get_notifications`.
-    pub(super) fn params(&self) -> Value {
-        P::default().opt("id", self.id).opt("max", self.max).done()
-    }
-}
+impl CliParams for LogFlagArg {}
+impl CliParams for LogLevelArg {}
+impl CliParams for NotifyArgs {}

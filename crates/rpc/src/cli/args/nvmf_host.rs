@@ -4,11 +4,11 @@
 //! `nvmf_subsystem_get_{controllers,qpairs,listeners}`) and the params each sends.
 
 use clap::{ArgAction, Args};
-use serde_json::Value;
+use serde::Serialize;
 
-use super::params::P;
+use super::params::{CliParams, negated};
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct AddHostArgs {
     /// NVMe-oF subsystem NQN.
@@ -25,7 +25,7 @@ pub struct AddHostArgs {
     pub dhchap_ctrlr_key: Option<String>,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct RemoveHostArgs {
     /// NVMe-oF subsystem NQN.
@@ -36,22 +36,25 @@ pub struct RemoveHostArgs {
     pub tgt_name: Option<String>,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct AllowAnyHostArgs {
     /// NVMe-oF subsystem NQN.
     pub nqn: String,
     /// Enable allowing any host.
     #[arg(short = 'e', long = "enable", action = ArgAction::SetTrue)]
+    #[serde(skip)]
     pub enable: bool,
     /// Disable allowing any host.
+    // rpc.py: `-d` disables, anything else (`-e` or neither) enables.
     #[arg(short = 'd', long = "disable", action = ArgAction::SetTrue)]
+    #[serde(rename = "allow_any_host", serialize_with = "negated")]
     pub disable: bool,
     #[arg(short = 't', long = "tgt-name")]
     pub tgt_name: Option<String>,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Serialize)]
 #[allow(missing_docs)]
 pub struct SubsystemArgs {
     /// NVMe-oF subsystem NQN.
@@ -60,49 +63,7 @@ pub struct SubsystemArgs {
     pub tgt_name: Option<String>,
 }
 
-impl AddHostArgs {
-    /// The params rpc.py sends for `nvmf_subsystem_add_host`.
-    pub(super) fn params(&self) -> Value {
-        P::default()
-            .set("nqn", self.nqn.as_str())
-            .set("host", self.host.as_str())
-            .opt("tgt_name", self.tgt_name.clone())
-            .opt("psk", self.psk.clone())
-            .opt("dhchap_key", self.dhchap_key.clone())
-            .opt("dhchap_ctrlr_key", self.dhchap_ctrlr_key.clone())
-            .done()
-    }
-}
-
-impl RemoveHostArgs {
-    /// The params rpc.py sends for `nvmf_subsystem_remove_host`.
-    pub(super) fn params(&self) -> Value {
-        P::default()
-            .set("nqn", self.nqn.as_str())
-            .set("host", self.host.as_str())
-            .opt("tgt_name", self.tgt_name.clone())
-            .done()
-    }
-}
-
-impl AllowAnyHostArgs {
-    /// The params rpc.py sends for `nvmf_subsystem_allow_any_host`: `-d` disables, anything
-    /// else (`-e` or neither) enables.
-    pub(super) fn params(&self) -> Value {
-        P::default()
-            .set("nqn", self.nqn.as_str())
-            .set("allow_any_host", !self.disable)
-            .opt("tgt_name", self.tgt_name.clone())
-            .done()
-    }
-}
-
-impl SubsystemArgs {
-    /// The params rpc.py sends for the `nvmf_subsystem_get_*` listings.
-    pub(super) fn params(&self) -> Value {
-        P::default()
-            .set("nqn", self.nqn.as_str())
-            .opt("tgt_name", self.tgt_name.clone())
-            .done()
-    }
-}
+impl CliParams for AddHostArgs {}
+impl CliParams for RemoveHostArgs {}
+impl CliParams for AllowAnyHostArgs {}
+impl CliParams for SubsystemArgs {}
