@@ -23,6 +23,8 @@ pub struct Namespace {
     reservations: Arc<Reservations>,
     /// This controller's QoS tokens for the namespace (`qos.rs`).
     pub(crate) qos: crate::qos::QosBucket,
+    /// Reservation Notification Mask (Features 82h) this controller set for it.
+    pub(crate) notice_mask: u32,
 }
 
 impl Namespace {
@@ -49,6 +51,7 @@ impl Namespace {
             uuid,
             reservations: Arc::default(),
             qos: crate::qos::QosBucket::default(),
+            notice_mask: 0,
         }
     }
 
