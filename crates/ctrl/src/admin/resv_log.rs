@@ -15,6 +15,7 @@ use nvmemu_spec::reservation::notice;
 use nvmemu_spec::{Nsid, Status};
 
 use crate::Controller;
+use crate::io::active_ns;
 use crate::reservation::Host;
 use crate::resv_notify::{INBOX_MAX, Inbox, Notice};
 
@@ -137,12 +138,8 @@ impl Controller {
 
     /// Whether `n` is for a namespace still attached whose mask lets its type through.
     fn notice_wanted(&self, n: Notice) -> bool {
-        let ns = usize::try_from(n.nsid)
-            .ok()
-            .and_then(|i| i.checked_sub(1))
-            .and_then(|i| self.namespaces.get(i))
-            .and_then(Option::as_ref);
-        ns.is_some_and(|ns| ns.notice_mask & n.kind.mask_bit() == 0)
+        active_ns(&self.namespaces, Nsid(n.nsid))
+            .is_ok_and(|ns| ns.notice_mask & n.kind.mask_bit() == 0)
     }
 
     /// Get Features 82h / 83h: the mask, or PTPL (never on), of one attached namespace.
@@ -186,15 +183,8 @@ impl Controller {
     }
 
     fn attached(&self, nsid: Nsid) -> Result<&crate::Namespace, Status> {
-        let ns = nsid
-            .0
-            .checked_sub(1)
-            .and_then(|i| usize::try_from(i).ok())
-            .and_then(|i| self.namespaces.get(i))
-            .and_then(Option::as_ref);
-        ns.ok_or_else(|| {
+        active_ns(&self.namespaces, nsid).inspect_err(|_| {
             tracing::debug!(target: "guest", nsid = nsid.0, "feature for a namespace not attached");
-            Status::INVALID_NAMESPACE
         })
     }
 }
