@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Reservation notifications between controllers (NVMe Base 1.4, 8.8.5): which controllers
+//! Reservation notifications between controllers (NVMe Base 1.4, 8.8): which controllers
 //! a namespace's reservation change reaches, and the inbox through which it reaches a
 //! controller that another poller thread owns.
 //!

@@ -254,7 +254,7 @@ pub mod rescap {
     pub const ALL_TYPES_AND_IEKEY: u8 = 0xFE;
 }
 
-/// Reservation notifications (NVMe Base 1.4, 5.14.1.16.1 and 5.21.1.27-28): the log page
+/// Reservation notifications (NVMe Base 1.4, Get Log Page 80h and Set Features): the log page
 /// types, the Reservation Notification log page's layout, and the Reservation Notification
 /// Mask (Features 82h) and Reservation Persistence (Features 83h) bits.
 pub mod notice {

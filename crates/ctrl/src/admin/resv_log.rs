@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The Reservation Notification log page (LID 80h, NVMe Base 1.4, 5.14.1.16.1) and the
+//! The Reservation Notification log page (LID 80h, NVMe Base 1.4, Get Log Page) and the
 //! Reservation Notification Mask and Reservation Persistence features (82h, 83h).
 //!
 //! Notices other controllers' reservation commands send (`resv_notify.rs`) become log
