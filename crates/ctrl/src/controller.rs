@@ -154,6 +154,8 @@ pub struct Controller {
     pub(crate) zeroing: crate::io::zeroing::ZeroingSlot,
     /// Some attached namespace has a QoS limit (refreshed each pass; `qos.rs`).
     pub(crate) qos_on: bool,
+    /// Reservation notices from other controllers and this controller's log of them.
+    pub(crate) resv: crate::admin::resv_log::ResvNotices,
 }
 
 impl Controller {
@@ -189,6 +191,7 @@ impl Controller {
             timing: None,
             zeroing: Default::default(),
             qos_on: false,
+            resv: crate::admin::resv_log::ResvNotices::new(config.cntlid),
             config,
         }
     }
@@ -213,10 +216,12 @@ impl Controller {
     /// enabled it in Asynchronous Event Configuration).
     pub fn attach_namespace(&mut self, ns: Namespace) -> Result<(), CtrlError> {
         let nsid = ns.nsid().0;
+        let inbox = Arc::clone(&self.resv.inbox);
         let slot = self.ns_slot(nsid)?;
         if slot.is_some() {
             return Err(CtrlError::NsidInUse { nsid });
         }
+        ns.reservations().subscribe(nsid, &inbox);
         *slot = Some(ns);
         self.refresh_timed_namespaces();
         self.namespace_changed(nsid);
@@ -229,6 +234,7 @@ impl Controller {
             .ns_slot(nsid.0)?
             .take()
             .ok_or(CtrlError::NoSuchNamespace { nsid: nsid.0 })?;
+        ns.reservations().unsubscribe(&self.resv.inbox);
         self.forget_namespace_timing(nsid.0);
         self.refresh_timed_namespaces();
         self.namespace_changed(nsid.0);
@@ -485,6 +491,11 @@ impl Controller {
         self.aer.reset();
         self.dbbuf = None;
         self.features = Features::new(&self.config);
+        for ns in self.namespaces.iter_mut().flatten() {
+            ns.notice_mask = 0;
+        }
+        let host = self.host();
+        self.resv.reset(host);
         // Cannot fail: the range is the page's own length.
         let _ = self.doorbells.fill(0, self.doorbells.len(), 0);
     }

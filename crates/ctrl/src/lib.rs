@@ -32,6 +32,7 @@ mod qos;
 mod queue;
 mod regs;
 mod reservation;
+mod resv_notify;
 mod state;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;

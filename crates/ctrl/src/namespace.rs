@@ -22,7 +22,9 @@ pub struct Namespace {
     /// Shared by every clone: each controller the namespace is attached to gets a clone.
     reservations: Arc<Reservations>,
     /// This controller's QoS tokens for the namespace (`qos.rs`).
-    pub(crate) qos: crate::qos::QosBucket,
+    qos: crate::qos::QosBucket,
+    /// Reservation Notification Mask (Features 82h) this controller set for it.
+    pub(crate) notice_mask: u32,
 }
 
 impl Namespace {
@@ -49,6 +51,7 @@ impl Namespace {
             uuid,
             reservations: Arc::default(),
             qos: crate::qos::QosBucket::default(),
+            notice_mask: 0,
         }
     }
 
@@ -93,6 +96,11 @@ impl Namespace {
     /// Namespace UUID.
     pub fn uuid(&self) -> [u8; 16] {
         self.uuid
+    }
+
+    /// The bdev's QoS limits and pool, and this controller's bucket for them.
+    pub(crate) fn qos_parts(&mut self) -> (&nvmemu_bdev::QosLimits, &mut crate::qos::QosBucket) {
+        (self.io.bdev().qos(), &mut self.qos)
     }
 
     /// The reservation state, shared with every controller this namespace is attached to.

@@ -8,17 +8,23 @@
 //! (`lib/nvmf/ctrlr.c`): who may register, acquire, preempt and release, and which reads
 //! and writes conflict with each reservation type.
 //!
+//! A change that takes away another host's registration or reservation sends that host's
+//! controllers a notice (`resv_notify.rs`), as SPDK's target decides them.
+//!
 //! The state sits behind a mutex: reservation commands are rare and take it briefly. Reads
 //! and writes only load one atomic flag while no reservation is held (the usual case) and
 //! take the mutex only when one is.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use nvmemu_spec::Status;
+use nvmemu_spec::reservation::notice::NoticeKind;
 use nvmemu_spec::reservation::{
     AcquireAction, RegisterAction, ReleaseAction, ReservationType, report,
 };
+
+use crate::resv_notify::{Inbox, Subscribers};
 
 /// Most hosts registered with one namespace: bounds what a client can make the server keep
 /// (a controller may register, change its host identifier after a reset, and register
@@ -38,7 +44,7 @@ pub(crate) struct Host {
 
 impl Host {
     /// Whether `self` and `other` are the same host.
-    fn is(&self, other: &Host) -> bool {
+    pub(crate) fn is(&self, other: &Host) -> bool {
         if self.id == [0; 16] || other.id == [0; 16] {
             self.id == other.id && self.cntlid == other.cntlid
         } else {
@@ -68,7 +74,12 @@ pub struct Reservations {
     /// Stored with Release after the state changed under the mutex, loaded with Acquire.
     active: AtomicBool,
     state: Mutex<State>,
+    /// The controllers to notify; taken after `state` is released.
+    subscribers: Subscribers,
 }
+
+/// Notices one command sends: to each host, what happened to it.
+type Notices = Vec<(Host, NoticeKind)>;
 
 impl State {
     fn find(&self, host: &Host) -> Option<usize> {
@@ -119,6 +130,15 @@ impl State {
         if orphaned {
             self.held = None;
         }
+    }
+
+    /// The registered hosts other than `host`.
+    fn others(&self, host: &Host) -> Vec<Host> {
+        self.registrants
+            .iter()
+            .map(|r| r.host)
+            .filter(|h| !h.is(host))
+            .collect()
     }
 
     fn bump(&mut self) {
@@ -178,6 +198,7 @@ impl Reservations {
         (crkey, nrkey): (u64, u64),
     ) -> Result<(), Status> {
         let mut st = self.lock();
+        let mut notices = Notices::new();
         let found = st.find(&host);
         match (action, found) {
             (RegisterAction::Register, Some(i)) => {
@@ -190,8 +211,13 @@ impl Reservations {
             (RegisterAction::Register, None) => st.add(host, nrkey)?,
             (RegisterAction::Unregister, _) => {
                 let i = st.checked(&host, iekey, crkey)?;
+                let held = st.held.map(|(t, _)| t);
                 st.registrants.remove(i);
                 st.drop_orphaned_reservation();
+                // The holder of a registrants-only reservation left: the others lose it.
+                if st.held.is_none() && held.is_some_and(single_holder_registrants_only) {
+                    notices = tell(st.others(&host), NoticeKind::ReservationReleased);
+                }
             }
             (RegisterAction::Replace, Some(_)) => {
                 let i = st.checked(&host, iekey, crkey)?;
@@ -204,6 +230,8 @@ impl Reservations {
         }
         st.bump();
         self.publish(&st);
+        drop(st);
+        self.subscribers.send(&notices);
         Ok(())
     }
 
@@ -219,6 +247,7 @@ impl Reservations {
         let mut st = self.lock();
         st.checked(&host, iekey, crkey)?;
         let rtype = ReservationType::from_raw(rtype).ok_or(Status::INVALID_FIELD)?;
+        let mut notices = Notices::new();
         match action {
             AcquireAction::Acquire => match st.held {
                 None => st.held = Some((rtype, host)),
@@ -227,11 +256,22 @@ impl Reservations {
             },
             // Commands complete within the poll that takes them: none is left to abort.
             AcquireAction::Preempt | AcquireAction::PreemptAndAbort => {
-                preempt(&mut st, host, rtype, prkey)?;
+                let before = st.others(&host);
+                let released = preempt(&mut st, host, rtype, prkey)?;
                 st.bump();
+                let after = st.others(&host);
+                let gone = before
+                    .into_iter()
+                    .filter(|h| !after.iter().any(|a| a.is(h)));
+                notices = tell(gone, NoticeKind::RegistrationPreempted);
+                if released {
+                    notices.extend(tell(after, NoticeKind::ReservationReleased));
+                }
             }
         }
         self.publish(&st);
+        drop(st);
+        self.subscribers.send(&notices);
         Ok(())
     }
 
@@ -246,6 +286,7 @@ impl Reservations {
     ) -> Result<(), Status> {
         let mut st = self.lock();
         st.checked(&host, iekey, crkey)?;
+        let mut notices = Notices::new();
         match action {
             ReleaseAction::Release => match st.held {
                 // Releasing what one does not hold succeeds and changes nothing.
@@ -254,17 +295,34 @@ impl Reservations {
                         return Err(Status::INVALID_FIELD);
                     }
                     st.held = None;
+                    // Only the types that give other registrants access tell them.
+                    if t.registrants_have_access() {
+                        notices = tell(st.others(&host), NoticeKind::ReservationReleased);
+                    }
                 }
                 _ => {}
             },
             ReleaseAction::Clear => {
+                notices = tell(st.others(&host), NoticeKind::ReservationPreempted);
                 st.held = None;
                 st.registrants.clear();
                 st.bump();
             }
         }
         self.publish(&st);
+        drop(st);
+        self.subscribers.send(&notices);
         Ok(())
+    }
+
+    /// Send this namespace's notices, as `nsid`, to `inbox` from now on.
+    pub(crate) fn subscribe(&self, nsid: u32, inbox: &Arc<Inbox>) {
+        self.subscribers.add(nsid, inbox);
+    }
+
+    /// Stop sending notices to `inbox`.
+    pub(crate) fn unsubscribe(&self, inbox: &Arc<Inbox>) {
+        self.subscribers.remove(inbox);
     }
 
     /// The Reservation Status data structure into `buf` (at least [`REPORT_MAX`] bytes);
@@ -313,9 +371,21 @@ impl Reservations {
     }
 }
 
+/// Each host in `hosts`, told `kind`.
+fn tell(hosts: impl IntoIterator<Item = Host>, kind: NoticeKind) -> Notices {
+    hosts.into_iter().map(|h| (h, kind)).collect()
+}
+
+/// Types 3h and 4h: one registrant holds the reservation, every registrant has access.
+fn single_holder_registrants_only(t: ReservationType) -> bool {
+    t.registrants_have_access() && !t.all_registrants()
+}
+
 /// Preempt (NVMe Base 1.4, 8.8.4.2): unregister the hosts with key `prkey` and, when they
 /// held the reservation (or PRKEY is 0 under an all-registrants type), take it as `rtype`.
-fn preempt(st: &mut State, host: Host, rtype: ReservationType, prkey: u64) -> Result<(), Status> {
+/// Returns whether a single holder's reservation was taken over (the remaining
+/// registrants are told it was released).
+fn preempt(st: &mut State, host: Host, rtype: ReservationType, prkey: u64) -> Result<bool, Status> {
     match st.held {
         None => {
             if st.remove_others_with_key(&host, prkey) == 0 {
@@ -338,6 +408,7 @@ fn preempt(st: &mut State, host: Host, rtype: ReservationType, prkey: u64) -> Re
             if holder_key == Some(prkey) {
                 st.remove_others_with_key(&host, prkey);
                 st.held = Some((rtype, host));
+                return Ok(true);
             } else if prkey == 0 {
                 return Err(Status::INVALID_FIELD);
             } else if st.remove_others_with_key(&host, prkey) == 0 {
@@ -345,7 +416,7 @@ fn preempt(st: &mut State, host: Host, rtype: ReservationType, prkey: u64) -> Re
             }
         }
     }
-    Ok(())
+    Ok(false)
 }
 
 fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {

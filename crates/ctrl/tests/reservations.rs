@@ -3,83 +3,13 @@
 //! subsystem share it: registration, acquire, preempt, release, the report, the Host
 //! Identifier feature, and conflicts enforced on I/O.
 
-use nvmemu_ctrl::ControllerConfig;
 use nvmemu_ctrl::test_utils::{TestHost, identify, layout, rw, sqe};
 use nvmemu_spec::identify::{IdentifyController, IdentifyNamespace, ctrl_bits};
-use nvmemu_spec::{DataPtr, Nsid, Sqe, Status};
+use nvmemu_spec::{DataPtr, Sqe, Status};
 
-const WRITE_EXCLUSIVE: u8 = 1;
-const EXCLUSIVE_ACCESS: u8 = 2;
-const EXCLUSIVE_ACCESS_REGISTRANTS_ONLY: u8 = 4;
-const WRITE_EXCLUSIVE_ALL_REGISTRANTS: u8 = 5;
+mod resv_common;
 
-/// Two enabled controllers (IDs 1 and 2) with I/O queue 1, sharing namespace 1, each
-/// with its own 16-byte Host Identifier.
-fn pair() -> (TestHost, TestHost) {
-    let mut a = TestHost::with_config(ControllerConfig {
-        cntlid: 1,
-        ..ControllerConfig::default()
-    });
-    let mut b = TestHost::with_config(ControllerConfig {
-        cntlid: 2,
-        ..ControllerConfig::default()
-    });
-    let shared = a.ctrl.namespaces().next().expect("namespace 1").clone();
-    b.ctrl.detach_namespace(Nsid(1)).expect("detach");
-    b.ctrl
-        .attach_namespace(shared)
-        .expect("attach the shared namespace");
-    for (h, id) in [(&mut a, 0xA1), (&mut b, 0xB2)] {
-        h.enable();
-        h.create_io_pair(1, 16);
-        assert_eq!(set_host_id(h, [id; 16]), Status::SUCCESS);
-    }
-    (a, b)
-}
-
-fn data(h: &TestHost, bytes: &[u8]) -> DataPtr {
-    h.mem.write(layout::LISTS, bytes);
-    DataPtr::Prp {
-        prp1: h.mem.iova(layout::LISTS),
-        prp2: 0,
-    }
-}
-
-fn set_host_id(h: &mut TestHost, id: [u8; 16]) -> Status {
-    h.mem.write(layout::ADMIN_DATA, &id);
-    let dptr = DataPtr::Prp {
-        prp1: h.mem.iova(layout::ADMIN_DATA),
-        prp2: 0,
-    };
-    let s = Sqe {
-        cdw10: 0x81,
-        cdw11: 1,
-        ..sqe(0x09, dptr)
-    };
-    h.admin(s).status()
-}
-
-fn resv(h: &mut TestHost, opcode: u8, cdw10: u32, keys: &[u64]) -> Status {
-    let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
-    let s = Sqe {
-        nsid: 1,
-        cdw10,
-        ..sqe(opcode, data(h, &bytes))
-    };
-    h.cmd(1, s).status()
-}
-
-fn register(h: &mut TestHost, crkey: u64, nrkey: u64) -> Status {
-    resv(h, 0x0D, 0, &[crkey, nrkey])
-}
-
-fn acquire(h: &mut TestHost, action: u32, rtype: u8, crkey: u64, prkey: u64) -> Status {
-    resv(h, 0x11, action | (u32::from(rtype) << 8), &[crkey, prkey])
-}
-
-fn release(h: &mut TestHost, action: u32, rtype: u8, crkey: u64) -> Status {
-    resv(h, 0x15, action | (u32::from(rtype) << 8), &[crkey])
-}
+use resv_common::*;
 
 fn read(h: &mut TestHost) -> Status {
     h.read_blocks(1, 0, 1).0

@@ -166,3 +166,58 @@ fn identify_says_shared_and_a_reservation_holds_across_controllers() {
     a.shutdown().unwrap();
     b.shutdown().unwrap();
 }
+
+/// The Reservation Notification log page (80h): (log page count, type, NSID).
+fn notice_page(c: &mut Controller) -> (u64, u8, u32) {
+    let buf = c.alloc_dma(4096).unwrap();
+    let sqe = Sqe {
+        nsid: 0,
+        ..command(0x02, 0x80 | ((64 / 4 - 1) << 16))
+    };
+    let cqe = c.admin_raw_with_data(sqe, Some((&buf, 64))).unwrap();
+    assert_eq!(cqe.status(), Status::SUCCESS);
+    let mut p = [0u8; 64];
+    buf.copy_to(0, &mut p).unwrap();
+    (
+        u64::from_le_bytes(p[0..8].try_into().unwrap()),
+        p[8],
+        u32::from_le_bytes(p[12..16].try_into().unwrap()),
+    )
+}
+
+#[test]
+fn a_preempt_through_one_controller_leaves_a_notice_on_the_other() {
+    let s = shared();
+    let mut a = attach(s.dirs[0].path());
+    let mut b = attach(s.dirs[1].path());
+    set_host_id(&mut a, 0xA1);
+    set_host_id(&mut b, 0xB2);
+    let mut qa = a.take_qpair().unwrap();
+    let mut qb = b.take_qpair().unwrap();
+    assert_eq!(resv(&a, &mut qa, 0x0D, 0, &[0, 0xA]), Status::SUCCESS);
+    assert_eq!(resv(&b, &mut qb, 0x0D, 0, &[0, 0xB]), Status::SUCCESS);
+    assert_eq!(resv(&b, &mut qb, 0x11, 1 << 8, &[0xB, 0]), Status::SUCCESS);
+    // A preempts B's Write Exclusive reservation (and registration).
+    assert_eq!(
+        resv(&a, &mut qa, 0x11, 1 | (1 << 8), &[0xA, 0xB]),
+        Status::SUCCESS
+    );
+    // B's poller turns the notice into a page; give it a few passes.
+    let mut page = notice_page(&mut b);
+    for _ in 0..100 {
+        if page != (0, 0, 0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        page = notice_page(&mut b);
+    }
+    assert_eq!(page, (1, 1, 1), "registration preempted on namespace 1");
+    assert_eq!(
+        notice_page(&mut a),
+        (0, 0, 0),
+        "nothing for the preempting host"
+    );
+    drop((qa, qb));
+    a.shutdown().unwrap();
+    b.shutdown().unwrap();
+}

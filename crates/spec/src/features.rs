@@ -60,6 +60,10 @@ feature_ids! {
     HostBehaviorSupport = 0x16,
     /// Host Identifier (8 or, with CDW11.EXHID, 16 bytes in the data buffer).
     HostIdentifier = 0x81,
+    /// Reservation Notification Mask (namespace specific).
+    ReservationNotificationMask = 0x82,
+    /// Reservation Persistence (namespace specific).
+    ReservationPersistence = 0x83,
 }
 
 /// Host Behavior Support (FID 16h): the data structure's size and its one field this

@@ -17,6 +17,8 @@ pub enum LogPageId {
     ChangedNamespaceList,
     /// 05h Commands Supported and Effects.
     CommandEffects,
+    /// 80h Reservation Notification.
+    ReservationNotification,
     /// A LID this controller does not implement.
     Unknown(u8),
 }
@@ -29,6 +31,7 @@ impl From<u8> for LogPageId {
             0x03 => LogPageId::FirmwareSlot,
             0x04 => LogPageId::ChangedNamespaceList,
             0x05 => LogPageId::CommandEffects,
+            0x80 => LogPageId::ReservationNotification,
             other => LogPageId::Unknown(other),
         }
     }
@@ -42,6 +45,7 @@ impl From<LogPageId> for u8 {
             LogPageId::FirmwareSlot => 0x03,
             LogPageId::ChangedNamespaceList => 0x04,
             LogPageId::CommandEffects => 0x05,
+            LogPageId::ReservationNotification => 0x80,
             LogPageId::Unknown(other) => other,
         }
     }
@@ -183,6 +187,8 @@ pub enum AsyncEventType {
     SmartHealth = 1,
     /// Notice.
     Notice = 2,
+    /// I/O Command specific status (reservations).
+    IoCommandSpecific = 6,
 }
 
 /// An asynchronous event as it completes an Asynchronous Event Request.
@@ -216,6 +222,13 @@ impl AsyncEvent {
         lid: LogPageId::SmartHealth,
     };
 
+    /// I/O Command specific: Reservation Log Page Available.
+    pub const RESERVATION_LOG_AVAILABLE: AsyncEvent = AsyncEvent {
+        kind: AsyncEventType::IoCommandSpecific,
+        info: 0x00,
+        lid: LogPageId::ReservationNotification,
+    };
+
     /// CQE DW0 of the completing Asynchronous Event Request.
     pub fn to_dw0(self) -> u32 {
         u32::from(self.kind as u8)
@@ -247,5 +260,6 @@ mod tests {
             0x0004_0002
         );
         assert_eq!(AsyncEvent::INVALID_DOORBELL_VALUE.to_dw0(), 0x0001_0100);
+        assert_eq!(AsyncEvent::RESERVATION_LOG_AVAILABLE.to_dw0(), 0x0080_0006);
     }
 }

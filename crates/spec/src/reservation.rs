@@ -254,6 +254,54 @@ pub mod rescap {
     pub const ALL_TYPES_AND_IEKEY: u8 = 0xFE;
 }
 
+/// Reservation notifications (NVMe Base 1.4, Get Log Page 80h and Set Features): the log page
+/// types, the Reservation Notification log page's layout, and the Reservation Notification
+/// Mask (Features 82h) and Reservation Persistence (Features 83h) bits.
+pub mod notice {
+    /// A Reservation Notification Log Page Type.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum NoticeKind {
+        /// 1h: this host's registration was preempted by another host.
+        RegistrationPreempted,
+        /// 2h: the reservation was released by another host.
+        ReservationReleased,
+        /// 3h: the reservation was preempted (cleared) by another host.
+        ReservationPreempted,
+    }
+
+    impl NoticeKind {
+        /// The log page type value.
+        pub fn raw(self) -> u8 {
+            match self {
+                NoticeKind::RegistrationPreempted => 1,
+                NoticeKind::ReservationReleased => 2,
+                NoticeKind::ReservationPreempted => 3,
+            }
+        }
+
+        /// The Reservation Notification Mask bit that suppresses this type.
+        pub fn mask_bit(self) -> u32 {
+            1 << self.raw()
+        }
+    }
+
+    /// Bytes in one Reservation Notification log page.
+    pub const LOG_SIZE: usize = 64;
+    /// Byte offsets: Log Page Count (8 bytes), Log Page Type, Number of Available Log
+    /// Pages, NSID (4 bytes).
+    pub const LOG_COUNT: usize = 0;
+    /// Log Page Type.
+    pub const LOG_TYPE: usize = 8;
+    /// Number of Available Log Pages (after this one; 255 means 255 or more).
+    pub const LOG_AVAILABLE: usize = 9;
+    /// Namespace ID.
+    pub const LOG_NSID: usize = 12;
+    /// Mask bits defined in Features 82h CDW11 (REGPRE, RESREL, RESPRE).
+    pub const MASK_BITS: u32 = 0b1110;
+    /// Persist Through Power Loss (Features 83h CDW11 bit 0).
+    pub const PTPL: u32 = 1 << 0;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

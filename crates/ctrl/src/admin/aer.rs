@@ -21,7 +21,7 @@ pub(crate) struct AerState {
     request_count: usize,
     pending: [Option<AsyncEvent>; PENDING],
     /// Per event type: reported and not yet cleared by reading its log page.
-    masked: [bool; 3],
+    masked: [bool; 4],
 }
 
 fn type_index(kind: AsyncEventType) -> usize {
@@ -29,6 +29,7 @@ fn type_index(kind: AsyncEventType) -> usize {
         AsyncEventType::Error => 0,
         AsyncEventType::SmartHealth => 1,
         AsyncEventType::Notice => 2,
+        AsyncEventType::IoCommandSpecific => 3,
     }
 }
 
@@ -89,6 +90,7 @@ impl AerState {
             AsyncEventType::Error,
             AsyncEventType::SmartHealth,
             AsyncEventType::Notice,
+            AsyncEventType::IoCommandSpecific,
         ]
         .into_iter()
         .zip(self.masked.iter_mut())
@@ -97,6 +99,7 @@ impl AerState {
                 AsyncEventType::Error => lid == LogPageId::ErrorInformation,
                 AsyncEventType::SmartHealth => lid == LogPageId::SmartHealth,
                 AsyncEventType::Notice => lid == LogPageId::ChangedNamespaceList,
+                AsyncEventType::IoCommandSpecific => lid == LogPageId::ReservationNotification,
             };
             if clears {
                 *m = false;
@@ -120,12 +123,14 @@ impl Controller {
         }
     }
 
-    /// Queue an event if the host enabled its type (error events cannot be disabled).
+    /// Queue an event if the host enabled its type (error events cannot be disabled;
+    /// reservation events are masked per namespace before they get here).
     pub(crate) fn raise_event(&mut self, event: AsyncEvent) {
         let enabled = match event.kind {
             AsyncEventType::Error => true,
             AsyncEventType::SmartHealth => self.features.aec & aec::SMART_MASK != 0,
             AsyncEventType::Notice => self.features.aec & aec::NAMESPACE_ATTRIBUTE != 0,
+            AsyncEventType::IoCommandSpecific => true,
         };
         if enabled && self.state.is_ready() {
             self.aer.queue(event);
@@ -134,6 +139,7 @@ impl Controller {
 
     /// Complete held requests with pending events while the admin CQ has room.
     pub(crate) fn deliver_events(&mut self) -> usize {
+        self.take_reservation_notices();
         let mut n = 0;
         while self.aer.outstanding() > 0 && self.cq_has_room(Qid::ADMIN) {
             let Some((cid, event)) = self.aer.take_pair() else {

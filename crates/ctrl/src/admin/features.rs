@@ -89,6 +89,8 @@ impl Features {
             FeatureId::AsyncEventConfig => self.aec,
             // Their values are data structures, not DW0; `get_features` transfers them.
             FeatureId::HostBehaviorSupport | FeatureId::HostIdentifier => 0,
+            // Namespace specific: `get_features` answers them from the namespace.
+            FeatureId::ReservationNotificationMask | FeatureId::ReservationPersistence => 0,
             // No keep alive timer (KAS is 0): the timeout reads as 0, disabled.
             FeatureId::KeepAliveTimer => 0,
             FeatureId::Apst | FeatureId::Unknown(_) => return Err(Status::INVALID_FIELD),
@@ -109,10 +111,22 @@ impl Controller {
         &mut self,
         fid: FeatureId,
         sel: FeatureSelect,
-        _nsid: Nsid,
+        nsid: Nsid,
         arg: u32,
         dptr: &DataPtr,
     ) -> Result<u32, Status> {
+        if let Some(persistence) = reservation_feature(fid) {
+            return match sel {
+                FeatureSelect::Current => self.get_reservation_feature(persistence, nsid),
+                FeatureSelect::Default | FeatureSelect::Saved => {
+                    self.get_reservation_feature(persistence, nsid).map(|_| 0)
+                }
+                FeatureSelect::SupportedCapabilities => {
+                    Ok(capabilities::CHANGEABLE | capabilities::NAMESPACE_SPECIFIC)
+                }
+                FeatureSelect::Reserved(_) => Err(Status::INVALID_FIELD),
+            };
+        }
         let defaults;
         let features = match sel {
             FeatureSelect::Current => &self.features,
@@ -145,7 +159,7 @@ impl Controller {
         &mut self,
         fid: FeatureId,
         save: bool,
-        _nsid: Nsid,
+        nsid: Nsid,
         value: u32,
         dptr: &DataPtr,
     ) -> Result<u32, Status> {
@@ -165,6 +179,9 @@ impl Controller {
         }
         if fid == FeatureId::HostIdentifier {
             return self.set_host_id(value, dptr);
+        }
+        if let Some(persistence) = reservation_feature(fid) {
+            return self.set_reservation_feature(persistence, nsid, value);
         }
         let f = &mut self.features;
         match fid {
@@ -220,8 +237,11 @@ impl Controller {
             }
             FeatureId::WriteAtomicity => f.write_atomicity = value & 1,
             FeatureId::AsyncEventConfig => f.aec = value & AEC_SUPPORTED,
-            // Handled above: they carry data.
-            FeatureId::HostBehaviorSupport | FeatureId::HostIdentifier => {}
+            // Handled above: they carry data or belong to a namespace.
+            FeatureId::HostBehaviorSupport
+            | FeatureId::HostIdentifier
+            | FeatureId::ReservationNotificationMask
+            | FeatureId::ReservationPersistence => {}
             // Disabling the timer that does not run is fine; enabling it is not offered.
             FeatureId::KeepAliveTimer if value == 0 => {}
             FeatureId::KeepAliveTimer | FeatureId::Apst | FeatureId::Unknown(_) => {
@@ -251,7 +271,18 @@ impl Controller {
             return Err(Status::COMMAND_SEQUENCE_ERROR);
         }
         self.features.host_id = id;
+        self.resv.inbox.set_host(self.host());
         Ok(0)
+    }
+}
+
+/// For the reservation features: whether it is Reservation Persistence (83h) rather than
+/// the Notification Mask (82h).
+fn reservation_feature(fid: FeatureId) -> Option<bool> {
+    match fid {
+        FeatureId::ReservationNotificationMask => Some(false),
+        FeatureId::ReservationPersistence => Some(true),
+        _ => None,
     }
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Get Log Page (NVMe Base 1.4, 5.14): Error Information, SMART / Health, Firmware Slot,
-//! Changed Namespace List and Commands Supported and Effects, with NUMD/LPO partial reads.
+//! Changed Namespace List, Commands Supported and Effects and Reservation Notification
+//! (`resv_log.rs`), with NUMD/LPO partial reads.
 
 use nvmemu_spec::identify::ascii_field;
 use nvmemu_spec::log_page::{
@@ -187,6 +188,7 @@ impl Controller {
                 command_effects(&mut buf);
                 LOG_BUF
             }
+            LogPageId::ReservationNotification => copy_into(&mut buf, &self.resv.oldest_page()),
             LogPageId::Unknown(lid) => {
                 tracing::debug!(target: "guest", lid, "unsupported log page");
                 return Err(Status::INVALID_LOG_PAGE);
@@ -203,6 +205,10 @@ impl Controller {
             if lid == LogPageId::ChangedNamespaceList {
                 self.changed_ns.clear();
             }
+        }
+        // Reading a Reservation Notification page removes it, whatever RAE says.
+        if lid == LogPageId::ReservationNotification {
+            self.resv.consume_oldest();
         }
         Ok(0)
     }

@@ -9,6 +9,7 @@ pub(crate) mod identify;
 pub(crate) mod limits;
 pub(crate) mod log_page;
 pub(crate) mod queue_mgmt;
+pub(crate) mod resv_log;
 
 use nvmemu_spec::{AdminCommand, Sqe, Status};
 

@@ -169,7 +169,10 @@ impl Controller {
 }
 
 /// The attached namespace `nsid`; 0, broadcast and inactive NSIDs are Invalid Namespace.
-fn active_ns(namespaces: &[Option<Namespace>], nsid: Nsid) -> Result<&Namespace, Status> {
+pub(crate) fn active_ns(
+    namespaces: &[Option<Namespace>],
+    nsid: Nsid,
+) -> Result<&Namespace, Status> {
     let index = nsid.0.checked_sub(1).ok_or(Status::INVALID_NAMESPACE)?;
     namespaces
         .get(usize::try_from(index).map_err(|_| Status::INVALID_NAMESPACE)?)
