@@ -24,6 +24,7 @@ pub mod bench_hooks;
 mod config;
 mod controller;
 mod dptr;
+mod fetch;
 mod io;
 mod latency;
 mod metrics;

@@ -6,6 +6,7 @@ use nvmemu_mem::{TscClock, global_clock, thread_faults};
 use nvmemu_spec::log_page::AsyncEvent;
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
+use crate::fetch::RingUnreadable;
 use crate::io::zeroing::may_need_slot;
 use crate::latency::{LatencyHook, Stage};
 use crate::queue::{RingIdx, cq_head_doorbell, sq_tail_doorbell};
@@ -148,10 +149,13 @@ impl Controller {
             let Some(sq) = self.queues.sq_mut(qid) else {
                 break;
             };
-            let head = sq.head;
-            let Some(sqe) = sq.read_sqe(head) else {
-                self.apply(CtrlEvent::Fault, None);
-                break;
+            let sqe = match sq.fetch(tail) {
+                Ok(Some(sqe)) => sqe,
+                Ok(None) => break,
+                Err(RingUnreadable) => {
+                    self.apply(CtrlEvent::Fault, None);
+                    break;
+                }
             };
             if slot_busy && qid != Qid::ADMIN && may_need_slot(&sqe) {
                 // Taken when the command set aside is done (a later pass).
@@ -165,9 +169,8 @@ impl Controller {
             if let Some(l) = &lat {
                 l.0.record(qid.0, sqe.cid().0, Stage::Fetch, fetched);
             }
-            sq.release_sqe(head);
             // SQHD in this command's CQE must already count it as consumed.
-            sq.head = head.next(sq.size).0;
+            sq.consume();
             taken += 1;
             let result = if qid == Qid::ADMIN {
                 self.exec_admin(&sqe)
@@ -215,31 +218,15 @@ impl Controller {
         completed
     }
 
-    /// Prefetch the data of the Reads queued in `[head, tail)` (at most `batch` from head)
-    /// that no earlier call has prefetched.
+    /// Copy the commands queued in `[head, tail)` (at most `batch` from head) that no earlier
+    /// call copied, and prefetch the data of the Reads among them.
     fn prefetch_batch(&mut self, qid: Qid, tail: RingIdx, batch: usize) {
-        let Some(sq) = self.queues.sq(qid) else {
+        let Some(sq) = self.queues.sq_mut(qid) else {
             return;
         };
-        let queued = sq.distance(sq.head, tail);
-        let want = queued.min(u32::try_from(batch).unwrap_or(u32::MAX));
-        // A marker outside [head, tail] is stale (the host moved the tail back, or the
-        // queue wrapped past it): start again from head.
-        let (mut at, done) = match sq.distance(sq.head, sq.prefetched) {
-            d if d <= queued => (sq.prefetched, d),
-            _ => (sq.head, 0),
-        };
-        let mut left = want.saturating_sub(done);
-        while left > 0 {
-            if let Some(sqe) = sq.read_sqe(at) {
-                self.prefetch_io(&sqe);
-            }
-            at = at.next(sq.size).0;
-            left -= 1;
-        }
-        if let Some(sq) = self.queues.sq_mut(qid) {
-            sq.prefetched = at;
-        }
+        let namespaces = &self.namespaces;
+        let max = u32::try_from(batch).unwrap_or(u32::MAX);
+        sq.copy_ahead(tail, max, |sqe| crate::io::prefetch_read(namespaces, sqe));
     }
 
     /// Prefetch the data of the Reads waiting on every I/O SQ, without running anything.

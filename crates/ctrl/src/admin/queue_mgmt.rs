@@ -5,6 +5,7 @@ use nvmemu_mem::Access;
 use nvmemu_spec::{PAGE_SIZE, Qid, Status};
 
 use crate::Controller;
+use crate::fetch::RingUnreadable;
 use crate::queue::{
     CQE_SIZE, CompletionQueue, Ring, SQE_SIZE, SubmissionQueue, cq_head_doorbell, sq_tail_doorbell,
 };
@@ -157,13 +158,16 @@ impl Controller {
             let Some(sq) = self.queues.sq_mut(qid) else {
                 break;
             };
-            let head = sq.head;
-            let Some(sqe) = sq.read_sqe(head) else {
-                // The ring is no longer readable: as in `poll_sq`, controller fatal.
-                self.apply(CtrlEvent::Fault, None);
-                break;
+            let sqe = match sq.fetch(tail) {
+                Ok(Some(sqe)) => sqe,
+                Ok(None) => break,
+                Err(RingUnreadable) => {
+                    // As in `poll_sq`, controller fatal.
+                    self.apply(CtrlEvent::Fault, None);
+                    break;
+                }
             };
-            sq.head = head.next(sq.size).0;
+            sq.consume();
             self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), None);
         }
         if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid) {

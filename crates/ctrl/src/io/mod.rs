@@ -147,24 +147,24 @@ impl Controller {
         ns.reservations().check(write, || self.host())?;
         Ok(ns)
     }
+}
 
-    /// Start fetching the namespace data of a queued Read into the cache (a hint only: the
-    /// command is validated when it runs). Issued for a whole batch before any of it runs, so
-    /// the cache misses of its commands overlap.
-    pub(crate) fn prefetch_io(&self, sqe: &Sqe) {
-        let Some(c) = IoCommand::plain_rw(sqe).filter(|c| !c.write) else {
-            return;
-        };
-        let Ok(ns) = active_ns(&self.namespaces, c.nsid) else {
-            return;
-        };
-        let (slba, blocks) = (c.slba.0, u64::from(c.blocks));
-        let shift = ns.block_shift();
-        if let (Some(off), Some(len)) = (slba.checked_shl(shift), blocks.checked_shl(shift))
-            && off >> shift == slba
-        {
-            ns.io().prefetch(off, len);
-        }
+/// Start fetching the namespace data of a queued Read into the cache (a hint only: the
+/// command is validated when it runs). Issued for a whole batch before any of it runs, so
+/// the cache misses of its commands overlap.
+pub(crate) fn prefetch_read(namespaces: &[Option<Namespace>], sqe: &Sqe) {
+    let Some(c) = IoCommand::plain_rw(sqe).filter(|c| !c.write) else {
+        return;
+    };
+    let Ok(ns) = active_ns(namespaces, c.nsid) else {
+        return;
+    };
+    let (slba, blocks) = (c.slba.0, u64::from(c.blocks));
+    let shift = ns.block_shift();
+    if let (Some(off), Some(len)) = (slba.checked_shl(shift), blocks.checked_shl(shift))
+        && off >> shift == slba
+    {
+        ns.io().prefetch(off, len);
     }
 }
 
