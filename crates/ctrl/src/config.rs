@@ -29,8 +29,6 @@ pub struct ControllerConfig {
     /// Advertise Doorbell Buffer Config (OACS bit 8). The target turns it off when the
     /// client maps the doorbell page (no exits to save).
     pub shadow_doorbells: bool,
-    /// Per-command timestamps for `nvmemu bench --lat-breakdown` (None: not recorded, no cost).
-    pub latency: Option<crate::latency::LatencyHook>,
 }
 
 impl Default for ControllerConfig {
@@ -48,7 +46,6 @@ impl Default for ControllerConfig {
             vendor_id: 0x4e58,
             max_namespaces: 32,
             shadow_doorbells: true,
-            latency: None,
         }
     }
 }

@@ -16,6 +16,8 @@ use crate::admin::dbbuf::Dbbuf;
 use crate::admin::features::Features;
 use crate::admin::log_page::{ChangedNsList, ErrorLog};
 use crate::config::ControllerConfig;
+use crate::instruments::Instruments;
+use crate::latency::LatencyHook;
 use crate::metrics::{ControllerStats, CtrlCounters, data_units};
 use crate::namespace::Namespace;
 use crate::queue::{CQE_SIZE, CompletionQueue, QueueTable, Ring, SQE_SIZE, SubmissionQueue};
@@ -98,8 +100,8 @@ pub struct Controller {
     pub(crate) changed_ns: ChangedNsList,
     pub(crate) counters: CtrlCounters,
     pub(crate) created: Instant,
-    /// Per-command timing; None (the default) costs nothing (see `timing`).
-    pub(crate) timing: Option<Box<crate::timing::Timing>>,
+    /// Busy time, per-layer timing and the per-command trace (`instruments.rs`).
+    pub(crate) instruments: Instruments,
     /// A large Deallocate or Write Zeroes done across passes (`io/zeroing.rs`).
     pub(crate) zeroing: crate::io::zeroing::ZeroingSlot,
     /// Some attached namespace has a QoS limit (refreshed each pass; `qos.rs`).
@@ -136,7 +138,7 @@ impl Controller {
             changed_ns: ChangedNsList::default(),
             counters: CtrlCounters::default(),
             created: Instant::now(),
-            timing: None,
+            instruments: Instruments::default(),
             zeroing: Default::default(),
             qos_on: false,
             config,
@@ -183,6 +185,13 @@ impl Controller {
         self.refresh_timed_namespaces();
         self.namespace_changed(nsid.0);
         Ok(Arc::clone(ns.bdev()))
+    }
+
+    /// Record the moments of each I/O command in `trace` from now on (None: stop). For a
+    /// client in the same process, such as `nvmemu bench --lat-breakdown`; without a trace
+    /// nothing is read or written for it.
+    pub fn set_trace(&mut self, trace: Option<LatencyHook>) {
+        self.instruments.set_trace(trace);
     }
 
     /// The attached namespaces, in NSID order.

@@ -25,6 +25,7 @@ mod config;
 mod controller;
 mod dptr;
 mod fetch;
+mod instruments;
 mod io;
 mod latency;
 mod metrics;

@@ -6,6 +6,7 @@ use nvmemu_spec::{PAGE_SIZE, Qid, Status};
 
 use crate::Controller;
 use crate::fetch::RingUnreadable;
+use crate::instruments::Stamps;
 use crate::queue::{
     CQE_SIZE, CompletionQueue, Ring, SQE_SIZE, SubmissionQueue, cq_head_doorbell, sq_tail_doorbell,
 };
@@ -168,7 +169,7 @@ impl Controller {
                 }
             };
             sq.consume();
-            self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), None);
+            self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), Stamps::OFF);
         }
         if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid) {
             self.flush_cq(cqid);
