@@ -12,10 +12,10 @@ use nvmemu_spec::regs;
 use nvmemu_spec::{Nsid, Qid};
 
 use crate::admin::aer::AerState;
-use crate::admin::dbbuf::Dbbuf;
 use crate::admin::features::Features;
 use crate::admin::log_page::{ChangedNsList, ErrorLog};
 use crate::config::ControllerConfig;
+use crate::doorbell::Doorbells;
 use crate::instruments::Instruments;
 use crate::latency::LatencyHook;
 use crate::metrics::{ControllerStats, CtrlCounters, data_units};
@@ -89,13 +89,12 @@ pub struct Controller {
     pub(crate) config: ControllerConfig,
     pub(crate) regs: RegisterFile,
     pub(crate) state: CtrlState,
-    pub(crate) doorbells: Arc<MmapRegion>,
+    pub(crate) doorbells: Doorbells,
     pub(crate) mem: Arc<GuestMemory>,
     pub(crate) queues: QueueTable,
     pub(crate) namespaces: Vec<Option<Namespace>>,
     pub(crate) features: Features,
     pub(crate) aer: AerState,
-    pub(crate) dbbuf: Option<Dbbuf>,
     pub(crate) error_log: ErrorLog,
     pub(crate) changed_ns: ChangedNsList,
     pub(crate) counters: CtrlCounters,
@@ -127,13 +126,12 @@ impl Controller {
         Controller {
             regs: RegisterFile::new(&config),
             state: CtrlState::Disabled,
-            doorbells,
+            doorbells: Doorbells::new(doorbells),
             mem: Arc::new(GuestMemory::new()),
             queues: QueueTable::new(max_qid),
             namespaces: (0..ns_slots).map(|_| None).collect(),
             features: Features::new(&config),
             aer: AerState::default(),
-            dbbuf: None,
             error_log: ErrorLog::default(),
             changed_ns: ChangedNsList::default(),
             counters: CtrlCounters::default(),
@@ -237,7 +235,7 @@ impl Controller {
         if paused + resumed > 0 {
             tracing::debug!(target: "guest", paused, resumed, "queue memory unmapped or mapped again");
         }
-        if let Some(db) = &mut self.dbbuf
+        if let Some(db) = &mut self.doorbells.shadow
             && !db.re_resolve(&self.mem)
         {
             tracing::warn!(target: "guest", "shadow doorbell memory was unmapped; controller fatal");
@@ -262,10 +260,7 @@ impl Controller {
         &mut self,
         page: Arc<MmapRegion>,
     ) -> Result<Arc<MmapRegion>, Arc<MmapRegion>> {
-        if page.len() != self.doorbells.len() {
-            return Err(page);
-        }
-        Ok(std::mem::replace(&mut self.doorbells, page))
+        self.doorbells.replace_page(page)
     }
 
     /// A snapshot of the counters.
@@ -301,6 +296,7 @@ impl Controller {
             } else {
                 let off = at - regs::DOORBELL_BASE;
                 self.doorbells
+                    .page()
                     .load_acquire_u32(off)
                     .map_err(|_| MmioError::OutOfRange { offset: at })?
             };
@@ -326,6 +322,7 @@ impl Controller {
                 let off = at - regs::DOORBELL_BASE;
                 // Pairs with the poller's Acquire load of the same word.
                 self.doorbells
+                    .page()
                     .store_release_u32(off, value)
                     .map_err(|_| MmioError::OutOfRange { offset: at })?;
             }
@@ -442,10 +439,8 @@ impl Controller {
         self.queues.clear();
         self.zeroing.busy = false;
         self.aer.reset();
-        self.dbbuf = None;
         self.features = Features::new(&self.config);
-        // Cannot fail: the range is the page's own length.
-        let _ = self.doorbells.fill(0, self.doorbells.len(), 0);
+        self.doorbells.clear();
     }
 
     /// The largest transfer a command may ask for, in bytes.

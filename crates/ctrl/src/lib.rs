@@ -23,6 +23,7 @@ mod admin;
 pub mod bench_hooks;
 mod config;
 mod controller;
+mod doorbell;
 mod dptr;
 mod fetch;
 mod instruments;

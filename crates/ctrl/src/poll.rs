@@ -231,11 +231,7 @@ impl Controller {
     /// Buffer Config is in effect). Acquire pairs with the host's write barrier between
     /// writing SQEs and the doorbell store.
     pub(crate) fn load_sq_tail(&mut self, qid: Qid) -> Option<RingIdx> {
-        let off = sq_tail_doorbell(qid);
-        let raw = match (&self.dbbuf, qid) {
-            (Some(db), q) if q != Qid::ADMIN => db.load_doorbell(off),
-            _ => self.doorbells.load_acquire_u32(off).ok(),
-        }?;
+        let raw = self.doorbells.load(qid, sq_tail_doorbell(qid))?;
         let sq = self.queues.sq_mut(qid)?;
         match RingIdx::checked(raw & 0xFFFF, sq.size) {
             Some(t) => {
@@ -263,11 +259,7 @@ impl Controller {
         if !cq.looks_full() {
             return true;
         }
-        let off = cq_head_doorbell(cqid);
-        let raw = match (&self.dbbuf, cqid) {
-            (Some(db), q) if q != Qid::ADMIN => db.load_doorbell(off),
-            _ => self.doorbells.load_acquire_u32(off).ok(),
-        };
+        let raw = self.doorbells.load(cqid, cq_head_doorbell(cqid));
         let Some(cq) = self.queues.cq_mut(cqid) else {
             return false;
         };

@@ -51,11 +51,7 @@ impl Controller {
     /// tail makes the controller run entries the host never submitted, and a stale CQ head
     /// lets it overwrite completions the host has not consumed.
     fn reset_doorbell(&self, off: u64) {
-        // Cannot fail: every allocatable queue id has its doorbells inside the page.
-        let _ = self.doorbells.store_release_u32(off, 0);
-        if let Some(db) = &self.dbbuf {
-            db.reset_shadow(off);
-        }
+        self.doorbells.reset(off);
     }
 
     /// Create I/O Completion Queue.
@@ -87,7 +83,7 @@ impl Controller {
         self.queues
             .insert_cq(qid, CompletionQueue::new(size, ien, iv, ring));
         self.reset_doorbell(cq_head_doorbell(qid));
-        if let Some(db) = &self.dbbuf {
+        if let Some(db) = &self.doorbells.shadow {
             db.init_cq(qid);
         }
         Ok(0)
@@ -124,7 +120,7 @@ impl Controller {
         self.queues.insert_sq(qid, sq);
         self.counters.io_qpairs_created += 1;
         self.reset_doorbell(sq_tail_doorbell(qid));
-        if let Some(db) = &self.dbbuf {
+        if let Some(db) = &self.doorbells.shadow {
             db.init_sq(qid);
         }
         Ok(0)
