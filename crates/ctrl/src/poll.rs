@@ -124,16 +124,8 @@ impl Controller {
             if !self.cq_has_room(cqid) {
                 break;
             }
-            let Some(sq) = self.queues.sq_mut(qid) else {
+            let Some(sqe) = self.fetch_sqe(qid, tail) else {
                 break;
-            };
-            let sqe = match sq.fetch(tail) {
-                Ok(Some(sqe)) => sqe,
-                Ok(None) => break,
-                Err(RingUnreadable) => {
-                    self.apply(CtrlEvent::Fault, None);
-                    break;
-                }
             };
             if slot_busy && qid != Qid::ADMIN && may_need_slot(&sqe) {
                 // Taken when the command set aside is done (a later pass).
@@ -147,7 +139,9 @@ impl Controller {
                 .instruments
                 .stamp(stamps, (qid, sqe.cid()), Stage::Fetch);
             // SQHD in this command's CQE must already count it as consumed.
-            sq.consume();
+            if let Some(sq) = self.queues.sq_mut(qid) {
+                sq.consume();
+            }
             taken += 1;
             let result = if qid == Qid::ADMIN {
                 self.exec_admin(&sqe)
@@ -189,6 +183,20 @@ impl Controller {
             self.publish_event_idx(qid);
         }
         completed
+    }
+
+    /// The SQE at the head of SQ `qid`, copied out of the ring once (`fetch.rs`); it stays
+    /// queued until the caller consumes it. None: the queue is empty up to `tail`, or its ring
+    /// is no longer readable, which makes the controller fatal.
+    #[inline(always)]
+    pub(crate) fn fetch_sqe(&mut self, qid: Qid, tail: RingIdx) -> Option<Sqe> {
+        match self.queues.sq_mut(qid)?.fetch(tail) {
+            Ok(sqe) => sqe,
+            Err(RingUnreadable) => {
+                self.apply(CtrlEvent::Fault, None);
+                None
+            }
+        }
     }
 
     /// Copy the commands queued in `[head, tail)` (at most `batch` from head) that no earlier

@@ -5,13 +5,11 @@ use nvmemu_mem::Access;
 use nvmemu_spec::{PAGE_SIZE, Qid, Status};
 
 use crate::Controller;
-use crate::fetch::RingUnreadable;
 use crate::instruments::Stamps;
 use crate::queue::{
     CQE_SIZE, CompletionQueue, Ring, SQE_SIZE, SubmissionQueue, cq_head_doorbell, sq_tail_doorbell,
 };
 use crate::regs::Cc;
-use crate::state::CtrlEvent;
 
 /// CC.IOSQES / CC.IOCQES this controller supports (64- and 16-byte entries).
 const IOSQES: u32 = 6;
@@ -152,19 +150,12 @@ impl Controller {
             && sq.head != tail
             && self.cq_has_room(sq.cqid)
         {
-            let Some(sq) = self.queues.sq_mut(qid) else {
+            let Some(sqe) = self.fetch_sqe(qid, tail) else {
                 break;
             };
-            let sqe = match sq.fetch(tail) {
-                Ok(Some(sqe)) => sqe,
-                Ok(None) => break,
-                Err(RingUnreadable) => {
-                    // As in `poll_sq`, controller fatal.
-                    self.apply(CtrlEvent::Fault, None);
-                    break;
-                }
-            };
-            sq.consume();
+            if let Some(sq) = self.queues.sq_mut(qid) {
+                sq.consume();
+            }
             self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), Stamps::OFF);
         }
         if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid) {
