@@ -185,7 +185,7 @@ impl Controller {
         Ok(Arc::clone(ns.bdev()))
     }
 
-    /// Record the moments of each I/O command in `trace` from now on (None: stop). For a
+    /// Record the moments of each command in `trace` from now on (None: stop). For a
     /// client in the same process, such as `nvmemu bench --lat-breakdown`; without a trace
     /// nothing is read or written for it.
     pub fn set_trace(&mut self, trace: Option<LatencyHook>) {

@@ -101,8 +101,9 @@ impl SubmissionQueue {
         copied
     }
 
-    /// Copy the entry at the mark into its slot and advance the mark (the caller checked
-    /// that it is queued and the buffer has room).
+    /// Copy the entry at the mark into its slot and advance the mark. Both callers check
+    /// that the entry is queued and the buffer has room; the check here only keeps a broken
+    /// caller from overwriting a copy still in use (it then reads as an unreadable ring).
     #[inline(always)]
     fn copy_next(&mut self, tail: RingIdx) -> Result<Sqe, RingUnreadable> {
         let at = self.copies.copied;
