@@ -13,8 +13,8 @@ use crate::stats::SharedCounters;
 use crate::{Bdev, BdevError, BdevOp};
 
 /// I/O on a [`Bdev`] from one thread at a time. Every method checks its byte range and
-/// counts what succeeded (Read, Write and Deallocate also their latency) in the channel's own
-/// counters (summed into the bdev's by
+/// counts what succeeded (Read, Write and Deallocate also their latency, while the bdev
+/// [is timed](Bdev::set_timed)) in the channel's own counters (summed into the bdev's by
 /// [`BdevStats::snapshot`](crate::BdevStats::snapshot)).
 ///
 /// `Send` but not `Sync`: it may move to a poller thread, but only one thread uses it at a
@@ -72,9 +72,11 @@ impl BdevChannel {
         dst_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let t0 = latency::start();
+        let t0 = self.bdev.is_timed().then(latency::start);
         self.bdev.read(offset, dst, dst_offset, len)?;
-        self.counters.read_latency.record_since(t0);
+        if let Some(t0) = t0 {
+            self.counters.read_latency.record_since(t0);
+        }
         self.counters.record_read(len);
         Ok(())
     }
@@ -88,9 +90,11 @@ impl BdevChannel {
         src_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let t0 = latency::start();
+        let t0 = self.bdev.is_timed().then(latency::start);
         self.bdev.write(offset, src, src_offset, len)?;
-        self.counters.write_latency.record_since(t0);
+        if let Some(t0) = t0 {
+            self.counters.write_latency.record_since(t0);
+        }
         self.counters.record_write(len);
         Ok(())
     }
@@ -117,9 +121,11 @@ impl BdevChannel {
 
     /// Deallocate `len` bytes at `offset`; they read back as zeroes.
     pub fn deallocate(&self, offset: u64, len: u64) -> Result<(), BdevError> {
-        let t0 = latency::start();
+        let t0 = self.bdev.is_timed().then(latency::start);
         self.bdev.deallocate(offset, len)?;
-        self.counters.unmap_latency.record_since(t0);
+        if let Some(t0) = t0 {
+            self.counters.unmap_latency.record_since(t0);
+        }
         self.counters.record_unmap(len);
         Ok(())
     }

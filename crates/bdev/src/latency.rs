@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Operation latencies of one bdev channel, as SPDK's `bdev_get_iostat` reports them
 //! (`*_latency_ticks`: the sum, the smallest and the largest time one successful operation
-//! took). Each operation is timed with two TSC reads around the backend call (no system
-//! call); the counters have one writer, like the rest of the channel's (`stats.rs`), and are
+//! took). While the bdev is timed ([`Bdev::set_timed`](crate::Bdev::set_timed)), each
+//! operation is timed with two TSC reads around the backend call (no system call); off (the
+//! default), no clock is read. The counters have one writer, like the rest of the channel's (`stats.rs`), and are
 //! converted to nanoseconds only when read.
 //!
-//! Kept apart from the controller's per-layer timing (`nvmemu_ctrl::latency`): this one is
-//! always on and per namespace, that one is a per-command trace for `bench --lat-breakdown`.
+//! Kept apart from the controller's per-layer timing (`nvmemu_ctrl::timing`), which the same
+//! switch turns on: this one is per bdev channel, that one per queue and namespace.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

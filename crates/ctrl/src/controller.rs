@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The controller: configuration, BAR0 accesses, the poll loop and completion posting.
+//! The controller: its state, namespaces attached and detached, BAR0 accesses and the
+//! register side effects (CC.EN, CC.SHN).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,66 +12,17 @@ use nvmemu_spec::regs;
 use nvmemu_spec::{Nsid, Qid};
 
 use crate::admin::aer::AerState;
-use crate::admin::dbbuf::Dbbuf;
 use crate::admin::features::Features;
 use crate::admin::log_page::{ChangedNsList, ErrorLog};
+use crate::config::ControllerConfig;
+use crate::doorbell::Doorbells;
+use crate::instruments::Instruments;
+use crate::latency::LatencyHook;
 use crate::metrics::{ControllerStats, CtrlCounters, data_units};
 use crate::namespace::Namespace;
 use crate::queue::{CQE_SIZE, CompletionQueue, QueueTable, Ring, SQE_SIZE, SubmissionQueue};
 use crate::regs::{Cc, RegisterFile, aqa_sizes, word};
 use crate::state::{Action, CtrlEvent, CtrlState, transition};
-
-/// Static identity and limits of a controller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControllerConfig {
-    /// Serial Number (SN), up to 20 ASCII characters.
-    pub serial: String,
-    /// Model Number (MN), up to 40 ASCII characters.
-    pub model: String,
-    /// Firmware Revision (FR), up to 8 ASCII characters.
-    pub firmware: String,
-    /// NVM Subsystem NQN (SUBNQN), up to 255 bytes.
-    pub subnqn: String,
-    /// I/O queue pairs the controller offers (capped by the doorbell page).
-    pub max_io_queues: u16,
-    /// Largest queue size (CAP.MQES + 1), at least 2.
-    pub max_queue_entries: u16,
-    /// Maximum Data Transfer Size as a power of two of 4 KiB pages (0 = no limit).
-    pub mdts: u8,
-    /// MSI-X vectors of the PCI function (valid IVs are `0..msix_vectors`).
-    pub msix_vectors: u16,
-    /// Controller ID (CNTLID).
-    pub cntlid: u16,
-    /// PCI Vendor ID reported as VID and SSVID.
-    pub vendor_id: u16,
-    /// Number of namespaces (NN): valid NSIDs are `1..=max_namespaces`.
-    pub max_namespaces: u32,
-    /// Advertise Doorbell Buffer Config (OACS bit 8). The target turns it off when the
-    /// client maps the doorbell page (no exits to save).
-    pub shadow_doorbells: bool,
-    /// Per-command timestamps for `nvmemu bench --lat-breakdown` (None: not recorded, no cost).
-    pub latency: Option<crate::latency::LatencyHook>,
-}
-
-impl Default for ControllerConfig {
-    fn default() -> Self {
-        ControllerConfig {
-            serial: "NVMEMU0001".into(),
-            model: "nvmemu NVMe controller".into(),
-            firmware: "0.1".into(),
-            subnqn: "nqn.2019-07.io.nvmemu:cnode1".into(),
-            max_io_queues: 127,
-            max_queue_entries: 1024,
-            mdts: 8,
-            msix_vectors: 64,
-            cntlid: 1,
-            vendor_id: 0x4e58,
-            max_namespaces: 32,
-            shadow_doorbells: true,
-            latency: None,
-        }
-    }
-}
 
 /// Errors of the controller's control-plane calls.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -137,19 +89,18 @@ pub struct Controller {
     pub(crate) config: ControllerConfig,
     pub(crate) regs: RegisterFile,
     pub(crate) state: CtrlState,
-    pub(crate) doorbells: Arc<MmapRegion>,
+    pub(crate) doorbells: Doorbells,
     pub(crate) mem: Arc<GuestMemory>,
     pub(crate) queues: QueueTable,
     pub(crate) namespaces: Vec<Option<Namespace>>,
     pub(crate) features: Features,
     pub(crate) aer: AerState,
-    pub(crate) dbbuf: Option<Dbbuf>,
     pub(crate) error_log: ErrorLog,
     pub(crate) changed_ns: ChangedNsList,
     pub(crate) counters: CtrlCounters,
     pub(crate) created: Instant,
-    /// Per-command timing; None (the default) costs nothing (see `timing`).
-    pub(crate) timing: Option<Box<crate::timing::Timing>>,
+    /// Busy time, per-layer timing and the per-command trace (`instruments.rs`).
+    pub(crate) instruments: Instruments,
     /// A large Deallocate or Write Zeroes done across passes (`io/zeroing.rs`).
     pub(crate) zeroing: crate::io::zeroing::ZeroingSlot,
     /// Some attached namespace has a QoS limit (refreshed each pass; `qos.rs`).
@@ -177,18 +128,17 @@ impl Controller {
         Controller {
             regs: RegisterFile::new(&config),
             state: CtrlState::Disabled,
-            doorbells,
+            doorbells: Doorbells::new(doorbells),
             mem: Arc::new(GuestMemory::new()),
             queues: QueueTable::new(max_qid),
             namespaces: (0..ns_slots).map(|_| None).collect(),
             features: Features::new(&config),
             aer: AerState::default(),
-            dbbuf: None,
             error_log: ErrorLog::default(),
             changed_ns: ChangedNsList::default(),
             counters: CtrlCounters::default(),
             created: Instant::now(),
-            timing: None,
+            instruments: Instruments::default(),
             zeroing: Default::default(),
             qos_on: false,
             resv: crate::admin::resv_log::ResvNotices::new(config.cntlid),
@@ -241,6 +191,13 @@ impl Controller {
         Ok(Arc::clone(ns.bdev()))
     }
 
+    /// Record the moments of each command in `trace` from now on (None: stop). For a
+    /// client in the same process, such as `nvmemu bench --lat-breakdown`; without a trace
+    /// nothing is read or written for it.
+    pub fn set_trace(&mut self, trace: Option<LatencyHook>) {
+        self.instruments.set_trace(trace);
+    }
+
     /// The attached namespaces, in NSID order.
     pub fn namespaces(&self) -> impl Iterator<Item = &Namespace> {
         self.namespaces.iter().flatten()
@@ -284,7 +241,7 @@ impl Controller {
         if paused + resumed > 0 {
             tracing::debug!(target: "guest", paused, resumed, "queue memory unmapped or mapped again");
         }
-        if let Some(db) = &mut self.dbbuf
+        if let Some(db) = &mut self.doorbells.shadow
             && !db.re_resolve(&self.mem)
         {
             tracing::warn!(target: "guest", "shadow doorbell memory was unmapped; controller fatal");
@@ -309,10 +266,7 @@ impl Controller {
         &mut self,
         page: Arc<MmapRegion>,
     ) -> Result<Arc<MmapRegion>, Arc<MmapRegion>> {
-        if page.len() != self.doorbells.len() {
-            return Err(page);
-        }
-        Ok(std::mem::replace(&mut self.doorbells, page))
+        self.doorbells.replace_page(page)
     }
 
     /// A snapshot of the counters.
@@ -348,6 +302,7 @@ impl Controller {
             } else {
                 let off = at - regs::DOORBELL_BASE;
                 self.doorbells
+                    .page()
                     .load_acquire_u32(off)
                     .map_err(|_| MmioError::OutOfRange { offset: at })?
             };
@@ -373,6 +328,7 @@ impl Controller {
                 let off = at - regs::DOORBELL_BASE;
                 // Pairs with the poller's Acquire load of the same word.
                 self.doorbells
+                    .page()
                     .store_release_u32(off, value)
                     .map_err(|_| MmioError::OutOfRange { offset: at })?;
             }
@@ -489,15 +445,13 @@ impl Controller {
         self.queues.clear();
         self.zeroing.busy = false;
         self.aer.reset();
-        self.dbbuf = None;
         self.features = Features::new(&self.config);
         for ns in self.namespaces.iter_mut().flatten() {
             ns.notice_mask = 0;
         }
         let host = self.host();
         self.resv.reset(host);
-        // Cannot fail: the range is the page's own length.
-        let _ = self.doorbells.fill(0, self.doorbells.len(), 0);
+        self.doorbells.clear();
     }
 
     /// The largest transfer a command may ask for, in bytes.

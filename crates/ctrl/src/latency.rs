@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The per-command latency hook behind `nvmemu bench --lat-breakdown`: when a controller is
-//! configured with a [`LatencyTable`], its poller stores raw TSC ticks for three moments of
-//! each I/O command (SQE fetched, backend done, CQE about to be posted) in a slot indexed by
-//! queue id and CID, and the benchmark, in the same process, reads them back after it reaped
-//! the completion. Without a table nothing is read or written (one `Option` test per batch).
+//! The per-command trace a client in the same process can install
+//! ([`Controller::set_trace`](crate::Controller::set_trace); `nvmemu bench --lat-breakdown`
+//! does): the poller stores raw TSC ticks for three moments of each command (SQE fetched,
+//! backend done, CQE about to be posted) in a slot indexed by queue id and CID, and the
+//! client reads them back after it reaped the completion. Without a trace nothing is read or
+//! written (one test per batch; see `instruments.rs`).
 //!
 //! Ordering: the ticks are stored (Relaxed) before the CQE's phase word is published with
 //! Release; the host reads the phase with Acquire before it reads the ticks, so it sees them.
@@ -69,8 +70,7 @@ impl LatencyTable {
     }
 }
 
-/// A shared [`LatencyTable`] as a controller's configuration holds it (equal when it is the
-/// same table).
+/// A shared [`LatencyTable`] as a controller holds it (equal when it is the same table).
 #[derive(Debug, Clone)]
 pub struct LatencyHook(pub Arc<LatencyTable>);
 

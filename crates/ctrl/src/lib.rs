@@ -21,8 +21,12 @@ mod admin;
 #[cfg(any(test, feature = "test-utils"))]
 #[doc(hidden)]
 pub mod bench_hooks;
+mod config;
 mod controller;
+mod doorbell;
 mod dptr;
+mod fetch;
+mod instruments;
 mod io;
 mod latency;
 mod metrics;
@@ -39,7 +43,8 @@ pub mod test_utils;
 pub mod timing;
 
 pub use admin::identify::ONCS;
-pub use controller::{Controller, ControllerConfig, CtrlError, InterruptSink, MmioError};
+pub use config::ControllerConfig;
+pub use controller::{Controller, CtrlError, InterruptSink, MmioError};
 pub use latency::{LatencyHook, LatencyTable, Stage};
 pub use metrics::{ControllerStats, QueueCounters};
 pub use namespace::Namespace;

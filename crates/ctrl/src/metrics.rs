@@ -3,7 +3,6 @@
 //! the controller, read as a snapshot through `Controller::stats`. They also feed the
 //! SMART / Health log page.
 
-use nvmemu_mem::{TscClock, global_clock};
 use nvmemu_spec::Qid;
 
 /// Counters of one submission queue.
@@ -31,12 +30,6 @@ pub(crate) struct CtrlCounters {
     pub(crate) host_read_commands: u64,
     /// Write commands (SMART Host Write Commands).
     pub(crate) host_write_commands: u64,
-    /// Time spent in closed busy stretches (see `busy_since`).
-    pub(crate) busy_nanos: u128,
-    /// TSC when the current busy stretch began (0: none open). A stretch is a run of
-    /// consecutive polls that found work; it is timed at its two ends only, so a loaded
-    /// controller reads no clock per pass (two readings per pass cost malloc 512 B QD16 4 %).
-    pub(crate) busy_since: u64,
     /// Invalid doorbell values seen.
     pub(crate) bad_doorbells: u64,
     /// Times client memory vanished under an access (each one made the controller fatal).
@@ -45,17 +38,6 @@ pub(crate) struct CtrlCounters {
     pub(crate) admin_qpairs_created: u64,
     /// I/O submission queues created (Create I/O Submission Queue that succeeded).
     pub(crate) io_qpairs_created: u64,
-}
-
-impl CtrlCounters {
-    /// Busy time so far, the open stretch included (SMART Controller Busy Time).
-    pub(crate) fn busy_nanos_now(&self) -> u128 {
-        let open = match self.busy_since {
-            0 => 0,
-            since => global_clock().ticks_to_ns(TscClock::ticks().wrapping_sub(since)),
-        };
-        self.busy_nanos + u128::from(open)
-    }
 }
 
 /// A snapshot of a controller's counters.

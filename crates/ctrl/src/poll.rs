@@ -2,12 +2,14 @@
 //! The poll loop: doorbells, SQE fetch, dispatch, completion posting and interrupts
 //! (NVMe Base 1.4, 4.1 and 7.2 "Command Processing").
 
-use nvmemu_mem::{TscClock, global_clock, thread_faults};
+use nvmemu_mem::thread_faults;
 use nvmemu_spec::log_page::AsyncEvent;
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
+use crate::fetch::RingUnreadable;
+use crate::instruments::Stamps;
 use crate::io::zeroing::may_need_slot;
-use crate::latency::{LatencyHook, Stage};
+use crate::latency::Stage;
 use crate::queue::{RingIdx, cq_head_doorbell, sq_tail_doorbell};
 use crate::state::CtrlEvent;
 use crate::{Controller, InterruptSink};
@@ -29,12 +31,10 @@ impl Controller {
     /// per command.
     pub fn poll(&mut self, irq: &mut dyn InterruptSink) -> usize {
         if !self.state.is_ready() {
-            self.end_busy_stretch();
+            self.instruments.idle();
             return 0;
         }
-        if let Some(t) = self.timing.as_deref_mut() {
-            t.pass_begins(TscClock::ticks());
-        }
+        self.instruments.pass_begins();
         // One load and one predictable branch when no bdev in the process has a limit.
         self.qos_on = nvmemu_bdev::any_qos_limit() && crate::qos::refill_all(&mut self.namespaces);
         let mark = thread_faults();
@@ -58,21 +58,10 @@ impl Controller {
         if done > 0 {
             self.raise_interrupts(irq);
         } else {
-            self.end_busy_stretch();
+            self.instruments.idle();
         }
-        if let Some(t) = self.timing.as_deref_mut() {
-            t.pass_ends(TscClock::ticks());
-        }
+        self.instruments.pass_ends();
         done
-    }
-
-    /// Close the open busy stretch, if any (the first SQ found with work opened it).
-    fn end_busy_stretch(&mut self) {
-        let since = std::mem::take(&mut self.counters.busy_since);
-        if since != 0 {
-            let ns = global_clock().ticks_to_ns(TscClock::ticks().wrapping_sub(since));
-            self.counters.busy_nanos += u128::from(ns);
-        }
     }
 
     fn raise_interrupts(&mut self, irq: &mut dyn InterruptSink) {
@@ -114,26 +103,16 @@ impl Controller {
         };
         let mut completed = 0;
         let mut taken = 0;
-        if self.counters.busy_since == 0 && self.queues.sq(qid).is_some_and(|sq| sq.head != tail) {
-            self.counters.busy_since = TscClock::ticks();
-        }
-        // Target-side timing (I/O queues only): one branch per batch and per command when off.
-        let timed = match self.timing.as_deref_mut() {
-            Some(t) if qid != Qid::ADMIN => match self.queues.sq(qid) {
-                Some(sq) if sq.head != tail => {
-                    t.sq_seen(qid, sq.distance(sq.head, tail), TscClock::ticks());
-                    true
-                }
-                _ => false,
-            },
-            _ => false,
+        // Decided once per batch; with every instrument off, one branch per command.
+        let stamps = match self.queues.sq(qid) {
+            Some(sq) if sq.head != tail => self
+                .instruments
+                .batch_begins(qid, sq.distance(sq.head, tail)),
+            _ => Stamps::OFF,
         };
         if qid != Qid::ADMIN {
             self.prefetch_batch(qid, tail, batch);
         }
-        // Checked once per batch; None (the normal case) costs one branch per command.
-        let lat = self.config.latency.clone();
-        let stamp = timed || lat.is_some();
         // Kept in a register: only a command set aside in this batch changes it.
         let mut slot_busy = self.zeroing.busy;
         for _ in 0..batch {
@@ -145,12 +124,7 @@ impl Controller {
             if !self.cq_has_room(cqid) {
                 break;
             }
-            let Some(sq) = self.queues.sq_mut(qid) else {
-                break;
-            };
-            let head = sq.head;
-            let Some(sqe) = sq.read_sqe(head) else {
-                self.apply(CtrlEvent::Fault, None);
+            let Some(sqe) = self.fetch_sqe(qid, tail) else {
                 break;
             };
             if slot_busy && qid != Qid::ADMIN && may_need_slot(&sqe) {
@@ -161,13 +135,13 @@ impl Controller {
                 // Left in the SQ: fetched again once the namespace's tokens come back.
                 break;
             }
-            let fetched = if stamp { TscClock::ticks() } else { 0 };
-            if let Some(l) = &lat {
-                l.0.record(qid.0, sqe.cid().0, Stage::Fetch, fetched);
-            }
-            sq.release_sqe(head);
+            let fetched = self
+                .instruments
+                .stamp(stamps, (qid, sqe.cid()), Stage::Fetch);
             // SQHD in this command's CQE must already count it as consumed.
-            sq.head = head.next(sq.size).0;
+            if let Some(sq) = self.queues.sq_mut(qid) {
+                sq.consume();
+            }
             taken += 1;
             let result = if qid == Qid::ADMIN {
                 self.exec_admin(&sqe)
@@ -179,10 +153,9 @@ impl Controller {
                 slot_busy = self.zeroing.busy;
                 continue;
             };
-            let done_at = if stamp { TscClock::ticks() } else { 0 };
-            if let Some(l) = &lat {
-                l.0.record(qid.0, sqe.cid().0, Stage::Done, done_at);
-            }
+            let done_at = self
+                .instruments
+                .stamp(stamps, (qid, sqe.cid()), Stage::Done);
             // The SQE read or the command's data transfer touched a vanished page.
             let faulted = thread_faults() != mark;
             let result = if faulted {
@@ -190,11 +163,10 @@ impl Controller {
             } else {
                 result
             };
-            if self.complete(qid, &sqe, result, lat.as_ref()) {
+            if self.complete(qid, &sqe, result, stamps) {
                 completed += 1;
-                if timed && let Some(t) = self.timing.as_deref_mut() {
-                    t.command(qid, sqe.nsid, fetched, done_at);
-                }
+                self.instruments
+                    .posted(stamps, qid, sqe.nsid, (fetched, done_at));
             }
             if faulted {
                 self.memory_fault(Some((qid, sqe.cid())));
@@ -206,40 +178,36 @@ impl Controller {
         if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid) {
             self.flush_cq(cqid);
         }
-        if timed && let Some(t) = self.timing.as_deref_mut() {
-            t.batch_posted(TscClock::ticks());
-        }
+        self.instruments.batch_flushed(stamps);
         if qid != Qid::ADMIN && taken > 0 {
             self.publish_event_idx(qid);
         }
         completed
     }
 
-    /// Prefetch the data of the Reads queued in `[head, tail)` (at most `batch` from head)
-    /// that no earlier call has prefetched.
+    /// The SQE at the head of SQ `qid`, copied out of the ring once (`fetch.rs`); it stays
+    /// queued until the caller consumes it. None: the queue is empty up to `tail`, or its ring
+    /// is no longer readable, which makes the controller fatal.
+    #[inline(always)]
+    pub(crate) fn fetch_sqe(&mut self, qid: Qid, tail: RingIdx) -> Option<Sqe> {
+        match self.queues.sq_mut(qid)?.fetch(tail) {
+            Ok(sqe) => sqe,
+            Err(RingUnreadable) => {
+                self.apply(CtrlEvent::Fault, None);
+                None
+            }
+        }
+    }
+
+    /// Copy the commands queued in `[head, tail)` (at most `batch` from head) that no earlier
+    /// call copied, and prefetch the data of the Reads among them.
     fn prefetch_batch(&mut self, qid: Qid, tail: RingIdx, batch: usize) {
-        let Some(sq) = self.queues.sq(qid) else {
+        let Some(sq) = self.queues.sq_mut(qid) else {
             return;
         };
-        let queued = sq.distance(sq.head, tail);
-        let want = queued.min(u32::try_from(batch).unwrap_or(u32::MAX));
-        // A marker outside [head, tail] is stale (the host moved the tail back, or the
-        // queue wrapped past it): start again from head.
-        let (mut at, done) = match sq.distance(sq.head, sq.prefetched) {
-            d if d <= queued => (sq.prefetched, d),
-            _ => (sq.head, 0),
-        };
-        let mut left = want.saturating_sub(done);
-        while left > 0 {
-            if let Some(sqe) = sq.read_sqe(at) {
-                self.prefetch_io(&sqe);
-            }
-            at = at.next(sq.size).0;
-            left -= 1;
-        }
-        if let Some(sq) = self.queues.sq_mut(qid) {
-            sq.prefetched = at;
-        }
+        let namespaces = &self.namespaces;
+        let max = u32::try_from(batch).unwrap_or(u32::MAX);
+        sq.copy_ahead(tail, max, |sqe| crate::io::prefetch_read(namespaces, sqe));
     }
 
     /// Prefetch the data of the Reads waiting on every I/O SQ, without running anything.
@@ -271,11 +239,7 @@ impl Controller {
     /// Buffer Config is in effect). Acquire pairs with the host's write barrier between
     /// writing SQEs and the doorbell store.
     pub(crate) fn load_sq_tail(&mut self, qid: Qid) -> Option<RingIdx> {
-        let off = sq_tail_doorbell(qid);
-        let raw = match (&self.dbbuf, qid) {
-            (Some(db), q) if q != Qid::ADMIN => db.load_doorbell(off),
-            _ => self.doorbells.load_acquire_u32(off).ok(),
-        }?;
+        let raw = self.doorbells.load(qid, sq_tail_doorbell(qid))?;
         let sq = self.queues.sq_mut(qid)?;
         match RingIdx::checked(raw & 0xFFFF, sq.size) {
             Some(t) => {
@@ -303,11 +267,7 @@ impl Controller {
         if !cq.looks_full() {
             return true;
         }
-        let off = cq_head_doorbell(cqid);
-        let raw = match (&self.dbbuf, cqid) {
-            (Some(db), q) if q != Qid::ADMIN => db.load_doorbell(off),
-            _ => self.doorbells.load_acquire_u32(off).ok(),
-        };
+        let raw = self.doorbells.load(cqid, cq_head_doorbell(cqid));
         let Some(cq) = self.queues.cq_mut(cqid) else {
             return false;
         };
@@ -339,7 +299,7 @@ impl Controller {
         sqid: Qid,
         sqe: &Sqe,
         result: Result<u32, Status>,
-        lat: Option<&LatencyHook>,
+        stamps: Stamps,
     ) -> bool {
         let (status, dw0) = match result {
             Ok(dw0) => (Status::SUCCESS, dw0),
@@ -361,9 +321,7 @@ impl Controller {
             self.counters.errors += 1;
             self.error_log.record(sqid, sqe, status);
         }
-        if let Some(l) = lat {
-            l.0.record(sqid.0, sqe.cid().0, Stage::Post, TscClock::ticks());
-        }
+        self.instruments.posting(stamps, (sqid, sqe.cid()));
         self.stage(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
     }
 
@@ -468,29 +426,29 @@ mod tests {
         let mut h = TestHost::ready(16);
         // Bring-up's admin commands left a stretch open; an idle poll closes it.
         assert_eq!(h.poll(), 0);
-        assert_eq!(h.ctrl.counters.busy_since, 0);
-        let before = h.ctrl.counters.busy_nanos;
+        assert_eq!(h.ctrl.instruments.busy_since, 0);
+        let before = h.ctrl.instruments.busy_nanos;
         // Two commands taken in separate polls: one stretch, still open after them.
         for slba in [1, 2] {
             h.submit(1, rw(0x02, 1, slba, 1, h.prps(layout::DATA, 512)));
             assert_eq!(h.poll(), 1);
-            assert_ne!(h.ctrl.counters.busy_since, 0);
+            assert_ne!(h.ctrl.instruments.busy_since, 0);
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
         assert_eq!(
-            h.ctrl.counters.busy_nanos, before,
+            h.ctrl.instruments.busy_nanos, before,
             "no clock read while busy"
         );
-        let open = h.ctrl.counters.busy_nanos_now() - before;
+        let open = h.ctrl.instruments.busy_nanos_now() - before;
         assert!(open >= 2_000_000, "the open stretch counts: {open} ns");
         assert_eq!(h.poll(), 0);
-        assert_eq!(h.ctrl.counters.busy_since, 0);
-        let closed = h.ctrl.counters.busy_nanos - before;
+        assert_eq!(h.ctrl.instruments.busy_since, 0);
+        let closed = h.ctrl.instruments.busy_nanos - before;
         assert!(closed >= open, "{closed} < {open}");
         // Idle polls add nothing.
         std::thread::sleep(std::time::Duration::from_millis(2));
         assert_eq!(h.poll(), 0);
-        assert_eq!(h.ctrl.counters.busy_nanos - before, closed);
+        assert_eq!(h.ctrl.instruments.busy_nanos - before, closed);
         for q in 1..=2 {
             assert_eq!(
                 h.reap(1).map(|c| c.status()),

@@ -9,8 +9,9 @@
 use std::sync::Arc;
 
 use nvmemu_mem::{Access, GuestMemory, Iova, MmapRegion};
-use nvmemu_spec::{Cqe, Qid, Sqe};
+use nvmemu_spec::{Cqe, Qid};
 
+use crate::fetch::SqeCopies;
 use crate::metrics::QueueCounters;
 
 /// Bytes per SQE (CC.IOSQES = 6).
@@ -126,8 +127,8 @@ pub(crate) struct SubmissionQueue {
     pub(crate) bad_doorbell: bool,
     /// Counters.
     pub(crate) stats: QueueCounters,
-    /// The data of the commands in `[head, prefetched)` has been prefetched already.
-    pub(crate) prefetched: RingIdx,
+    /// The entries copied out of the ring ahead of the head (`fetch.rs`).
+    pub(crate) copies: SqeCopies,
 }
 
 impl SubmissionQueue {
@@ -140,7 +141,7 @@ impl SubmissionQueue {
             ring,
             bad_doorbell: false,
             stats: QueueCounters::default(),
-            prefetched: RingIdx::default(),
+            copies: SqeCopies::default(),
         }
     }
 
@@ -151,20 +152,6 @@ impl SubmissionQueue {
         } else {
             self.size - from.0 + to.0
         }
-    }
-
-    /// Copy the SQE at `head` out of the ring (once; the caller decodes the copy).
-    pub(crate) fn read_sqe(&self, at: RingIdx) -> Option<Sqe> {
-        let off = self.ring.offset + u64::from(at.get()) * SQE_SIZE;
-        self.ring.region.read_obj::<Sqe>(off).ok()
-    }
-
-    /// Done with the SQE at `at` (copied out): hand its line back toward the shared cache,
-    /// where the host's next write to the slot finds it without a snoop of this core.
-    pub(crate) fn release_sqe(&self, at: RingIdx) {
-        self.ring
-            .region
-            .demote(self.ring.offset + u64::from(at.get()) * SQE_SIZE);
     }
 }
 

@@ -7,7 +7,7 @@
 
 use nvmemu_spec::regs::{self, cap};
 
-use crate::ControllerConfig;
+use crate::config::ControllerConfig;
 
 /// 32-bit registers covered: CAP .. CMBSZ (0x00..0x40). Everything else below 0x1000 reads
 /// as zero and ignores writes.

@@ -512,3 +512,24 @@ fn prefetching_ahead_of_polling_changes_no_result() {
     assert_eq!((c.cid, c.status()), (cid.0, Status::SUCCESS));
     assert_eq!(h.mem.read_vec(buf(0), 4096), pattern(4096, 0));
 }
+
+#[test]
+fn an_sqe_is_copied_out_once_and_a_later_rewrite_of_its_slot_is_not_run() {
+    // CONTRIBUTING: an SQE is copied out of shared memory once and that copy is what runs.
+    // The prefetch takes the copy; the host then rewrites the slot (which it may not do
+    // before the command completes) with an opcode the controller refuses.
+    let mut h = TestHost::ready(16);
+    assert_eq!(h.write_blocks(1, 0, &pattern(512, 7)), Status::SUCCESS);
+    let q = h.queues[1].clone().unwrap();
+    let slot = q.sq_off + u64::from(q.sq_tail) * 64;
+    let d = h.prps(layout::DATA, 512);
+    let cid = h.submit(1, rw(0x02, 1, 0, 1, d));
+    h.ctrl.prefetch_reads();
+    let mut rewritten: Sqe = h.mem.read_obj(slot);
+    rewritten.cdw0 = (rewritten.cdw0 & !0xFF) | 0x7F;
+    h.mem.write_obj(slot, &rewritten);
+    assert_eq!(h.poll(), 1);
+    let c = h.reap(1).expect("a completion");
+    assert_eq!((c.cid, c.status()), (cid.0, Status::SUCCESS));
+    assert_eq!(h.mem.read_vec(layout::DATA, 512), pattern(512, 7));
+}

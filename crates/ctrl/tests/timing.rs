@@ -141,3 +141,26 @@ fn a_namespace_attached_again_at_its_nsid_starts_with_empty_histograms() {
     assert_eq!(run_reads(&mut h, 4, 4), 4);
     assert_eq!(count(&h), 4);
 }
+
+#[test]
+fn a_trace_records_fetch_done_and_post_of_each_command_and_nothing_once_removed() {
+    use nvmemu_ctrl::{LatencyHook, LatencyTable};
+    use std::sync::Arc;
+    let mut h = TestHost::ready(16);
+    let table = Arc::new(LatencyTable::new(4, 64));
+    h.ctrl.set_trace(Some(LatencyHook(Arc::clone(&table))));
+    let cid = h.submit(1, rw(0x02, 1, 0, 1, h.prps(layout::DATA, 512)));
+    assert_eq!(h.poll(), 1);
+    assert_eq!(h.reap(1).map(|c| c.status()), Some(Status::SUCCESS));
+    let [fetch, done, post] = table.read(1, cid.0).unwrap();
+    assert!(
+        fetch > 0 && fetch <= done && done <= post,
+        "{fetch} {done} {post}"
+    );
+
+    h.ctrl.set_trace(None);
+    let cid = h.submit(1, rw(0x02, 1, 0, 1, h.prps(layout::DATA, 512)));
+    assert_eq!(h.poll(), 1);
+    assert_eq!(h.reap(1).map(|c| c.status()), Some(Status::SUCCESS));
+    assert_eq!(table.read(1, cid.0), Some([0, 0, 0]));
+}

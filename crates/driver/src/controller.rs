@@ -21,8 +21,6 @@ use crate::queue::{Doorbells, Ring};
 use crate::transport::pci::{PciAddress, PciTransport};
 use crate::transport::{self, Transport, VfioUserTransport};
 
-/// Device address at which the DMA pool is registered.
-pub const DMA_POOL_IOVA: u64 = 1 << 32;
 /// Admin queue depth (clamped to CAP.MQES + 1).
 pub const ADMIN_QUEUE_DEPTH: u16 = 32;
 /// An I/O CQ has this many times the entries of its SQ (within CAP.MQES), so the host

@@ -17,6 +17,9 @@ use crate::dma_addrs::DeviceAddrs;
 const HUGE_PAGE: u64 = 2 << 20;
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
+/// Device address at which the DMA pool is registered (vfio-user, VFIO with an IOMMU).
+pub const DMA_POOL_IOVA: u64 = 1 << 32;
+
 /// Allocation granularity: the NVMe memory page (CC.MPS = 0).
 pub const DMA_PAGE: u64 = nvmemu_spec::PAGE_SIZE;
 

@@ -65,10 +65,10 @@ pub mod test_utils;
 mod vfio_e2e_tests;
 
 pub use controller::{
-    ADMIN_QUEUE_DEPTH, ADMIN_TIMEOUT, AttachOptions, Controller, DMA_POOL_IOVA, IO_CQ_DEPTH_FACTOR,
+    ADMIN_QUEUE_DEPTH, ADMIN_TIMEOUT, AttachOptions, Controller, IO_CQ_DEPTH_FACTOR,
     MAX_TRANSFER_CAP,
 };
-pub use dma::{DMA_PAGE, DmaAllocError, DmaBuf, DmaPool};
+pub use dma::{DMA_PAGE, DMA_POOL_IOVA, DmaAllocError, DmaBuf, DmaPool};
 pub use error::{DriverError, NvmeError};
 pub use identify::{IDENTIFY_BYTES, IdentifyController, IdentifyNamespace, LbaFormat};
 pub use init::{CC_ENABLE, Cap};

@@ -146,20 +146,27 @@ impl EmbeddedTarget {
                 std::fs::create_dir(&d).context("cannot create a socket directory")?;
                 d
             };
-            target
+            let id = target
                 .add_controller(ControllerSpec {
                     socket_dir: d.clone(),
                     socket_mode: 0o600,
                     config: ControllerConfig {
                         serial: format!("NVMEMU-BENCH{i}"),
                         cntlid: u16::try_from(i + 1).unwrap_or(u16::MAX),
-                        latency: if i == 0 { latency.clone() } else { None },
                         ..ControllerConfig::default()
                     },
                     namespaces: vec![Namespace::new(Nsid(1), Arc::clone(&bdev))],
                     admission: nvmemu_device::Admission::default(),
                 })
                 .context("cannot start the in-process controller")?;
+            if i == 0
+                && let Some(trace) = latency.clone()
+            {
+                // Installed before any client can connect.
+                target
+                    .on_controller(id, move |c| c.ctrl.set_trace(Some(trace)))
+                    .context("cannot install the latency trace")?;
+            }
             dirs.push(d);
         }
         Ok(EmbeddedTarget { target, dir, dirs })

@@ -27,7 +27,7 @@ pub mod reservation;
 pub mod sgl;
 pub mod status;
 
-pub use command::{AdminCommand, DataPtr, DsmAttributes, DsmRange, IoCommand, PlainRw};
+pub use command::{AdminCommand, DataPtr, DsmAttributes, DsmRange, IoCommand, ReadWrite};
 pub use ids::{Cid, Lba, Nsid, Qid};
 pub use opcode::{AdminOpcode, IoOpcode};
 pub use queue_entry::{Cqe, Psdt, Sqe};

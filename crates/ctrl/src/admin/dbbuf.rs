@@ -105,7 +105,7 @@ impl Controller {
         let mut i = 0;
         while let Some(qid) = self.queues.active_sq(i) {
             let off = sq_tail_doorbell(qid);
-            let tail = self.doorbells.load_acquire_u32(off).unwrap_or(0);
+            let tail = self.doorbells.page().load_acquire_u32(off).unwrap_or(0);
             db.store(&db.shadow, off, tail);
             db.store(
                 &db.event,
@@ -117,19 +117,19 @@ impl Controller {
         let mut i = 0;
         while let Some(qid) = self.queues.active_cq(i) {
             let off = cq_head_doorbell(qid);
-            let head = self.doorbells.load_acquire_u32(off).unwrap_or(0);
+            let head = self.doorbells.page().load_acquire_u32(off).unwrap_or(0);
             db.store(&db.shadow, off, head);
             db.init_cq(qid);
             i += 1;
         }
-        self.dbbuf = Some(db);
+        self.doorbells.shadow = Some(db);
         Ok(0)
     }
 
     /// Tell the host which SQ tail the controller has consumed up to, so it only rings the
     /// MMIO doorbell when the controller has caught up.
     pub(crate) fn publish_event_idx(&self, qid: Qid) {
-        if let (Some(db), Some(sq)) = (&self.dbbuf, self.queues.sq(qid)) {
+        if let (Some(db), Some(sq)) = (&self.doorbells.shadow, self.queues.sq(qid)) {
             db.store(&db.event, sq_tail_doorbell(qid), sq.head.get());
         }
     }

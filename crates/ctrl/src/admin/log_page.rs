@@ -227,7 +227,7 @@ impl Controller {
         s.data_units_written = u128_field(u128::from(data_units(c.bytes_written)));
         s.host_read_commands = u128_field(u128::from(c.host_read_commands));
         s.host_write_commands = u128_field(u128::from(c.host_write_commands));
-        s.controller_busy_time = u128_field(c.busy_nanos_now() / 60_000_000_000);
+        s.controller_busy_time = u128_field(self.instruments.busy_nanos_now() / 60_000_000_000);
         s.power_cycles = u128_field(1);
         s.power_on_hours = u128_field(u128::from(self.created.elapsed().as_secs() / 3600));
         s.num_error_log_entries = u128_field(u128::from(self.error_log.count()));

@@ -5,11 +5,11 @@ use nvmemu_mem::Access;
 use nvmemu_spec::{PAGE_SIZE, Qid, Status};
 
 use crate::Controller;
+use crate::instruments::Stamps;
 use crate::queue::{
     CQE_SIZE, CompletionQueue, Ring, SQE_SIZE, SubmissionQueue, cq_head_doorbell, sq_tail_doorbell,
 };
 use crate::regs::Cc;
-use crate::state::CtrlEvent;
 
 /// CC.IOSQES / CC.IOCQES this controller supports (64- and 16-byte entries).
 const IOSQES: u32 = 6;
@@ -49,11 +49,7 @@ impl Controller {
     /// tail makes the controller run entries the host never submitted, and a stale CQ head
     /// lets it overwrite completions the host has not consumed.
     fn reset_doorbell(&self, off: u64) {
-        // Cannot fail: every allocatable queue id has its doorbells inside the page.
-        let _ = self.doorbells.store_release_u32(off, 0);
-        if let Some(db) = &self.dbbuf {
-            db.reset_shadow(off);
-        }
+        self.doorbells.reset(off);
     }
 
     /// Create I/O Completion Queue.
@@ -85,7 +81,7 @@ impl Controller {
         self.queues
             .insert_cq(qid, CompletionQueue::new(size, ien, iv, ring));
         self.reset_doorbell(cq_head_doorbell(qid));
-        if let Some(db) = &self.dbbuf {
+        if let Some(db) = &self.doorbells.shadow {
             db.init_cq(qid);
         }
         Ok(0)
@@ -122,7 +118,7 @@ impl Controller {
         self.queues.insert_sq(qid, sq);
         self.counters.io_qpairs_created += 1;
         self.reset_doorbell(sq_tail_doorbell(qid));
-        if let Some(db) = &self.dbbuf {
+        if let Some(db) = &self.doorbells.shadow {
             db.init_sq(qid);
         }
         Ok(0)
@@ -154,17 +150,13 @@ impl Controller {
             && sq.head != tail
             && self.cq_has_room(sq.cqid)
         {
-            let Some(sq) = self.queues.sq_mut(qid) else {
+            let Some(sqe) = self.fetch_sqe(qid, tail) else {
                 break;
             };
-            let head = sq.head;
-            let Some(sqe) = sq.read_sqe(head) else {
-                // The ring is no longer readable: as in `poll_sq`, controller fatal.
-                self.apply(CtrlEvent::Fault, None);
-                break;
-            };
-            sq.head = head.next(sq.size).0;
-            self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), None);
+            if let Some(sq) = self.queues.sq_mut(qid) {
+                sq.consume();
+            }
+            self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), Stamps::OFF);
         }
         if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid) {
             self.flush_cq(cqid);

@@ -10,7 +10,7 @@ mod write_zeroes;
 pub(crate) mod zeroing;
 
 use nvmemu_bdev::{BdevError, BdevErrorKind, BdevOp};
-use nvmemu_spec::{DataPtr, IoCommand, Lba, Nsid, Qid, Sqe, Status};
+use nvmemu_spec::{IoCommand, Lba, Nsid, Qid, ReadWrite, Sqe, Status};
 
 use crate::Controller;
 use crate::namespace::Namespace;
@@ -19,11 +19,12 @@ impl Controller {
     /// Execute one I/O command taken from `sqid`. `None`: the command was set aside and
     /// completes in a later pass (a large Deallocate or Write Zeroes, see `zeroing.rs`).
     pub(crate) fn exec_io(&mut self, sqid: Qid, sqe: &Sqe) -> Option<Result<u32, Status>> {
-        // The hot path skips `IoCommand` (see `IoCommand::plain_rw`).
-        if let Some(c) = IoCommand::plain_rw(sqe) {
-            return Some(self.read_write(sqid, c.write, c.nsid, (c.slba, c.blocks), &c.dptr()));
+        // The hot path skips `IoCommand` (see `ReadWrite::decode`).
+        match ReadWrite::decode(sqe) {
+            Some(Ok(c)) => Some(self.read_write(sqid, &c)),
+            Some(Err(s)) => Some(Err(s)),
+            None => self.exec_other_io(sqid, sqe),
         }
-        self.exec_other_io(sqid, sqe)
     }
 
     #[inline(never)]
@@ -34,20 +35,8 @@ impl Controller {
         };
         let max = self.max_transfer();
         let zero = match cmd {
-            IoCommand::Read {
-                nsid,
-                slba,
-                blocks,
-                fua: _,
-                dptr,
-            } => return Some(self.read_write(sqid, false, nsid, (slba, blocks), &dptr)),
-            IoCommand::Write {
-                nsid,
-                slba,
-                blocks,
-                fua: _,
-                dptr,
-            } => return Some(self.read_write(sqid, true, nsid, (slba, blocks), &dptr)),
+            // Taken by `exec_io` before it gets here.
+            IoCommand::ReadWrite(c) => return Some(self.read_write(sqid, &c)),
             IoCommand::Compare {
                 nsid,
                 slba,
@@ -102,20 +91,14 @@ impl Controller {
 
     /// A Read (`write` false) or Write of `blocks` blocks at `slba`: the data move, then the
     /// command and byte counters. Always inlined, so the hot path's fields stay in
-    /// registers (see `IoCommand::plain_rw`).
+    /// registers (see `ReadWrite::decode`).
     #[inline(always)]
-    fn read_write(
-        &mut self,
-        sqid: Qid,
-        write: bool,
-        nsid: Nsid,
-        (slba, blocks): (Lba, u32),
-        dptr: &DataPtr,
-    ) -> Result<u32, Status> {
+    fn read_write(&mut self, sqid: Qid, c: &ReadWrite) -> Result<u32, Status> {
         let max = self.max_transfer();
-        let ns = active_ns(&self.namespaces, nsid)?;
-        ns.reservations().check(write, || self.host())?;
-        if write {
+        let ns = active_ns(&self.namespaces, c.nsid)?;
+        ns.reservations().check(c.write, || self.host())?;
+        let (slba, blocks, dptr) = (c.slba, c.blocks, &c.dptr);
+        if c.write {
             let n = rw::write(ns, &self.mem, slba, blocks, dptr, max)?;
             self.counters.host_write_commands += 1;
             self.count_bytes(sqid, 0, n);
@@ -147,24 +130,27 @@ impl Controller {
         ns.reservations().check(write, || self.host())?;
         Ok(ns)
     }
+}
 
-    /// Start fetching the namespace data of a queued Read into the cache (a hint only: the
-    /// command is validated when it runs). Issued for a whole batch before any of it runs, so
-    /// the cache misses of its commands overlap.
-    pub(crate) fn prefetch_io(&self, sqe: &Sqe) {
-        let Some(c) = IoCommand::plain_rw(sqe).filter(|c| !c.write) else {
-            return;
-        };
-        let Ok(ns) = active_ns(&self.namespaces, c.nsid) else {
-            return;
-        };
-        let (slba, blocks) = (c.slba.0, u64::from(c.blocks));
-        let shift = ns.block_shift();
-        if let (Some(off), Some(len)) = (slba.checked_shl(shift), blocks.checked_shl(shift))
-            && off >> shift == slba
-        {
-            ns.io().prefetch(off, len);
-        }
+/// Start fetching the namespace data of a queued Read into the cache (a hint only: the
+/// command is validated when it runs). Issued for a whole batch before any of it runs, so
+/// the cache misses of its commands overlap.
+pub(crate) fn prefetch_read(namespaces: &[Option<Namespace>], sqe: &Sqe) {
+    let Some(Ok(c)) = ReadWrite::decode(sqe) else {
+        return;
+    };
+    if c.write {
+        return;
+    }
+    let Ok(ns) = active_ns(namespaces, c.nsid) else {
+        return;
+    };
+    let (slba, blocks) = (c.slba.0, u64::from(c.blocks));
+    let shift = ns.block_shift();
+    if let (Some(off), Some(len)) = (slba.checked_shl(shift), blocks.checked_shl(shift))
+        && off >> shift == slba
+    {
+        ns.io().prefetch(off, len);
     }
 }
 

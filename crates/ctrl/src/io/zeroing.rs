@@ -20,6 +20,7 @@ use nvmemu_spec::{Nsid, Qid, Sqe, Status};
 
 use super::{active_ns, bdev_status};
 use crate::Controller;
+use crate::instruments::Stamps;
 use crate::namespace::Namespace;
 
 /// The most bytes zeroed or deallocated for one controller in one poll pass (about 25 us
@@ -220,7 +221,7 @@ impl Controller {
             return 0;
         }
         self.zeroing.busy = false;
-        let posted = self.complete(sqid, &sqe, result, None);
+        let posted = self.complete(sqid, &sqe, result, Stamps::OFF);
         self.flush_cq(cqid);
         usize::from(posted)
     }
@@ -236,7 +237,7 @@ impl Controller {
         if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid)
             && self.cq_has_room(cqid)
         {
-            self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), None);
+            self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), Stamps::OFF);
             self.flush_cq(cqid);
         }
     }

@@ -306,7 +306,7 @@ impl Controller {
         let uses = self.namespaces().any(|n| n.bdev().name() == bdev);
         if enable {
             let max_qid = self.config.max_io_queues;
-            let t = self.timing.get_or_insert_with(|| {
+            let t = self.instruments.timing.get_or_insert_with(|| {
                 Box::new(Timing::new(granularity, max_qid, crate::poll::IO_BATCH))
             });
             if !t.bdevs.iter().any(|b| b == bdev) {
@@ -318,7 +318,7 @@ impl Controller {
                 .filter(|n| n.bdev().name() == bdev)
                 .map(|n| n.nsid().0)
                 .collect();
-            let Some(t) = self.timing.as_deref_mut() else {
+            let Some(t) = self.instruments.timing.as_deref_mut() else {
                 return uses;
             };
             t.bdevs.retain(|b| b != bdev);
@@ -326,7 +326,7 @@ impl Controller {
                 q.namespaces.retain(|n| !gone.contains(&n.nsid));
             }
             if t.bdevs.is_empty() {
-                self.timing = None;
+                self.instruments.timing = None;
             }
         }
         self.refresh_timed_namespaces();
@@ -336,7 +336,7 @@ impl Controller {
     /// A detached namespace's histograms go with it: a namespace attached later at the same
     /// NSID (another bdev, say) starts from nothing instead of inheriting them.
     pub(crate) fn forget_namespace_timing(&mut self, nsid: u32) {
-        if let Some(t) = self.timing.as_deref_mut() {
+        if let Some(t) = self.instruments.timing.as_deref_mut() {
             for q in &mut t.queues {
                 q.namespaces.retain(|n| n.nsid != nsid);
             }
@@ -345,7 +345,7 @@ impl Controller {
 
     /// Recompute which NSIDs are timed (after enabling, attaching or detaching).
     pub(crate) fn refresh_timed_namespaces(&mut self) {
-        let Some(t) = self.timing.as_deref_mut() else {
+        let Some(t) = self.instruments.timing.as_deref_mut() else {
             return;
         };
         t.ns_on = self
@@ -360,12 +360,12 @@ impl Controller {
 
     /// Whether any command is being timed.
     pub fn timing_enabled(&self) -> bool {
-        self.timing.is_some()
+        self.instruments.timing.is_some()
     }
 
     /// A copy of the timing state (None while off).
     pub fn timing(&self) -> Option<TimingSnapshot> {
-        let t = self.timing.as_deref()?;
+        let t = self.instruments.timing.as_deref()?;
         let name_of = |nsid: u32| {
             self.namespaces()
                 .find(|n| n.nsid().0 == nsid)

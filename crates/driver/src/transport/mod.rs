@@ -12,8 +12,7 @@ mod vfio_user;
 
 pub use vfio_user::VfioUserTransport;
 
-use crate::controller::DMA_POOL_IOVA;
-use crate::dma::DmaPool;
+use crate::dma::{DMA_POOL_IOVA, DmaPool};
 use crate::error::DriverError;
 
 /// Offset of the PCI Command register in config space.

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `bdev_enable_histogram`, `bdev_get_histogram` and `nvmemu_get_latency_breakdown`: the
 //! target-side timing of `nvmemu_ctrl::timing`, switched per bdev on every controller that
-//! serves it and read back as copies taken on each controller's poller.
+//! serves it and read back as copies taken on each controller's poller. The same switch
+//! times the bdev's operations (`Bdev::set_timed`, `bdev_get_iostat`'s latency ticks).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use nvmemu_ctrl::timing::{Layer, LayerSet, TimingSnapshot};
 use nvmemu_device::Target;
@@ -24,6 +26,9 @@ const DEFAULT_GRANULARITY: u32 = nvmemu_ctrl::timing::DEFAULT_GRANULARITY;
 /// added; enabling an enabled bdev keeps its counts).
 pub(crate) fn reapply(st: &State, target: &Target) {
     for (bdev, &g) in &st.histograms {
+        if let Some((_, e)) = st.bdevs.get(bdev) {
+            e.bdev.set_timed(true);
+        }
         set_on_all(target, bdev, true, g);
     }
 }
@@ -45,10 +50,10 @@ pub(crate) fn enable(
     target: &Target,
     p: BdevEnableHistogramParams,
 ) -> Result<Value, RpcError> {
-    let name = st
+    let (name, bdev) = st
         .bdevs
         .get(&p.name)
-        .map(|(n, _)| n.to_owned())
+        .map(|(n, e)| (n.to_owned(), Arc::clone(&e.bdev)))
         .ok_or_else(|| no_bdev(&p.name))?;
     let asked = p.granularity.unwrap_or(DEFAULT_GRANULARITY);
     // Re-enabling keeps the granularity the histograms already have, on every controller
@@ -59,6 +64,9 @@ pub(crate) fn enable(
         st.histograms.remove(&name);
         asked
     };
+    // The bdev's own operation latencies (bdev_get_iostat's `*_latency_ticks`) follow the
+    // same switch: off, no I/O reads the clock.
+    bdev.set_timed(p.enable);
     set_on_all(target, &name, p.enable, g);
     Ok(Value::Bool(true))
 }

@@ -36,19 +36,41 @@ fn iostat_latency_ticks_and_nvmf_qpair_counts_follow_a_clients_io() {
     let mut q = c.take_qpair().unwrap();
     let buf = c.alloc_dma(4096).unwrap();
     buf.copy_from(0, &[0x5a; 4096]).unwrap();
-    for i in 0..64 {
-        q.write_blocking(Nsid(1), Lba(i * 8), 8, &buf).unwrap();
-        q.read_blocking(Nsid(1), Lba(i * 8), 8, &buf).unwrap();
+    let io = |q: &mut nvmemu_driver::IoQpair| {
+        for i in 0..64 {
+            q.write_blocking(Nsid(1), Lba(i * 8), 8, &buf).unwrap();
+            q.read_blocking(Nsid(1), Lba(i * 8), 8, &buf).unwrap();
+        }
+    };
+    // Untimed (the default): counted, but no clock read, so no latency.
+    io(&mut q);
+    let iostat = || {
+        s.call("bdev_get_iostat", json!({"name": "Malloc0"}))
+            .unwrap()
+    };
+    let b = iostat()["bdevs"][0].clone();
+    assert_eq!(b["num_read_ops"], json!(64), "{b}");
+    for k in [
+        "read_latency_ticks",
+        "write_latency_ticks",
+        "max_read_latency_ticks",
+    ] {
+        assert_eq!(b[k], json!(0), "{k}: {b}");
     }
+    // The histogram switch times the bdev's operations too.
+    s.call(
+        "bdev_enable_histogram",
+        json!({"name": "Malloc0", "enable": true}),
+    )
+    .unwrap();
+    io(&mut q);
     drop(q);
     c.shutdown().unwrap();
     // The I/O queues are deleted; the totals keep them.
     let (admin, io, _, current_io) = qpair_counts(&s);
     assert_eq!((admin, io, current_io), (1, n, 0));
 
-    let stat = s
-        .call("bdev_get_iostat", json!({"name": "Malloc0"}))
-        .unwrap();
+    let stat = iostat();
     assert_eq!(stat["tick_rate"], json!(1_000_000_000u64));
     let b = &stat["bdevs"][0];
     let get = |k: &str| b[k].as_u64().expect(k);
@@ -61,9 +83,10 @@ fn iostat_latency_ticks_and_nvmf_qpair_counts_follow_a_clients_io() {
             get(&format!("min_{op}_latency_ticks")),
             get(&format!("max_{op}_latency_ticks")),
         );
-        assert_eq!(count, 64, "{op}");
+        assert_eq!(count, 128, "{op}");
+        // Only the second 64 were timed.
         assert!(min > 0 && min <= max && max <= sum, "{op}: {b}");
-        assert!(sum >= count * min && sum <= count * max, "{op}: {b}");
+        assert!(sum >= 64 * min && sum <= 64 * max, "{op}: {b}");
     }
     // No Deallocate ran: its latency is all zero.
     let unmap = [

@@ -15,8 +15,7 @@ use std::sync::Arc;
 use nvmemu_mem::{Iova, MmapRegion, Protection, vfio as vfio_ioctl};
 
 use super::{Transport, TransportError};
-use crate::controller::DMA_POOL_IOVA;
-use crate::dma::DmaPool;
+use crate::dma::{DMA_POOL_IOVA, DmaPool};
 use crate::error::DriverError;
 
 mod address;

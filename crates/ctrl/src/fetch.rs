@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Taking commands off a submission queue: each queued SQE is copied out of the ring once,
+//! into a small buffer the queue owns, and everything after that (the Read prefetch, the
+//! checks that may leave a command queued for a later pass, decode and execution) works on
+//! that copy. CONTRIBUTING's rule: the host may rewrite a slot at any moment, so the bytes
+//! validated and the bytes executed must be the same bytes.
+//!
+//! The host may not touch an entry between ringing the tail doorbell past it and seeing a
+//! completion whose SQHD has passed it (NVMe Base 1.4, 4.1), so a copy taken early (by the
+//! prefetch, one pass ahead) is the command the host submitted.
+
+use nvmemu_spec::Sqe;
+
+use crate::queue::{RingIdx, SQE_SIZE, SubmissionQueue};
+
+/// Entries a queue copies ahead of its head (a power of two; at least one poll batch).
+pub(crate) const COPY_AHEAD: u32 = 32;
+const _: () = assert!(COPY_AHEAD.is_power_of_two());
+const _: () = assert!(COPY_AHEAD as usize >= crate::poll::IO_BATCH);
+
+/// The ring could not be read (its memory is gone): the caller makes the controller fatal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RingUnreadable;
+
+/// The copies of the entries `[head, copied)` of one submission queue, in ring order from
+/// slot `first` (wrapping at [`COPY_AHEAD`], not at the ring's size).
+#[derive(Debug)]
+pub(crate) struct SqeCopies {
+    slots: Box<[Sqe; COPY_AHEAD as usize]>,
+    /// Slot of the entry at the queue's head.
+    first: u32,
+    /// The entries before this index (from head) are copied.
+    pub(crate) copied: RingIdx,
+}
+
+impl Default for SqeCopies {
+    fn default() -> Self {
+        SqeCopies {
+            slots: Box::new([Sqe::default(); COPY_AHEAD as usize]),
+            first: 0,
+            copied: RingIdx::default(),
+        }
+    }
+}
+
+impl SubmissionQueue {
+    /// The entry at the head, copied out of the ring if no earlier call copied it; it stays
+    /// at the head (and copied) until [`consume`](Self::consume). `Ok(None)`: the queue is
+    /// empty up to `tail`.
+    #[inline(always)]
+    pub(crate) fn fetch(&mut self, tail: RingIdx) -> Result<Option<Sqe>, RingUnreadable> {
+        if self.head == tail {
+            return Ok(None);
+        }
+        if self.copied_ahead(tail) == 0 {
+            self.copy_next(tail)?;
+        }
+        let slot = (self.copies.first & (COPY_AHEAD - 1)) as usize;
+        Ok(self.copies.slots.get(slot).copied())
+    }
+
+    /// The head entry is taken: SQHD moves past it, and its ring line goes back toward the
+    /// shared cache, where the host's next write to the slot finds it without a snoop of
+    /// this core.
+    #[inline(always)]
+    pub(crate) fn consume(&mut self) {
+        let at = self.head;
+        self.ring
+            .region
+            .demote(self.ring.offset + u64::from(at.get()) * SQE_SIZE);
+        if self.copies.copied == at {
+            self.copies.copied = at.next(self.size).0;
+        }
+        self.head = at.next(self.size).0;
+        self.copies.first = (self.copies.first + 1) & (COPY_AHEAD - 1);
+    }
+
+    /// Copy up to `max` queued entries past the ones already copied; `each` sees every new
+    /// copy (the Read prefetch). Stops early at the buffer's end or an unreadable ring.
+    pub(crate) fn copy_ahead(&mut self, tail: RingIdx, max: u32, mut each: impl FnMut(&Sqe)) {
+        let want = self.distance(self.head, tail).min(max).min(COPY_AHEAD);
+        let mut have = self.copied_ahead(tail);
+        while have < want {
+            let Ok(sqe) = self.copy_next(tail) else {
+                return;
+            };
+            each(&sqe);
+            have += 1;
+        }
+    }
+
+    /// Entries copied at and after the head. A mark outside `[head, tail]` is stale (the host
+    /// moved the tail back): copying starts again from the head.
+    #[inline(always)]
+    fn copied_ahead(&mut self, tail: RingIdx) -> u32 {
+        let copied = self.distance(self.head, self.copies.copied);
+        if copied > self.distance(self.head, tail) {
+            self.copies.copied = self.head;
+            return 0;
+        }
+        copied
+    }
+
+    /// Copy the entry at the mark into its slot and advance the mark. Both callers check
+    /// that the entry is queued and the buffer has room; the check here only keeps a broken
+    /// caller from overwriting a copy still in use (it then reads as an unreadable ring).
+    #[inline(always)]
+    fn copy_next(&mut self, tail: RingIdx) -> Result<Sqe, RingUnreadable> {
+        let at = self.copies.copied;
+        let ahead = self.distance(self.head, at);
+        if at == tail || ahead >= COPY_AHEAD {
+            return Err(RingUnreadable);
+        }
+        let off = self.ring.offset + u64::from(at.get()) * SQE_SIZE;
+        let sqe = self
+            .ring
+            .region
+            .read_obj::<Sqe>(off)
+            .map_err(|_| RingUnreadable)?;
+        let slot = ((self.copies.first + ahead) & (COPY_AHEAD - 1)) as usize;
+        if let Some(s) = self.copies.slots.get_mut(slot) {
+            *s = sqe;
+        }
+        self.copies.copied = at.next(self.size).0;
+        Ok(sqe)
+    }
+}
