@@ -30,11 +30,14 @@
 pub mod breakdown;
 pub mod ceiling;
 pub mod compare;
+mod dir_clock;
 mod engine;
 mod error;
 mod fio_names;
+mod generations;
 pub mod iolog;
 mod job;
+mod job_output;
 pub mod jobfile;
 mod mem_queue;
 mod next_io;
@@ -67,9 +70,10 @@ pub use ceiling::{CeilingError, CeilingOptions, CeilingResult, run_ceiling};
 pub use compare::{Comparison, RunSummary, median};
 pub use engine::{EngineError, Geometry, IoQueue, Op};
 pub use error::BenchError;
-pub use job::{JobOutput, JobState, Progress, Rng, VerifySummary, run_job};
+pub use job::run_job;
+pub use job_output::{JobOutput, JobState, Progress, VerifySummary};
 pub use mem_queue::{CommandLog, MemDevice, MemQueue};
-pub use offsets::{Offsets, Permutation, RandomMap};
+pub use offsets::{Offsets, Permutation, RandomMap, Rng};
 pub use options::{
     Batching, BenchOptions, BsSpec, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat,
     PercentileList, RwMode, RwSpec, SizeSpec, VerifyMode, parse_bool, parse_cpu_list,

@@ -2,7 +2,7 @@
 //! The result of a run, the machine it ran on and the target's cost: plain
 //! data that the report renderers turn into fio's text and JSON.
 
-use crate::job::JobOutput;
+use crate::job_output::JobOutput;
 use crate::options::BenchOptions;
 
 /// errno fio reports for an I/O error.

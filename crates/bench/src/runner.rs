@@ -9,7 +9,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::engine::IoQueue;
 use crate::error::BenchError;
-use crate::job::{Progress, run_job};
+use crate::job::run_job;
+use crate::job_output::Progress;
 use crate::options::BenchOptions;
 use crate::plan::{JobPlan, plan_jobs};
 use crate::result::{BenchResult, JobResult, MachineInfo, TargetProbe, TargetReport};

@@ -600,7 +600,7 @@ mod tests {
     fn pending_runs_record_the_same_samples_as_one_at_a_time() {
         let (mut direct, mut batched) = (JobStats::default(), JobStats::default());
         let mut pending = PendingLatencies::default();
-        let mut rng = crate::job::Rng::new(7);
+        let mut rng = crate::offsets::Rng::new(7);
         for i in 0..5000u64 {
             // Runs of equal latencies of random length, both directions, wide values.
             let run = rng.below(9);
