@@ -22,6 +22,9 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::svg::esc;
+pub use crate::svg::fmt_ns;
+
 /// Why a plot could not be drawn.
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
@@ -296,13 +299,6 @@ fn layers_of(v: &Value) -> Vec<Layer> {
         .collect()
 }
 
-pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// `-log10(1 - f)`, capped: 0 at 0 %, 1 at 90 %, 2 at 99 %, ...
 fn nines(f: f64) -> f64 {
     if f >= 1.0 {
@@ -310,18 +306,6 @@ fn nines(f: f64) -> f64 {
     } else {
         (-(1.0 - f).log10()).clamp(0.0, MAX_NINES)
     }
-}
-
-/// A latency as text: 850ns, 12.5us, 3.2ms.
-pub fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e6 {
-        format!("{:.3}ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.3}us", ns / 1e3)
-    } else {
-        format!("{ns:.0}ns")
-    }
-    .replace(".000", "")
 }
 
 fn chart(s: &mut String, title: &str, curves: &[Curve]) {

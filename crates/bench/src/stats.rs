@@ -6,6 +6,7 @@
 
 use hdrhistogram::Histogram;
 
+pub use crate::io_latency::IoLatency;
 use crate::iolog::{IoLog, LogSpec};
 
 /// Highest latency the histograms resolve (100 s); larger values saturate.
@@ -370,21 +371,6 @@ impl LatBuckets {
             *a += b;
         }
     }
-}
-
-/// The latencies of one completed I/O, in ns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IoLatency {
-    /// Direction index (`Op::index`).
-    pub dir: usize,
-    /// Submission latency.
-    pub slat: u64,
-    /// Completion latency.
-    pub clat: u64,
-    /// Total latency.
-    pub lat: u64,
-    /// When it completed (the job's clock), for the time-series logs.
-    pub at_ns: u64,
 }
 
 /// Completions not yet recorded: a run of consecutive ones with equal [`IoLatency`], kept

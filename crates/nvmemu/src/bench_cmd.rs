@@ -356,7 +356,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let json = nvmemu_bench::render_json(&result, true);
         nvmemu_bench::plot::write_svg(&json, path).context("--plot")?;
     }
-    nvmemu_bench::iolog::write_logs(&result, Path::new("."))
+    nvmemu_bench::write_logs(&result, Path::new("."))
         .map_err(|e| anyhow!("cannot write the job logs in the current directory ({e})"))?;
     // As fio: the report is printed either way, the exit status says a job failed.
     finish(&result)
