@@ -6,11 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow, bail};
-use nvmemu_driver::{AttachOptions, Controller, DriverError, IDENTIFY_BYTES, sqe};
+use nvmemu_driver::{AttachOptions, Controller, DriverError, IDENTIFY_BYTES, PciAddress, sqe};
 use nvmemu_spec::Nsid;
 
-use crate::bench_cmd::error_chain;
 use crate::id_print::{Page, ctrl_json, ctrl_text, ns_json, ns_text};
+use nvmemu::error_chain;
 
 /// Output formats of `nvmemu identify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -166,13 +166,30 @@ pub fn attach_hint(e: &(dyn std::error::Error + 'static)) -> &'static str {
     }
 }
 
+/// Attaches to the PCI function `addr` with the given queues and DMA pool size.
+pub fn attach_pci(
+    addr: PciAddress,
+    io_queues: u16,
+    queue_depth: u16,
+    dma_pool_bytes: u64,
+) -> Result<Controller> {
+    let opts = AttachOptions {
+        io_queues,
+        queue_depth,
+        dma_pool_bytes,
+        ..AttachOptions::default()
+    };
+    Controller::attach_pci(addr, opts)
+        .map_err(|e| anyhow!("cannot attach to {addr}: {}", error_chain(&e)))
+}
+
 /// `nvmemu identify`.
 pub fn run(args: &IdentifyArgs) -> Result<()> {
     if args.nsid == Some(0) {
         bail!("--nsid must be 1 or more");
     }
     let mut ctrl = match (args.device, &args.socket) {
-        (Some(addr), _) => crate::bench_device::attach_with(addr, 1, 2, 8 << 20)?,
+        (Some(addr), _) => attach_pci(addr, 1, 2, 8 << 20)?,
         (None, Some(socket)) => attach_socket(socket, args.reply_timeout)?,
         (None, None) => bail!("give --socket DIR or --device ADDR"),
     };

@@ -16,10 +16,14 @@ use nvmemu_bench::{
 use nvmemu_ctrl::{LatencyHook, LatencyTable};
 use nvmemu_driver::Controller;
 
-use crate::bench_cmd::{BenchArgs, attach, error_chain, make_driver_queues, make_queues};
-use crate::bench_jobs::{JobSpec, RunPlan};
-use crate::bench_target::{EmbeddedTarget, TargetPlacement, allowed_cpus};
-use crate::engine::{DriverQueue, SpreadQueue, Trace};
+use nvmemu::error_chain;
+
+use super::args::BenchArgs;
+use super::attach::{attach_socket, make_driver_queues, make_queues};
+use super::driver_queue::{DriverQueue, Trace};
+use super::jobs::{JobSpec, RunPlan};
+use super::spread_queue::SpreadQueue;
+use super::target::{EmbeddedTarget, TargetPlacement, allowed_cpus};
 
 /// What a stage's controller must offer: a queue pair per clone, the deepest queue and
 /// the largest block of its jobs.
@@ -81,7 +85,7 @@ pub fn run_on_socket(
 ) -> Result<BenchResult> {
     let place = dir.join("cntrl").display().to_string();
     run_stages(plan, stop, lead, &place, |needs| {
-        attach(dir, needs, true, lead.reply_timeout)
+        attach_socket(dir, needs, true, lead.reply_timeout)
     })
 }
 
@@ -172,7 +176,7 @@ pub fn run_embedded(
         let mut ctrls = Vec::new();
         let mut per_ctrl: Vec<std::vec::IntoIter<DriverQueue>> = Vec::new();
         for dir in target.dirs() {
-            let mut ctrl = attach(dir, &needs, false, lead.reply_timeout)?;
+            let mut ctrl = attach_socket(dir, &needs, false, lead.reply_timeout)?;
             let mut qs = make_driver_queues(
                 &mut ctrl,
                 lead.nsid,

@@ -134,7 +134,7 @@ impl EmbeddedTarget {
             }
             NsKind::Null => Bdev::null("bench0", ns.lba, ns.num_blocks()),
         }
-        .map_err(|e| anyhow::anyhow!(crate::bench_cmd::error_chain(&e)))
+        .map_err(|e| anyhow::anyhow!(nvmemu::error_chain(&e)))
         .context("cannot create the namespace")?;
         let bdev = Arc::new(bdev);
         let mut dirs = Vec::new();
