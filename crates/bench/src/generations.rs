@@ -3,6 +3,8 @@
 //! (a write stores the next one in each block's header, a trim makes it read as
 //! zeroes), which units have an I/O in flight, and the check of a read against them.
 
+use std::collections::VecDeque;
+
 use crate::job_output::{MAX_VERIFY_DETAILS, VerifySummary};
 use crate::next_io::NextIo;
 use crate::plan::JobPlan;
@@ -21,6 +23,53 @@ pub(crate) struct Slot {
     pub(crate) dir: usize,
     pub(crate) start_ns: u64,
     pub(crate) issue_ns: u64,
+}
+
+/// Verify's state: the checker, what it does, and the generation of every unit.
+pub(crate) struct VerifyState {
+    pub(crate) verifier: Option<Verifier>,
+    /// Reads are checked. fio checks a read-only job's reads even with do_verify=0
+    /// (that option only drops the read-back phase after writes).
+    pub(crate) checking: bool,
+    /// `verify_only`: the writes are replayed without I/O, then read back.
+    pub(crate) dry_run: bool,
+    /// `verify_backlog`: written units are read back after this many.
+    pub(crate) backlog_len: Option<u64>,
+    pub(crate) gens: Vec<u32>,
+    pub(crate) busy: Busy,
+    /// Written units waiting for their backlog check; room for a full backlog plus what
+    /// completes while it drains, so it never grows on the hot path.
+    pub(crate) backlog: VecDeque<(u64, u64)>,
+}
+
+impl VerifyState {
+    pub(crate) fn new(plan: &JobPlan, depth: usize) -> VerifyState {
+        let vplan = plan.verify.as_ref();
+        let verifier = vplan.map(|v| Verifier::new(v.method.clone(), plan.job));
+        let checking = vplan.is_some_and(|v| v.do_verify || reads_only(plan));
+        let backlog_len = vplan.and_then(|v| v.backlog).filter(|_| checking);
+        let units_len = usize::try_from(plan.units).unwrap_or(0);
+        let table = verifier.is_some();
+        VerifyState {
+            verifier,
+            checking,
+            dry_run: vplan.is_some_and(|v| v.verify_only),
+            backlog_len,
+            gens: if table {
+                vec![0; units_len]
+            } else {
+                Vec::new()
+            },
+            busy: Busy(if table {
+                vec![0; units_len.div_ceil(64)]
+            } else {
+                Vec::new()
+            }),
+            backlog: VecDeque::with_capacity(backlog_len.map_or(0, |n| {
+                usize::try_from(n.min(plan.units)).unwrap_or(0) + depth
+            })),
+        }
+    }
 }
 
 pub(crate) fn next_gen(g: u32) -> u32 {
