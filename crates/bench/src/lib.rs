@@ -8,8 +8,9 @@
 //! line, and reports in fio's normal / JSON / JSON+ formats plus our `target`
 //! and `machine` sections ([`render`]).
 //!
-//! May depend on: `nvmemu-spec`, `nvmemu-driver` (the glue implementing
-//! [`IoQueue`] over the driver's I/O qpair lives with whoever wires them).
+//! Depends on: `nvmemu-mem` (its calibrated clock) only; the glue implementing
+//! [`IoQueue`] over the driver's I/O queue pair lives in the binary
+//! (`crates/nvmemu/src/bench/driver_queue.rs`).
 //! Never: allocates, locks, logs or makes a syscall per I/O on the hot path
 //! (one clock read per I/O is the exception), or panics on a device's answer.
 //!
