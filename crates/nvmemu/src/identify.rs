@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow, bail};
-use nvmemu_driver::{AttachOptions, Controller, DriverError, IDENTIFY_BYTES, PciAddress, sqe};
+use nvmemu_driver::{
+    AttachOptions, AttachedController, DriverError, IDENTIFY_BYTES, PciAddress, sqe,
+};
 use nvmemu_spec::Nsid;
 
 use crate::id_print::{Page, ctrl_json, ctrl_text, ns_json, ns_text};
@@ -57,7 +59,11 @@ pub struct IdentifyPages {
 }
 
 /// Issues Identify with `cns` for `nsid` and returns the 4 KiB page.
-fn identify_page(ctrl: &mut Controller, cns: u8, nsid: u32) -> Result<Vec<u8>, DriverError> {
+fn identify_page(
+    ctrl: &mut AttachedController,
+    cns: u8,
+    nsid: u32,
+) -> Result<Vec<u8>, DriverError> {
     let buf = ctrl.alloc_dma(IDENTIFY_BYTES as u64)?;
     let cqe = ctrl.admin_raw_with_data(sqe::identify(cns, Nsid(nsid)), Some((&buf, 4096)))?;
     let status = cqe.status();
@@ -70,7 +76,7 @@ fn identify_page(ctrl: &mut Controller, cns: u8, nsid: u32) -> Result<Vec<u8>, D
 }
 
 /// Reads the controller page and the pages of `nsid` (or of every active namespace).
-pub fn read_pages(ctrl: &mut Controller, nsid: Option<u32>) -> Result<IdentifyPages> {
+pub fn read_pages(ctrl: &mut AttachedController, nsid: Option<u32>) -> Result<IdentifyPages> {
     let page = identify_page(ctrl, sqe::cns::CONTROLLER, 0)
         .map_err(|e| anyhow!("Identify Controller failed: {}", error_chain(&e)))?;
     let nsids = match nsid {
@@ -172,14 +178,14 @@ pub fn attach_pci(
     io_queues: u16,
     queue_depth: u16,
     dma_pool_bytes: u64,
-) -> Result<Controller> {
+) -> Result<AttachedController> {
     let opts = AttachOptions {
         io_queues,
         queue_depth,
         dma_pool_bytes,
         ..AttachOptions::default()
     };
-    Controller::attach_pci(addr, opts)
+    AttachedController::attach_pci(addr, opts)
         .map_err(|e| anyhow!("cannot attach to {addr}: {}", error_chain(&e)))
 }
 
@@ -202,8 +208,8 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
 }
 
 /// Attach to the vfio-user server at `socket`/cntrl for identify.
-fn attach_socket(socket: &Path, reply_timeout: std::time::Duration) -> Result<Controller> {
-    Controller::attach(
+fn attach_socket(socket: &Path, reply_timeout: std::time::Duration) -> Result<AttachedController> {
+    AttachedController::attach(
         socket,
         AttachOptions {
             io_queues: 1,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use nvmemu_driver::{AttachOptions, Controller, sqe};
+use nvmemu_driver::{AttachOptions, AttachedController, sqe};
 use nvmemu_rpc::{Client, ClientError};
 use nvmemu_spec::opcode::IoOpcode;
 use nvmemu_spec::{Lba, Nsid, Status};
@@ -184,8 +184,8 @@ fn kb_field(text: &str, key: &str) -> u64 {
     kb * 1024
 }
 
-fn attach(dir: &Path) -> Controller {
-    Controller::attach(
+fn attach(dir: &Path) -> AttachedController {
+    AttachedController::attach(
         dir,
         AttachOptions {
             io_queues: 1,
@@ -205,7 +205,7 @@ fn rpc_code(r: Result<Value, ClientError>) -> (i32, String) {
 }
 
 /// SUBNQN: Identify Controller bytes 1023:768, NUL padded.
-fn identify_subnqn(c: &mut Controller) -> String {
+fn identify_subnqn(c: &mut AttachedController) -> String {
     let buf = c.alloc_dma(4096).expect("DMA buffer");
     let cqe = c
         .admin_raw_with_data(
@@ -289,7 +289,7 @@ fn iostat_latency_ticks_and_nvmf_qpair_counts_follow_a_clients_io() {
         dma_pool_bytes: 8 << 20,
         ..AttachOptions::default()
     };
-    let mut c = Controller::attach(&s.traddr(), opts).expect("driver attaches");
+    let mut c = AttachedController::attach(&s.traddr(), opts).expect("driver attaches");
     let n = c.io_queue_count() as u64;
     assert!(n >= 1);
     assert_eq!(qpair_counts(&s), (1, n, 1, n));
@@ -336,7 +336,7 @@ fn iostat_latency_ticks_and_nvmf_qpair_counts_follow_a_clients_io() {
 
     // A second client adds its own queues to the totals.
     drop(c);
-    let mut c = Controller::attach(&s.traddr(), opts).expect("driver attaches again");
+    let mut c = AttachedController::attach(&s.traddr(), opts).expect("driver attaches again");
     let m = c.io_queue_count() as u64;
     assert_eq!(qpair_counts(&s), (2, n + m, 1, m));
     c.shutdown().unwrap();
@@ -422,7 +422,7 @@ fn bad_parameters_unknown_methods_and_state_errors_get_spdk_codes() {
 }
 
 /// Polls until the controller completes an outstanding AER.
-fn wait_event(c: &mut Controller) -> u32 {
+fn wait_event(c: &mut AttachedController) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let events = c.poll_async_events().expect("poll AERs");
@@ -437,7 +437,7 @@ fn wait_event(c: &mut Controller) -> u32 {
 }
 
 /// Changed Namespace List (LID 04h): the NSIDs it lists.
-fn changed_namespaces(c: &mut Controller) -> Vec<u32> {
+fn changed_namespaces(c: &mut AttachedController) -> Vec<u32> {
     let page = c
         .get_log_page(0x04, Nsid(0xFFFF_FFFF), 4096, 0)
         .expect("Changed Namespace List");

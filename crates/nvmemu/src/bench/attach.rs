@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use nvmemu::error_chain;
 use nvmemu_bench::{BenchOptions, IoQueue};
-use nvmemu_driver::{AttachOptions, Controller, IO_CQ_DEPTH_FACTOR, PciAddress};
+use nvmemu_driver::{AttachOptions, AttachedController, IO_CQ_DEPTH_FACTOR, PciAddress};
 use nvmemu_spec::Nsid;
 
 use super::checks::{check_depth, check_queues};
@@ -43,7 +43,7 @@ pub fn attach_socket(
     opts: &BenchOptions,
     hint: bool,
     reply_timeout: Duration,
-) -> Result<Controller> {
+) -> Result<AttachedController> {
     let io_queues = u16::try_from(opts.numjobs)
         .map_err(|_| anyhow!("numjobs {} is too large", opts.numjobs))?;
     let queue_depth = u16::try_from(opts.iodepth.saturating_add(1)).unwrap_or(u16::MAX);
@@ -53,7 +53,7 @@ pub fn attach_socket(
         dma_pool_bytes: dma_pool_bytes(opts.numjobs, queue_depth, opts.max_bs()),
         reply_timeout,
     };
-    let ctrl = Controller::attach(dir, attach).map_err(|e| {
+    let ctrl = AttachedController::attach(dir, attach).map_err(|e| {
         anyhow!(
             "cannot attach to {}: {}{}",
             dir.join("cntrl").display(),
@@ -70,7 +70,7 @@ pub fn attach_socket(
 const PHYSICAL_SLACK: u64 = 2 * (2 << 20);
 
 /// Attach to `addr` with one I/O queue pair per job and room for `opts`' buffers.
-pub fn attach_device(addr: PciAddress, opts: &BenchOptions) -> Result<Controller> {
+pub fn attach_device(addr: PciAddress, opts: &BenchOptions) -> Result<AttachedController> {
     let io_queues = u16::try_from(opts.numjobs)
         .map_err(|_| anyhow!("numjobs {} is too large", opts.numjobs))?;
     let queue_depth = u16::try_from(opts.iodepth.saturating_add(1)).unwrap_or(u16::MAX);
@@ -84,7 +84,7 @@ pub fn attach_device(addr: PciAddress, opts: &BenchOptions) -> Result<Controller
 /// One [`DriverQueue`] per job on namespace `nsid`; `stop` is the run's stop flag, and
 /// a queue on which nothing completes for `stall` is given up.
 pub fn make_queues(
-    ctrl: &mut Controller,
+    ctrl: &mut AttachedController,
     nsid: u32,
     numjobs: u32,
     stop: &Arc<AtomicBool>,
@@ -98,7 +98,7 @@ pub fn make_queues(
 
 /// `make_queues` without the boxing.
 pub fn make_driver_queues(
-    ctrl: &mut Controller,
+    ctrl: &mut AttachedController,
     nsid: u32,
     numjobs: u32,
     stop: &Arc<AtomicBool>,

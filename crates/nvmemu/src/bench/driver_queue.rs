@@ -332,7 +332,7 @@ impl IoQueue for DriverQueue {
 mod tests {
     use super::*;
     use crate::bench::target::{EmbeddedTarget, TargetPlacement};
-    use nvmemu_driver::{AttachOptions, Controller};
+    use nvmemu_driver::{AttachOptions, AttachedController};
     use nvmemu_spec::Status;
 
     fn target() -> EmbeddedTarget {
@@ -346,7 +346,7 @@ mod tests {
         EmbeddedTarget::start(&ns, &placement).unwrap()
     }
 
-    fn queue(ctrl: &mut Controller, stop: &Arc<AtomicBool>) -> DriverQueue {
+    fn queue(ctrl: &mut AttachedController, stop: &Arc<AtomicBool>) -> DriverQueue {
         let qp = ctrl.take_qpair().unwrap();
         DriverQueue::new(
             qp,
@@ -358,14 +358,14 @@ mod tests {
         .unwrap()
     }
 
-    fn attach(t: &EmbeddedTarget) -> Controller {
+    fn attach(t: &EmbeddedTarget) -> AttachedController {
         let opts = AttachOptions {
             io_queues: 1,
             queue_depth: 16,
             dma_pool_bytes: 8 << 20,
             ..AttachOptions::default()
         };
-        Controller::attach(t.dir(), opts).unwrap()
+        AttachedController::attach(t.dir(), opts).unwrap()
     }
 
     /// Reaps until `want` completions were reported.

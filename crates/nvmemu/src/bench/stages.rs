@@ -14,7 +14,7 @@ use nvmemu_bench::{
     StageJob, TargetProbe, run_stage,
 };
 use nvmemu_ctrl::{LatencyHook, LatencyTable};
-use nvmemu_driver::Controller;
+use nvmemu_driver::AttachedController;
 
 use nvmemu::error_chain;
 
@@ -62,7 +62,7 @@ fn stage_jobs(stage: &[JobSpec], queues: Vec<Box<dyn IoQueue>>) -> Vec<StageJob>
 /// Detaches from `ctrl`: a clean shutdown, or none at all when a job found the device
 /// not completing commands (every shutdown step would wait out its timeout, so one
 /// silent server would cost several `--reply-timeout`s after the job already failed).
-fn shutdown(ctrl: &mut Controller, result: &Result<BenchResult, BenchError>) {
+fn shutdown(ctrl: &mut AttachedController, result: &Result<BenchResult, BenchError>) {
     let stalled = result.as_ref().is_ok_and(|r| {
         r.jobs
             .iter()
@@ -96,7 +96,7 @@ pub fn run_stages(
     stop: &Arc<AtomicBool>,
     lead: &BenchArgs,
     place: &str,
-    attach: impl Fn(&BenchOptions) -> Result<Controller>,
+    attach: impl Fn(&BenchOptions) -> Result<AttachedController>,
 ) -> Result<BenchResult> {
     let mut runs = Vec::new();
     for stage in &plan.stages {
