@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use crate::engine::IoQueue;
 use crate::error::BenchError;
 use crate::job::run_job;
-use crate::job_output::Progress;
+use crate::job_output::{JobOutput, Progress};
 use crate::options::BenchOptions;
 use crate::plan::{JobPlan, plan_jobs};
 use crate::result::{BenchResult, JobResult, MachineInfo, TargetProbe, TargetReport};
@@ -78,34 +78,9 @@ pub fn run_stage(
             numjobs: 0,
         });
     };
-    // (options, groupid, plan, queue, cpu) per thread.
-    let mut threads = Vec::new();
-    for j in jobs {
-        if j.queues.len() != usize::try_from(j.opts.numjobs).unwrap_or(0) {
-            return Err(BenchError::QueueCount {
-                queues: j.queues.len(),
-                numjobs: j.opts.numjobs,
-            });
-        }
-        let Some(first) = j.queues.first() else {
-            return Err(BenchError::QueueCount {
-                queues: 0,
-                numjobs: j.opts.numjobs,
-            });
-        };
-        let plans = plan_jobs(&j.opts, first.geometry())?;
-        let opts = Arc::new(j.opts);
-        for (plan, q) in plans.into_iter().zip(j.queues) {
-            let i = threads.len();
-            let cpu = opts
-                .cpus_allowed
-                .as_ref()
-                .and_then(|c| c.0.get(i % c.0.len().max(1)).copied());
-            threads.push((Arc::clone(&opts), j.groupid, plan, q, cpu));
-        }
-    }
-    let plans: Vec<JobPlan> = threads.iter().map(|t| t.2.clone()).collect();
-    let cpus: Vec<Option<usize>> = threads.iter().map(|t| t.4).collect();
+    let threads = job_threads(jobs)?;
+    let plans: Vec<JobPlan> = threads.iter().map(|t| t.plan.clone()).collect();
+    let cpus: Vec<Option<usize>> = threads.iter().map(|t| t.cpu).collect();
     // The target's counters are charged to the I/Os measured after ramp_time, so with a ramp
     // they are read again once every job is past it (see `status_loop`).
     let mut before = target.snapshot();
@@ -118,56 +93,16 @@ pub fn run_stage(
     let start_ms = unix_ms();
     let mut handles = Vec::with_capacity(plans.len());
     let mut meta = Vec::with_capacity(plans.len());
-    for ((opts, groupid, plan, mut q, cpu), prog) in threads.into_iter().zip(&progress) {
-        let prog = Arc::clone(prog);
-        let stop = Arc::clone(&stop);
-        meta.push((opts, groupid, plan.job, cpu));
-        let h = thread::Builder::new()
-            .name(format!("bench-job{}", plan.job))
-            .spawn(move || {
-                if let Some(cpu) = cpu {
-                    sysinfo::pin_to(cpu).map_err(|source| BenchError::Pin {
-                        job: plan.job,
-                        cpu,
-                        source,
-                    })?;
-                }
-                Ok::<_, BenchError>(run_job(&plan, q.as_mut(), &prog, &stop))
-            })
-            .map_err(BenchError::Spawn)?;
-        handles.push(h);
+    for (t, prog) in threads.into_iter().zip(&progress) {
+        meta.push((Arc::clone(&t.opts), t.groupid, t.plan.job, t.cpu));
+        handles.push(t.spawn(Arc::clone(prog), Arc::clone(&stop))?);
     }
     status_loop(&lead, &plans, &progress, &handles, started, &mut || {
         if ramping {
             before = target.snapshot();
         }
     });
-    let mut results = Vec::with_capacity(handles.len());
-    let mut first_err = None;
-    for (h, (opts, groupid, job, cpu)) in handles.into_iter().zip(meta) {
-        match h.join() {
-            Ok(Ok(output)) => results.push(JobResult {
-                name: opts.name.clone(),
-                groupid,
-                job,
-                pid: std::process::id(),
-                cpu,
-                job_start_ms: start_ms,
-                options: (*opts).clone(),
-                written_options: None,
-                output,
-            }),
-            Ok(Err(e)) => {
-                first_err.get_or_insert(e);
-            }
-            Err(_) => {
-                first_err.get_or_insert(BenchError::JobPanicked { job });
-            }
-        }
-    }
-    if let Some(e) = first_err {
-        return Err(e);
-    }
+    let results = join_jobs(handles, meta, start_ms)?;
     let total_ios: u64 = results
         .iter()
         .flat_map(|j| j.output.stats.dirs.iter())
@@ -192,6 +127,117 @@ pub fn run_stage(
             namespace: String::new(),
         },
     })
+}
+
+/// One job clone to run on its own thread.
+struct JobThread {
+    opts: Arc<BenchOptions>,
+    groupid: u32,
+    plan: JobPlan,
+    queue: Box<dyn IoQueue>,
+    cpu: Option<usize>,
+}
+
+/// What a joined job thread is reported with: its options, group, number and CPU.
+type JobMeta = (Arc<BenchOptions>, u32, u32, Option<usize>);
+
+type JobHandle = thread::JoinHandle<Result<JobOutput, BenchError>>;
+
+/// Plans every clone of the stage's jobs, each with its queue and its CPU (round-robin
+/// over its job's `cpus_allowed`, counting across the stage).
+fn job_threads(jobs: Vec<StageJob>) -> Result<Vec<JobThread>, BenchError> {
+    let mut threads = Vec::new();
+    for j in jobs {
+        if j.queues.len() != usize::try_from(j.opts.numjobs).unwrap_or(0) {
+            return Err(BenchError::QueueCount {
+                queues: j.queues.len(),
+                numjobs: j.opts.numjobs,
+            });
+        }
+        let Some(first) = j.queues.first() else {
+            return Err(BenchError::QueueCount {
+                queues: 0,
+                numjobs: j.opts.numjobs,
+            });
+        };
+        let plans = plan_jobs(&j.opts, first.geometry())?;
+        let opts = Arc::new(j.opts);
+        for (plan, queue) in plans.into_iter().zip(j.queues) {
+            let i = threads.len();
+            let cpu = opts
+                .cpus_allowed
+                .as_ref()
+                .and_then(|c| c.0.get(i % c.0.len().max(1)).copied());
+            threads.push(JobThread {
+                opts: Arc::clone(&opts),
+                groupid: j.groupid,
+                plan,
+                queue,
+                cpu,
+            });
+        }
+    }
+    Ok(threads)
+}
+
+impl JobThread {
+    /// Starts the job's thread, pinned to its CPU if it has one.
+    fn spawn(self, prog: Arc<Progress>, stop: Arc<AtomicBool>) -> Result<JobHandle, BenchError> {
+        let JobThread {
+            plan,
+            mut queue,
+            cpu,
+            ..
+        } = self;
+        thread::Builder::new()
+            .name(format!("bench-job{}", plan.job))
+            .spawn(move || {
+                if let Some(cpu) = cpu {
+                    sysinfo::pin_to(cpu).map_err(|source| BenchError::Pin {
+                        job: plan.job,
+                        cpu,
+                        source,
+                    })?;
+                }
+                Ok::<_, BenchError>(run_job(&plan, queue.as_mut(), &prog, &stop))
+            })
+            .map_err(BenchError::Spawn)
+    }
+}
+
+/// Waits for every job thread; the first error (or panic) fails the stage.
+fn join_jobs(
+    handles: Vec<JobHandle>,
+    meta: Vec<JobMeta>,
+    start_ms: u64,
+) -> Result<Vec<JobResult>, BenchError> {
+    let mut results = Vec::with_capacity(handles.len());
+    let mut first_err = None;
+    for (h, (opts, groupid, job, cpu)) in handles.into_iter().zip(meta) {
+        match h.join() {
+            Ok(Ok(output)) => results.push(JobResult {
+                name: opts.name.clone(),
+                groupid,
+                job,
+                pid: std::process::id(),
+                cpu,
+                job_start_ms: start_ms,
+                options: (*opts).clone(),
+                written_options: None,
+                output,
+            }),
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(BenchError::JobPanicked { job });
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(results),
+    }
 }
 
 #[cfg(test)]
