@@ -11,8 +11,8 @@ use nvmemu_bench::{
 
 use super::DEFAULT_RUNTIME;
 use super::args::{BenchArgs, CeilingMode};
+use super::embedded::run_embedded;
 use super::jobs::{JobSpec, RunPlan};
-use super::stages::run_embedded;
 use super::target::{TargetPlacement, allowed_cpus};
 
 /// The probe's options for this run: its block size, depth, footprint and CPUs.

@@ -2,20 +2,20 @@
 //! `nvmemu bench`: fio-style jobs through our userspace driver, against an
 //! external vfio-user server (`--socket DIR`) or, by default, a target started
 //! in this process and reached over a real socket in a temporary directory.
-
 //!
 //! `args` holds the command line, `jobs` turns it and any job files into stages of
 //! jobs, `checks` refuses what cannot run before anything starts, `target` is the
 //! in-process target, `attach` connects the driver and makes one queue per job,
 //! `driver_queue` is the bench's `IoQueue` over the driver's queue pair (`spread_queue`
-//! over several controllers' pairs), `stages`
-//! runs the stages, `ceiling` the probe, and `output` writes the report.
+//! over several controllers' pairs), `stages` runs the stages (`embedded` against the
+//! in-process target), `ceiling` the probe, and `output` writes the report.
 
 mod args;
 mod attach;
 mod ceiling;
 mod checks;
 mod driver_queue;
+mod embedded;
 mod jobs;
 mod output;
 mod spread_queue;
@@ -32,9 +32,10 @@ use nvmemu_bench::{BenchOptions, BenchResult, RunSummary, render, render_header}
 
 pub use args::BenchArgs;
 use checks::{check_cpus, check_embedded, check_writable, shared_cpus_warning};
+use embedded::run_embedded;
 use jobs::{RunPlan, plan_run};
 use output::{Output, notes};
-use stages::{run_embedded, run_on_socket, run_stages};
+use stages::{run_on_socket, run_stages};
 use target::{TargetPlacement, allowed_cpus};
 
 /// Run length when none of --runtime, --size and --time_based is given.
