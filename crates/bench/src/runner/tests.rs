@@ -412,6 +412,7 @@ impl TargetProbe for AlwaysBusy {
                 cpu: None,
                 busy_ns: ns,
                 total_ns: ns,
+                commands: 0,
             }],
         })
     }

@@ -21,7 +21,7 @@ use crate::ns_spec::NsSpec;
                   lasts 10 s.\n\
                   Job files take fio's format and option names; options given on the command line \
                   apply to every job and win over the files'.\n\
-                  Without --socket the target runs in this process: one poller pinned to \
+                  Without --socket the target runs in this process: one poller pinned to each of \
                   --target-cpus (default: the last CPU), jobs on the other CPUs."
 )]
 pub struct BenchArgs {
@@ -57,7 +57,9 @@ pub struct BenchArgs {
         default_value = "malloc:size=1G,lba=512"
     )]
     pub ns: NsSpec,
-    /// CPUs for the in-process target's poller (default: the last CPU).
+    /// CPUs for the in-process target's pollers, one pinned to each (default: the last CPU).
+    /// Each poller serves its own controllers; job clone j is served by poller j mod N, so
+    /// --numjobs=N with N CPUs here gives every job a poller of its own.
     #[arg(long = "target-cpus", value_name = "LIST", value_parser = nvmemu_bench::parse_cpu_list_arg)]
     pub target_cpus: Option<CpuList>,
     /// Also draw the run as an SVG: clat percentiles (and the latency breakdown, when the
@@ -86,8 +88,9 @@ pub struct BenchArgs {
     /// (then the job fails and the controller is given up).
     #[arg(long = "reply-timeout", value_name = "TIME", default_value = "5s", value_parser = nvmemu_bench::parse_time)]
     pub reply_timeout: Duration,
-    /// In-process target only: serve N controllers (one namespace, one bdev) from the one
-    /// poller; each job spreads its --iodepth evenly over a queue pair on every controller.
+    /// In-process target only: serve N controllers (one namespace, one bdev) from each
+    /// poller; each job spreads its --iodepth evenly over a queue pair on every controller
+    /// of its poller.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub controllers: u32,
 }

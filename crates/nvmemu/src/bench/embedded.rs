@@ -121,9 +121,9 @@ struct Attached {
     queues: Vec<Box<dyn IoQueue>>,
 }
 
-/// Attaches to every controller of the target with one queue pair per job clone, and
-/// gives each clone one queue: its pair on each controller (spread over them when there
-/// are several).
+/// Attaches to every controller of the target that serves a job clone and gives each clone
+/// one queue: clone j is served by poller j mod P, through a queue pair on each of that
+/// poller's controllers (spread over them when there are several).
 fn attach_all(
     target: &EmbeddedTarget,
     needs: &BenchOptions,
@@ -131,18 +131,26 @@ fn attach_all(
     stop: &Arc<AtomicBool>,
     tracing: Option<&Tracing>,
 ) -> Result<Attached> {
+    let pollers = target.pollers();
+    let jobs = usize::try_from(needs.numjobs).unwrap_or(0);
     let mut ctrls = Vec::new();
     let mut per_ctrl: Vec<std::vec::IntoIter<DriverQueue>> = Vec::new();
-    for dir in target.dirs() {
-        let mut ctrl = attach_socket(dir, needs, false, lead.reply_timeout)?;
-        let mut qs = make_driver_queues(
-            &mut ctrl,
-            lead.nsid,
-            needs.numjobs,
-            stop,
-            lead.reply_timeout,
-        )?;
-        if let (Some(t), true) = (tracing, per_ctrl.is_empty()) {
+    for (i, dir) in target.dirs().iter().enumerate() {
+        let poller = target.poller_of(i);
+        let served = (0..jobs).filter(|j| j % pollers == poller).count();
+        if served == 0 {
+            per_ctrl.push(Vec::new().into_iter());
+            continue;
+        }
+        let mine = BenchOptions {
+            numjobs: u32::try_from(served).unwrap_or(u32::MAX),
+            ..needs.clone()
+        };
+        let mut ctrl = attach_socket(dir, &mine, false, lead.reply_timeout)?;
+        let mut qs =
+            make_driver_queues(&mut ctrl, lead.nsid, mine.numjobs, stop, lead.reply_timeout)?;
+        // Only the first controller stamps commands (it holds the latency table).
+        if let (Some(t), 0) = (tracing, i) {
             qs = qs
                 .into_iter()
                 .map(|q| q.with_trace(Trace::new(Arc::clone(&t.table), Arc::clone(&t.sums))))
@@ -152,8 +160,13 @@ fn attach_all(
         ctrls.push(ctrl);
     }
     let mut queues: Vec<Box<dyn IoQueue>> = Vec::new();
-    for _ in 0..needs.numjobs {
-        let mut spread: Vec<DriverQueue> = per_ctrl.iter_mut().filter_map(Iterator::next).collect();
+    for j in 0..jobs {
+        let mut spread: Vec<DriverQueue> = per_ctrl
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| target.poller_of(*i) == j % pollers)
+            .filter_map(|(_, qs)| qs.next())
+            .collect();
         if spread.len() == 1 {
             if let Some(q) = spread.pop() {
                 queues.push(Box::new(q));
