@@ -374,30 +374,7 @@ fn chart(s: &mut String, title: &str, curves: &[Curve]) {
     );
     for (i, c) in curves.iter().enumerate() {
         let color = COLORS.get(i % COLORS.len()).copied().unwrap_or("black");
-        let mut d = String::new();
-        let mut prev: Option<(f64, f64)> = None;
-        let last = c.points.len().saturating_sub(1);
-        for (k, &(f, ns)) in c.points.iter().enumerate() {
-            let (x, y) = (px(f), py(ns));
-            // Thousands of histogram buckets land on the same pixel: keep one per pixel.
-            if let Some((x_prev, y_prev)) = prev
-                && k != last
-                && (x - x_prev).abs() < 0.5
-                && (y - y_prev).abs() < 0.5
-            {
-                continue;
-            }
-            // A step curve: latency holds until the next bucket.
-            match prev {
-                None => {
-                    let _ = write!(d, "M{x:.1},{y:.1}");
-                }
-                Some((_, py_prev)) => {
-                    let _ = write!(d, " L{x:.1},{py_prev:.1} L{x:.1},{y:.1}");
-                }
-            }
-            prev = Some((x, y));
-        }
+        let d = step_path(&c.points, &px, &py);
         let _ = writeln!(
             s,
             r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="2"/>"#
@@ -413,6 +390,34 @@ fn chart(s: &mut String, title: &str, curves: &[Curve]) {
             esc(&c.label)
         );
     }
+}
+
+/// The SVG path of one curve as steps (latency holds until the next bucket), one point
+/// per pixel: thousands of histogram buckets land on the same pixel.
+fn step_path(points: &[(f64, f64)], px: &dyn Fn(f64) -> f64, py: &dyn Fn(f64) -> f64) -> String {
+    let mut d = String::new();
+    let mut prev: Option<(f64, f64)> = None;
+    let last = points.len().saturating_sub(1);
+    for (k, &(f, ns)) in points.iter().enumerate() {
+        let (x, y) = (px(f), py(ns));
+        if let Some((x_prev, y_prev)) = prev
+            && k != last
+            && (x - x_prev).abs() < 0.5
+            && (y - y_prev).abs() < 0.5
+        {
+            continue;
+        }
+        match prev {
+            None => {
+                let _ = write!(d, "M{x:.1},{y:.1}");
+            }
+            Some((_, py_prev)) => {
+                let _ = write!(d, " L{x:.1},{py_prev:.1} L{x:.1},{y:.1}");
+            }
+        }
+        prev = Some((x, y));
+    }
+    d
 }
 
 fn title_of(doc: &Value) -> String {
