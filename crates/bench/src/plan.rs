@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::engine::Geometry;
 use crate::error::BenchError;
-use crate::options::{BenchOptions, RwMode, VerifyMode, WorkloadOptions};
+use crate::options::{Batching, BenchOptions, RwMode, VerifyMode, WorkloadOptions};
 use crate::pace::Pacer;
 use crate::sizes::Sizes;
 use crate::think::ThinkPlan;
@@ -49,12 +49,9 @@ pub struct JobPlan {
     pub units: u64,
     /// I/Os in flight.
     pub iodepth: usize,
-    /// Commands per doorbell (fio `iodepth_batch_submit`), 1..=iodepth.
-    pub submit_batch: usize,
-    /// Free slots needed before refilling (fio `iodepth_batch_complete_min`), 1..=iodepth.
-    pub refill_min: usize,
-    /// Most completions taken per poll (fio `iodepth_batch_complete_max`), 1..=iodepth.
-    pub reap_max: usize,
+    /// Commands per doorbell, free slots before a refill and completions per poll
+    /// (fio's `iodepth_batch_submit` and `iodepth_batch_complete_min`/`_max`).
+    pub batching: Batching,
     /// Without `time_based`: bytes per loop (`io_size`, else the range), after ramp.
     pub loop_bytes: u64,
     /// fio `loops`.
@@ -288,9 +285,7 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
                 first_lba: start / u64::from(block_size),
                 units,
                 iodepth: usize::try_from(opts.iodepth).unwrap_or(1),
-                submit_batch: batching.submit,
-                refill_min: batching.refill_min,
-                reap_max: batching.reap_max,
+                batching,
                 loop_bytes,
                 loops: w.loops.max(1),
                 size_bytes: loop_bytes.saturating_mul(u64::from(w.loops.max(1))),

@@ -229,7 +229,7 @@ impl<'a> JobLoop<'a> {
             // thinktime: a due stall drains the I/Os in flight, then idles.
             let inflight = self.inflight;
             let thinking = self.thinker.as_mut().is_some_and(|th| th.wait(inflight, t));
-            if issuing && !thinking && self.free.len() >= self.plan.refill_min {
+            if issuing && !thinking && self.free.len() >= self.plan.batching.refill_min {
                 self.submit(q);
             }
             if self.inflight > 0 {

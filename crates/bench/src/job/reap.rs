@@ -16,7 +16,7 @@ impl JobLoop<'_> {
     pub(super) fn reap(&mut self, q: &mut dyn IoQueue) {
         let mut t_done = 0u64;
         let mut pending = PendingLatencies::default();
-        let n = q.reap(self.plan.reap_max, &mut |slot, res| {
+        let n = q.reap(self.plan.batching.reap_max, &mut |slot, res| {
             if t_done == 0 {
                 t_done = self.now();
             }

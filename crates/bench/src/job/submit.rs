@@ -8,13 +8,13 @@ use crate::generations::{Slot, apply, gen_at, next_gen};
 use crate::next_io::NextIo;
 
 impl JobLoop<'_> {
-    /// Fills free slots, one doorbell per `submit_batch` commands; only a batch cut
-    /// short by `submit_batch` may be followed by another. One clock reading serves as
+    /// Fills free slots, one doorbell per `batching.submit` commands; only a batch cut
+    /// short by `batching.submit` may be followed by another. One clock reading serves as
     /// the start time of a whole batch (submission takes a few ns per command).
     pub(super) fn submit(&mut self, q: &mut dyn IoQueue) {
         loop {
             let start_ns = self.now();
-            while self.batch.len() < self.plan.submit_batch
+            while self.batch.len() < self.plan.batching.submit
                 && let Some(&slot) = self.free.last()
             {
                 let pick = match self.phase {
@@ -28,7 +28,7 @@ impl JobLoop<'_> {
                     break;
                 }
             }
-            let full = self.batch.len() == self.plan.submit_batch;
+            let full = self.batch.len() == self.plan.batching.submit;
             if !self.batch.is_empty() {
                 self.ring(q);
             }
