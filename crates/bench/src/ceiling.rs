@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use nvmemu_mem::{MemError, MmapRegion, TscClock};
 
-use crate::job::Rng;
+use crate::offsets::Rng;
 use crate::sysinfo::pin_to;
 
 /// What the probe does.

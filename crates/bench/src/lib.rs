@@ -31,12 +31,17 @@
 pub mod breakdown;
 pub mod ceiling;
 pub mod compare;
+mod dir_clock;
 mod engine;
 mod error;
 mod fio_names;
+mod generations;
+mod io_latency;
 pub mod iolog;
 mod job;
+mod job_output;
 pub mod jobfile;
+mod log_files;
 mod mem_queue;
 mod next_io;
 mod offsets;
@@ -56,6 +61,7 @@ mod skew;
 mod stats;
 mod status;
 mod status_loop;
+mod svg;
 mod sysinfo;
 mod think;
 pub mod verify;
@@ -68,9 +74,11 @@ pub use ceiling::{CeilingError, CeilingOptions, CeilingResult, run_ceiling};
 pub use compare::{Comparison, RunSummary, median};
 pub use engine::{EngineError, Geometry, IoQueue, Op};
 pub use error::BenchError;
-pub use job::{JobOutput, JobState, Progress, Rng, VerifySummary, run_job};
+pub use job::run_job;
+pub use job_output::{JobOutput, JobState, Progress, VerifySummary};
+pub use log_files::write_logs;
 pub use mem_queue::{CommandLog, MemDevice, MemQueue};
-pub use offsets::{Offsets, Permutation, RandomMap};
+pub use offsets::{Offsets, Permutation, RandomMap, Rng};
 pub use options::{
     Batching, BenchOptions, BsSpec, CpuList, DEFAULT_RANDSEED, EtaMode, OptionError, OutputFormat,
     PercentileList, RwMode, RwSpec, SizeSpec, VerifyMode, parse_bool, parse_cpu_list,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::engine::Geometry;
 use crate::error::BenchError;
-use crate::options::{BenchOptions, RwMode, VerifyMode, WorkloadOptions};
+use crate::options::{Batching, BenchOptions, RwMode, VerifyMode, WorkloadOptions};
 use crate::pace::Pacer;
 use crate::sizes::Sizes;
 use crate::think::ThinkPlan;
@@ -49,12 +49,9 @@ pub struct JobPlan {
     pub units: u64,
     /// I/Os in flight.
     pub iodepth: usize,
-    /// Commands per doorbell (fio `iodepth_batch_submit`), 1..=iodepth.
-    pub submit_batch: usize,
-    /// Free slots needed before refilling (fio `iodepth_batch_complete_min`), 1..=iodepth.
-    pub refill_min: usize,
-    /// Most completions taken per poll (fio `iodepth_batch_complete_max`), 1..=iodepth.
-    pub reap_max: usize,
+    /// Commands per doorbell, free slots before a refill and completions per poll
+    /// (fio's `iodepth_batch_submit` and `iodepth_batch_complete_min`/`_max`).
+    pub batching: Batching,
     /// Without `time_based`: bytes per loop (`io_size`, else the range), after ramp.
     pub loop_bytes: u64,
     /// fio `loops`.
@@ -126,9 +123,19 @@ fn verify_method(opts: &BenchOptions) -> Option<Method> {
     })
 }
 
-/// Resolves options against the namespace into one plan per job.
-pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>, BenchError> {
-    let w = &opts.workload;
+/// The I/O sizes of a job, checked against the namespace.
+struct BlockPlan {
+    /// Every I/O size is a multiple of this (bytes).
+    grain: u64,
+    unit_blocks: u32,
+    sizes: Sizes,
+    min_bs: u64,
+    max_bs: u64,
+}
+
+/// Checks every block size against the LBA size and the largest transfer, and finds the
+/// grain they share.
+fn block_plan(opts: &BenchOptions, geometry: Geometry) -> Result<BlockPlan, BenchError> {
     let block_size = geometry.block_size;
     let size_lists = opts.size_lists();
     let lists = size_lists.as_ref().map(|l| &l.0);
@@ -138,8 +145,6 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
             .flat_map(crate::workload_values::BlockSizes::sizes)
             .collect()
     });
-    let max_bs = sizes_bytes.iter().copied().max().unwrap_or(*opts.bs);
-    let min_bs = sizes_bytes.iter().copied().min().unwrap_or(*opts.bs);
     let bad_bs = |bs: u64| BenchError::BlockSize {
         bs,
         block_size,
@@ -153,12 +158,21 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
             return Err(bad_bs(bs));
         }
     }
-    let unit_blocks = u32::try_from(grain / u64::from(block_size)).map_err(|_| bad_bs(grain))?;
-    let sizes = Sizes::new(lists, *opts.bs, grain);
-    let bs = grain;
-    if opts.time_based && opts.runtime.is_none() {
-        return Err(BenchError::TimeBasedWithoutRuntime);
-    }
+    Ok(BlockPlan {
+        grain,
+        unit_blocks: u32::try_from(grain / u64::from(block_size)).map_err(|_| bad_bs(grain))?,
+        sizes: Sizes::new(lists, *opts.bs, grain),
+        min_bs: sizes_bytes.iter().copied().min().unwrap_or(*opts.bs),
+        max_bs: sizes_bytes.iter().copied().max().unwrap_or(*opts.bs),
+    })
+}
+
+/// The verify method, refused where it cannot work.
+fn checked_verify_method(
+    opts: &BenchOptions,
+    block_size: u32,
+) -> Result<Option<Method>, BenchError> {
+    let w = &opts.workload;
     let method = verify_method(opts);
     let verify = method.is_some();
     if verify && (block_size as usize) < verify::MIN_BLOCK {
@@ -176,7 +190,20 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
             reason: "verify_only replays a size-based job: drop time_based and ramp_time",
         });
     }
-    let capacity = geometry.num_blocks.saturating_mul(u64::from(block_size));
+    Ok(method)
+}
+
+/// Where the jobs' ranges start (bytes) and how many units each covers.
+fn job_range(
+    opts: &BenchOptions,
+    geometry: Geometry,
+    blocks: &BlockPlan,
+    verify: bool,
+) -> Result<(u64, u64, u64), BenchError> {
+    let bs = blocks.grain;
+    let capacity = geometry
+        .num_blocks
+        .saturating_mul(u64::from(geometry.block_size));
     let offset = opts.offset.resolve(capacity) / bs * bs;
     let avail = capacity.saturating_sub(offset);
     // As fio does on a block device, a size beyond the end is cut at the end.
@@ -186,10 +213,13 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
         size,
         capacity,
     };
-    if size < min_bs && offset < capacity {
-        return Err(BenchError::SizeTooSmall { size, min_bs });
+    if size < blocks.min_bs && offset < capacity {
+        return Err(BenchError::SizeTooSmall {
+            size,
+            min_bs: blocks.min_bs,
+        });
     }
-    if offset >= capacity || size < max_bs {
+    if offset >= capacity || size < blocks.max_bs {
         return Err(range_err);
     }
     // Verify jobs get disjoint slices so they never overwrite each other's
@@ -199,7 +229,7 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
     } else {
         size / bs * bs
     };
-    if per_job == 0 || per_job < max_bs {
+    if per_job == 0 || per_job < blocks.max_bs {
         return Err(range_err);
     }
     let units = per_job / bs;
@@ -208,6 +238,21 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
             reason: "range too large for the generation table; lower --size",
         });
     }
+    Ok((offset, per_job, units))
+}
+
+/// Resolves options against the namespace into one plan per job.
+pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>, BenchError> {
+    let w = &opts.workload;
+    let block_size = geometry.block_size;
+    let blocks = block_plan(opts, geometry)?;
+    let bs = blocks.grain;
+    if opts.time_based && opts.runtime.is_none() {
+        return Err(BenchError::TimeBasedWithoutRuntime);
+    }
+    let method = checked_verify_method(opts, block_size)?;
+    let verify = method.is_some();
+    let (offset, per_job, units) = job_range(opts, geometry, &blocks, verify)?;
     let batching = opts.batching();
     let seed = opts.seed();
     let unit_bytes = i64::try_from(bs).unwrap_or(i64::MAX);
@@ -235,14 +280,12 @@ pub fn plan_jobs(opts: &BenchOptions, geometry: Geometry) -> Result<Vec<JobPlan>
                 seq_add_units,
                 read_pct,
                 block_size,
-                unit_blocks,
-                sizes: sizes.clone(),
+                unit_blocks: blocks.unit_blocks,
+                sizes: blocks.sizes.clone(),
                 first_lba: start / u64::from(block_size),
                 units,
                 iodepth: usize::try_from(opts.iodepth).unwrap_or(1),
-                submit_batch: batching.submit,
-                refill_min: batching.refill_min,
-                reap_max: batching.reap_max,
+                batching,
                 loop_bytes,
                 loops: w.loops.max(1),
                 size_bytes: loop_bytes.saturating_mul(u64::from(w.loops.max(1))),

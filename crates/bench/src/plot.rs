@@ -22,6 +22,9 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::svg::esc;
+pub use crate::svg::fmt_ns;
+
 /// Why a plot could not be drawn.
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
@@ -296,13 +299,6 @@ fn layers_of(v: &Value) -> Vec<Layer> {
         .collect()
 }
 
-pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// `-log10(1 - f)`, capped: 0 at 0 %, 1 at 90 %, 2 at 99 %, ...
 fn nines(f: f64) -> f64 {
     if f >= 1.0 {
@@ -310,18 +306,6 @@ fn nines(f: f64) -> f64 {
     } else {
         (-(1.0 - f).log10()).clamp(0.0, MAX_NINES)
     }
-}
-
-/// A latency as text: 850ns, 12.5us, 3.2ms.
-pub fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e6 {
-        format!("{:.3}ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.3}us", ns / 1e3)
-    } else {
-        format!("{ns:.0}ns")
-    }
-    .replace(".000", "")
 }
 
 fn chart(s: &mut String, title: &str, curves: &[Curve]) {
@@ -390,30 +374,7 @@ fn chart(s: &mut String, title: &str, curves: &[Curve]) {
     );
     for (i, c) in curves.iter().enumerate() {
         let color = COLORS.get(i % COLORS.len()).copied().unwrap_or("black");
-        let mut d = String::new();
-        let mut prev: Option<(f64, f64)> = None;
-        let last = c.points.len().saturating_sub(1);
-        for (k, &(f, ns)) in c.points.iter().enumerate() {
-            let (x, y) = (px(f), py(ns));
-            // Thousands of histogram buckets land on the same pixel: keep one per pixel.
-            if let Some((x_prev, y_prev)) = prev
-                && k != last
-                && (x - x_prev).abs() < 0.5
-                && (y - y_prev).abs() < 0.5
-            {
-                continue;
-            }
-            // A step curve: latency holds until the next bucket.
-            match prev {
-                None => {
-                    let _ = write!(d, "M{x:.1},{y:.1}");
-                }
-                Some((_, py_prev)) => {
-                    let _ = write!(d, " L{x:.1},{py_prev:.1} L{x:.1},{y:.1}");
-                }
-            }
-            prev = Some((x, y));
-        }
+        let d = step_path(&c.points, &px, &py);
         let _ = writeln!(
             s,
             r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="2"/>"#
@@ -429,6 +390,34 @@ fn chart(s: &mut String, title: &str, curves: &[Curve]) {
             esc(&c.label)
         );
     }
+}
+
+/// The SVG path of one curve as steps (latency holds until the next bucket), one point
+/// per pixel: thousands of histogram buckets land on the same pixel.
+fn step_path(points: &[(f64, f64)], px: &dyn Fn(f64) -> f64, py: &dyn Fn(f64) -> f64) -> String {
+    let mut d = String::new();
+    let mut prev: Option<(f64, f64)> = None;
+    let last = points.len().saturating_sub(1);
+    for (k, &(f, ns)) in points.iter().enumerate() {
+        let (x, y) = (px(f), py(ns));
+        if let Some((x_prev, y_prev)) = prev
+            && k != last
+            && (x - x_prev).abs() < 0.5
+            && (y - y_prev).abs() < 0.5
+        {
+            continue;
+        }
+        match prev {
+            None => {
+                let _ = write!(d, "M{x:.1},{y:.1}");
+            }
+            Some((_, py_prev)) => {
+                let _ = write!(d, " L{x:.1},{py_prev:.1} L{x:.1},{y:.1}");
+            }
+        }
+        prev = Some((x, y));
+    }
+    d
 }
 
 fn title_of(doc: &Value) -> String {

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::plot::fmt_ns;
 use crate::report::num::{Unit, num2str};
+use crate::svg::{esc, fmt_ns};
 
 /// Height of one over-time panel.
 pub const PANEL_H: f64 = 200.0;
@@ -175,7 +175,7 @@ pub fn panels(
                 s,
                 r#"<path d="{}" fill="none" stroke="{color}" stroke-width="2"><title>{}</title></path>"#,
                 d.trim_end(),
-                crate::plot::esc(&ser.label)
+                esc(&ser.label)
             );
         }
     }

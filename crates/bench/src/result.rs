@@ -2,7 +2,7 @@
 //! The result of a run, the machine it ran on and the target's cost: plain
 //! data that the report renderers turn into fio's text and JSON.
 
-use crate::job::JobOutput;
+use crate::job_output::JobOutput;
 use crate::options::BenchOptions;
 
 /// errno fio reports for an I/O error.
@@ -65,6 +65,8 @@ pub struct CoreCounters {
     pub busy_ns: u64,
     /// Nanoseconds the poller ran in total (busy + idle polling).
     pub total_ns: u64,
+    /// Commands the poller executed, all its controllers together.
+    pub commands: u64,
 }
 
 /// One reading of all target pollers.
@@ -101,6 +103,8 @@ pub struct TargetCore {
     pub busy_pct: f64,
     /// Busy nanoseconds during the run.
     pub busy_ns: u64,
+    /// Commands executed during the run.
+    pub commands: u64,
 }
 
 /// The target's cost of the run: the `"target"` JSON section.
@@ -139,6 +143,7 @@ impl TargetReport {
                 cpu: a.cpu,
                 busy_pct,
                 busy_ns: busy,
+                commands: a.commands.saturating_sub(b.map_or(0, |b| b.commands)),
             });
         }
         TargetReport {
@@ -273,6 +278,7 @@ mod tests {
                 cpu: Some(2),
                 busy_ns: 100,
                 total_ns: 1000,
+                commands: 5,
             }],
         };
         let after = TargetSnapshot {
@@ -280,11 +286,13 @@ mod tests {
                 cpu: Some(2),
                 busy_ns: 600,
                 total_ns: 2000,
+                commands: 15,
             }],
         };
         let r = TargetReport::from_snapshots(&before, &after, 10);
         assert!((r.poller_busy_pct - 50.0).abs() < 1e-9);
         assert!((r.target_ns_per_io - 50.0).abs() < 1e-9);
         assert_eq!(r.cores.len(), 1);
+        assert_eq!(r.cores[0].commands, 10);
     }
 }

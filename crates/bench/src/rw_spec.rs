@@ -1,10 +1,89 @@
 // SPDX-License-Identifier: Apache-2.0
 //! fio's `rw=` value: the pattern ([`RwMode`]) and a sequential pattern's offset step.
 
-use clap::ValueEnum as _;
+use clap::ValueEnum;
 
 use crate::option_values::{parse_size, size_to_string};
-use crate::options::RwMode;
+
+/// fio's `rw=` workload kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RwMode {
+    /// Sequential reads.
+    Read,
+    /// Sequential writes.
+    Write,
+    /// Random reads.
+    Randread,
+    /// Random writes.
+    Randwrite,
+    /// Sequential mixed reads and writes (`rw`/`readwrite`).
+    #[value(alias = "readwrite")]
+    Rw,
+    /// Random mixed reads and writes.
+    Randrw,
+    /// Sequential trims (Dataset Management, Deallocate).
+    Trim,
+    /// Random trims.
+    Randtrim,
+    /// Sequential trims, each range then written (in write-sized I/Os).
+    Trimwrite,
+    /// Random trims, each range then written.
+    Randtrimwrite,
+}
+
+impl RwMode {
+    /// Offsets are random rather than sequential.
+    pub fn is_random(self) -> bool {
+        matches!(
+            self,
+            RwMode::Randread
+                | RwMode::Randwrite
+                | RwMode::Randrw
+                | RwMode::Randtrim
+                | RwMode::Randtrimwrite
+        )
+    }
+
+    /// Every I/O is a trim.
+    pub fn is_trim(self) -> bool {
+        matches!(self, RwMode::Trim | RwMode::Randtrim)
+    }
+
+    /// Each trimmed range is written next.
+    pub fn is_trimwrite(self) -> bool {
+        matches!(self, RwMode::Trimwrite | RwMode::Randtrimwrite)
+    }
+
+    /// Percentage of I/Os that are reads, given `rwmixread`.
+    pub fn read_pct(self, rwmixread: u8) -> u8 {
+        match self {
+            RwMode::Read | RwMode::Randread => 100,
+            RwMode::Write
+            | RwMode::Randwrite
+            | RwMode::Trim
+            | RwMode::Randtrim
+            | RwMode::Trimwrite
+            | RwMode::Randtrimwrite => 0,
+            RwMode::Rw | RwMode::Randrw => rwmixread,
+        }
+    }
+
+    /// fio's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RwMode::Read => "read",
+            RwMode::Write => "write",
+            RwMode::Randread => "randread",
+            RwMode::Randwrite => "randwrite",
+            RwMode::Rw => "rw",
+            RwMode::Randrw => "randrw",
+            RwMode::Trim => "trim",
+            RwMode::Randtrim => "randtrim",
+            RwMode::Trimwrite => "trimwrite",
+            RwMode::Randtrimwrite => "randtrimwrite",
+        }
+    }
+}
 
 /// `rw=` as fio writes it: the pattern, and for a sequential one an optional `:N` (bytes,
 /// may be negative) added to the offset after each I/O (`rw=write:112k` leaves holes,

@@ -2,7 +2,7 @@
 //! fio's live status line (`eta.c`):
 //! `Jobs: 1 (f=1): [r(1)][45.0%][r=1264MiB/s][r=2589k IOPS][eta 00m:11s]`.
 
-use crate::job::JobState;
+use crate::job_output::JobState;
 use crate::options::RwMode;
 use crate::report::num::{Unit, num2str};
 

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::job::{JobState, Progress};
+use crate::job_output::{JobState, Progress};
 use crate::options::{BenchOptions, EtaMode, VerifyMode};
 use crate::plan::JobPlan;
 use crate::status::{StatusInput, format_status};

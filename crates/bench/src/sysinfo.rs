@@ -113,7 +113,7 @@ pub fn online_cpus() -> usize {
         .max(
             fs::read_to_string("/sys/devices/system/cpu/online")
                 .ok()
-                .and_then(|s| crate::options::parse_cpu_list(s.trim()).ok())
+                .and_then(|s| crate::option_values::parse_cpu_list(s.trim()).ok())
                 .map(|v| v.len())
                 .unwrap_or(0),
         )

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `Controller`: attach (bring-up per NVMe Base 7.6.1), synchronous admin commands, I/O
+//! `AttachedController`: attach (bring-up per NVMe Base 7.6.1), synchronous admin commands, I/O
 //! queue pair creation, and orderly shutdown.
 
 use std::path::Path;
@@ -14,7 +14,7 @@ use crate::dma::{DmaBuf, DmaPool};
 use crate::error::{DriverError, NvmeError};
 use crate::identify::{self, IDENTIFY_BYTES, IdentifyController, IdentifyNamespace};
 use crate::init::{self, Cap};
-use crate::namespace::Namespace;
+use crate::namespace::ActiveNamespace;
 use crate::prp;
 use crate::qpair::{self, IoQpair};
 use crate::queue::{Doorbells, Ring};
@@ -40,15 +40,15 @@ pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttachOptions {
     /// I/O queue pairs to create (>= 1). The controller may grant fewer; see
-    /// `Controller::io_queue_count`.
+    /// `AttachedController::io_queue_count`.
     pub io_queues: u16,
     /// Entries per I/O queue (>= 2; clamped to CAP.MQES + 1). A queue pair holds up to
     /// `depth - 1` commands in flight.
     pub queue_depth: u16,
     /// Bytes of DMA memory to allocate: queues, PRP lists, and every I/O buffer the caller
-    /// will take with `Controller::dma_pool().alloc(..)`.
+    /// will take with `AttachedController::dma_pool().alloc(..)`.
     pub dma_pool_bytes: u64,
-    /// How long [`Controller::attach`] waits for the server to accept the connection and
+    /// How long [`AttachedController::attach`] waits for the server to accept the connection and
     /// for each vfio-user reply, then and for the controller's life.
     pub reply_timeout: Duration,
 }
@@ -75,7 +75,7 @@ enum State {
 
 /// An attached NVMe controller.
 #[derive(Debug)]
-pub struct Controller {
+pub struct AttachedController {
     transport: Box<dyn Transport>,
     cap: Cap,
     pool: DmaPool,
@@ -83,7 +83,7 @@ pub struct Controller {
     /// Identify/log page scratch buffer for admin commands.
     scratch: DmaBuf,
     identify: IdentifyController,
-    namespaces: Arc<[Namespace]>,
+    namespaces: Arc<[ActiveNamespace]>,
     io_qids: Vec<Qid>,
     qpairs: Vec<IoQpair>,
     max_transfer: u64,
@@ -101,26 +101,32 @@ impl std::fmt::Debug for dyn Transport {
     }
 }
 
-impl Controller {
+impl AttachedController {
     /// Attach to the vfio-user NVMe server listening at `<socket_dir>/cntrl` (the SPDK
     /// traddr convention) and bring it up.
-    pub fn attach(socket_dir: &Path, opts: AttachOptions) -> Result<Controller, DriverError> {
+    pub fn attach(
+        socket_dir: &Path,
+        opts: AttachOptions,
+    ) -> Result<AttachedController, DriverError> {
         let t = VfioUserTransport::connect_within(&socket_dir.join("cntrl"), opts.reply_timeout)?;
-        Controller::attach_with(Box::new(t), opts)
+        AttachedController::attach_with(Box::new(t), opts)
     }
 
     /// Open the PCI function at `addr` (bound to `uio_pci_generic` or `vfio-pci`) and bring
     /// it up; `opts.reply_timeout` does not apply.
-    pub fn attach_pci(addr: PciAddress, opts: AttachOptions) -> Result<Controller, DriverError> {
+    pub fn attach_pci(
+        addr: PciAddress,
+        opts: AttachOptions,
+    ) -> Result<AttachedController, DriverError> {
         let t = PciTransport::open(addr)?;
-        Controller::attach_with(Box::new(t), opts)
+        AttachedController::attach_with(Box::new(t), opts)
     }
 
     /// Bring up the controller behind `transport`.
     pub fn attach_with(
         mut transport: Box<dyn Transport>,
         opts: AttachOptions,
-    ) -> Result<Controller, DriverError> {
+    ) -> Result<AttachedController, DriverError> {
         if opts.io_queues == 0 || opts.queue_depth < 2 {
             return Err(DriverError::InvalidOption(format!(
                 "io_queues {} must be >= 1 and queue_depth {} >= 2",
@@ -166,7 +172,7 @@ impl Controller {
                 return Err(e);
             }
         };
-        let mut ctrl = Controller {
+        let mut ctrl = AttachedController {
             transport,
             cap,
             pool,
@@ -193,7 +199,7 @@ impl Controller {
         for nsid in ctrl.active_namespaces()? {
             let id = ctrl.identify_namespace(nsid)?;
             match id.lba_size() {
-                Some(lba_size) => namespaces.push(Namespace {
+                Some(lba_size) => namespaces.push(ActiveNamespace {
                     nsid,
                     nsze: id.nsze,
                     lba_size,
@@ -437,7 +443,7 @@ impl Controller {
     }
 
     /// Namespaces active at attach with a usable LBA format.
-    pub fn namespaces(&self) -> &[Namespace] {
+    pub fn namespaces(&self) -> &[ActiveNamespace] {
         &self.namespaces
     }
 
@@ -534,7 +540,7 @@ impl Controller {
     }
 }
 
-impl Drop for Controller {
+impl Drop for AttachedController {
     fn drop(&mut self) {
         if let Err(e) = self.shutdown() {
             tracing::debug!(error = %e, "best-effort shutdown on drop failed");

@@ -5,15 +5,17 @@
 use nvmemu_spec::{Lba, Nsid, Sqe, Status};
 
 use crate::test_utils::{FakeConfig, FakeHandle, FakeTransport, Fault};
-use crate::{AttachOptions, Controller, DriverError, IoQpair, NvmeError, PCI_COMMAND_MASTER};
+use crate::{
+    AttachOptions, AttachedController, DriverError, IoQpair, NvmeError, PCI_COMMAND_MASTER,
+};
 
-fn attach_with(config: FakeConfig, opts: AttachOptions) -> (Controller, FakeHandle) {
+fn attach_with(config: FakeConfig, opts: AttachOptions) -> (AttachedController, FakeHandle) {
     let (t, h) = FakeTransport::new(config);
-    let ctrl = Controller::attach_with(Box::new(t), opts).unwrap();
+    let ctrl = AttachedController::attach_with(Box::new(t), opts).unwrap();
     (ctrl, h)
 }
 
-fn attach() -> (Controller, FakeHandle) {
+fn attach() -> (AttachedController, FakeHandle) {
     attach_with(
         FakeConfig::default(),
         AttachOptions {
@@ -386,7 +388,7 @@ fn invalid_options_and_pool_exhaustion_are_errors() {
         ..AttachOptions::default()
     };
     assert!(matches!(
-        Controller::attach_with(Box::new(t), opts),
+        AttachedController::attach_with(Box::new(t), opts),
         Err(DriverError::InvalidOption(_))
     ));
     // Queues of 4096 entries need more than 2 MiB each (SQ, CQ, PRP lists): more than the
@@ -403,7 +405,7 @@ fn invalid_options_and_pool_exhaustion_are_errors() {
         ..AttachOptions::default()
     };
     assert!(matches!(
-        Controller::attach_with(Box::new(t), opts),
+        AttachedController::attach_with(Box::new(t), opts),
         Err(DriverError::Dma(_))
     ));
     assert!(

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! A userspace NVMe driver that attaches to any vfio-user NVMe server (nvmemu's own target,
 //! SPDK's `nvmf_tgt` with the VFIOUSER transport), or to an NVMe PCI function of this machine
-//! bound to `uio_pci_generic` or `vfio-pci` ([`Controller::attach_pci`], `transport::pci`).
+//! bound to `uio_pci_generic` or `vfio-pci` ([`AttachedController::attach_pci`],
+//! `transport::pci`).
 //!
 //! Owns: controller bring-up and shutdown (NVMe Base 1.4, 7.6), the admin queue, I/O queue
 //! pairs with PRP lists, the DMA memory pool, and the `Transport` seam to a device.
@@ -11,15 +12,15 @@
 //!
 //! # Model
 //!
-//! [`Controller::attach`] connects to `<dir>/cntrl`, maps the BAR0 doorbell page, registers
-//! one memfd-backed [`DmaPool`] with DMA_MAP, enables the controller, identifies it and its
-//! namespaces and creates the I/O queues. Each [`IoQpair`] is then owned by one thread:
+//! [`AttachedController::attach`] connects to `<dir>/cntrl`, maps the BAR0 doorbell page,
+//! registers one memfd-backed [`DmaPool`] with DMA_MAP, enables the controller, identifies it
+//! and its namespaces and creates the I/O queues. Each [`IoQpair`] is then owned by one thread:
 //!
 //! ```no_run
 //! # use nvmemu_driver::*;
 //! # use nvmemu_spec::{Lba, Nsid};
 //! # fn main() -> Result<(), DriverError> {
-//! let mut ctrl = Controller::attach(
+//! let mut ctrl = AttachedController::attach(
 //!     std::path::Path::new("/var/run/nvmemu/0"),
 //!     AttachOptions { io_queues: 1, queue_depth: 128, dma_pool_bytes: 16 << 20, ..Default::default() },
 //! )?;
@@ -65,14 +66,14 @@ pub mod test_utils;
 mod vfio_e2e_tests;
 
 pub use controller::{
-    ADMIN_QUEUE_DEPTH, ADMIN_TIMEOUT, AttachOptions, Controller, IO_CQ_DEPTH_FACTOR,
+    ADMIN_QUEUE_DEPTH, ADMIN_TIMEOUT, AttachOptions, AttachedController, IO_CQ_DEPTH_FACTOR,
     MAX_TRANSFER_CAP,
 };
 pub use dma::{DMA_PAGE, DMA_POOL_IOVA, DmaAllocError, DmaBuf, DmaPool};
 pub use error::{DriverError, NvmeError};
 pub use identify::{IDENTIFY_BYTES, IdentifyController, IdentifyNamespace, LbaFormat};
 pub use init::{CC_ENABLE, Cap};
-pub use namespace::Namespace;
+pub use namespace::ActiveNamespace;
 pub use qpair::{BLOCKING_TIMEOUT, IoQpair};
 pub use transport::pci::{BadPciAddress, PciAccess, PciAddress, PciTransport, sysfs};
 pub use transport::{
@@ -93,6 +94,6 @@ pub mod sqe {
 const _: fn() = || {
     fn send<T: Send>() {}
     send::<IoQpair>();
-    send::<Controller>();
+    send::<AttachedController>();
     send::<DmaBuf>();
 };

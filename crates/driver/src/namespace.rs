@@ -8,7 +8,7 @@ use crate::identify::IdentifyNamespace;
 
 /// One active namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Namespace {
+pub struct ActiveNamespace {
     /// Its NSID.
     pub nsid: Nsid,
     /// Size in logical blocks (NSZE).
@@ -19,7 +19,7 @@ pub struct Namespace {
     pub identify: IdentifyNamespace,
 }
 
-impl Namespace {
+impl ActiveNamespace {
     /// Bytes covered by `nblocks` blocks.
     pub fn bytes(&self, nblocks: u32) -> u64 {
         u64::from(nblocks) * u64::from(self.lba_size)
@@ -43,7 +43,7 @@ impl Namespace {
 }
 
 /// Find `nsid` in `list`.
-pub(crate) fn lookup(list: &[Namespace], nsid: Nsid) -> Result<&Namespace, NvmeError> {
+pub(crate) fn lookup(list: &[ActiveNamespace], nsid: Nsid) -> Result<&ActiveNamespace, NvmeError> {
     list.iter()
         .find(|n| n.nsid == nsid)
         .ok_or(NvmeError::UnknownNamespace(nsid))
@@ -55,7 +55,7 @@ mod tests {
 
     #[test]
     fn range_checks() {
-        let ns = Namespace {
+        let ns = ActiveNamespace {
             nsid: Nsid(1),
             nsze: 100,
             lba_size: 512,

@@ -17,7 +17,7 @@ use nvmemu_spec::DsmRange;
 use crate::commands;
 use crate::dma::DmaBuf;
 use crate::error::NvmeError;
-use crate::namespace::{self, Namespace};
+use crate::namespace::{self, ActiveNamespace};
 use crate::queue::{self, Ring};
 
 /// How long the blocking helpers wait for their completion.
@@ -30,12 +30,12 @@ const BLOCKING_TOKEN: u64 = u64::MAX;
 #[derive(Debug)]
 pub struct IoQpair {
     ring: Ring,
-    namespaces: Arc<[Namespace]>,
+    namespaces: Arc<[ActiveNamespace]>,
     max_transfer: u64,
 }
 
 impl IoQpair {
-    pub(crate) fn new(ring: Ring, namespaces: Arc<[Namespace]>, mdts_bytes: u64) -> IoQpair {
+    pub(crate) fn new(ring: Ring, namespaces: Arc<[ActiveNamespace]>, mdts_bytes: u64) -> IoQpair {
         let max_transfer = mdts_bytes.min(ring.list_capacity());
         IoQpair {
             ring,
@@ -70,7 +70,7 @@ impl IoQpair {
     }
 
     /// The namespaces active at attach time.
-    pub fn namespaces(&self) -> &[Namespace] {
+    pub fn namespaces(&self) -> &[ActiveNamespace] {
         &self.namespaces
     }
 

@@ -7,7 +7,7 @@ use nvmemu_spec::{Lba, Nsid};
 use nvmemu_vfio_user::StopHandle;
 
 use crate::test_utils::{FakeConfig, serve_fake};
-use crate::{AttachOptions, Controller, PCI_COMMAND_MASTER, Transport, VfioUserTransport};
+use crate::{AttachOptions, AttachedController, PCI_COMMAND_MASTER, Transport, VfioUserTransport};
 
 #[test]
 fn attach_io_and_shutdown_over_vfio_user() {
@@ -20,7 +20,7 @@ fn attach_io_and_shutdown_over_vfio_user() {
         dma_pool_bytes: 4 << 20,
         ..AttachOptions::default()
     };
-    let mut ctrl = Controller::attach(dir.path(), opts).unwrap();
+    let mut ctrl = AttachedController::attach(dir.path(), opts).unwrap();
     assert_ne!(h.pci_command() & PCI_COMMAND_MASTER, 0);
     assert_eq!(h.dma_maps().len(), 1, "pool DMA-mapped with its fd");
     assert_eq!(ctrl.info().sn, "FAKE-SN");

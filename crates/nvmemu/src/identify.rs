@@ -6,11 +6,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow, bail};
-use nvmemu_driver::{AttachOptions, Controller, DriverError, IDENTIFY_BYTES, sqe};
+use nvmemu_driver::{
+    AttachOptions, AttachedController, DriverError, IDENTIFY_BYTES, PciAddress, sqe,
+};
 use nvmemu_spec::Nsid;
 
-use crate::bench_cmd::error_chain;
 use crate::id_print::{Page, ctrl_json, ctrl_text, ns_json, ns_text};
+use nvmemu::error_chain;
 
 /// Output formats of `nvmemu identify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -57,7 +59,11 @@ pub struct IdentifyPages {
 }
 
 /// Issues Identify with `cns` for `nsid` and returns the 4 KiB page.
-fn identify_page(ctrl: &mut Controller, cns: u8, nsid: u32) -> Result<Vec<u8>, DriverError> {
+fn identify_page(
+    ctrl: &mut AttachedController,
+    cns: u8,
+    nsid: u32,
+) -> Result<Vec<u8>, DriverError> {
     let buf = ctrl.alloc_dma(IDENTIFY_BYTES as u64)?;
     let cqe = ctrl.admin_raw_with_data(sqe::identify(cns, Nsid(nsid)), Some((&buf, 4096)))?;
     let status = cqe.status();
@@ -70,7 +76,7 @@ fn identify_page(ctrl: &mut Controller, cns: u8, nsid: u32) -> Result<Vec<u8>, D
 }
 
 /// Reads the controller page and the pages of `nsid` (or of every active namespace).
-pub fn read_pages(ctrl: &mut Controller, nsid: Option<u32>) -> Result<IdentifyPages> {
+pub fn read_pages(ctrl: &mut AttachedController, nsid: Option<u32>) -> Result<IdentifyPages> {
     let page = identify_page(ctrl, sqe::cns::CONTROLLER, 0)
         .map_err(|e| anyhow!("Identify Controller failed: {}", error_chain(&e)))?;
     let nsids = match nsid {
@@ -166,13 +172,30 @@ pub fn attach_hint(e: &(dyn std::error::Error + 'static)) -> &'static str {
     }
 }
 
+/// Attaches to the PCI function `addr` with the given queues and DMA pool size.
+pub fn attach_pci(
+    addr: PciAddress,
+    io_queues: u16,
+    queue_depth: u16,
+    dma_pool_bytes: u64,
+) -> Result<AttachedController> {
+    let opts = AttachOptions {
+        io_queues,
+        queue_depth,
+        dma_pool_bytes,
+        ..AttachOptions::default()
+    };
+    AttachedController::attach_pci(addr, opts)
+        .map_err(|e| anyhow!("cannot attach to {addr}: {}", error_chain(&e)))
+}
+
 /// `nvmemu identify`.
 pub fn run(args: &IdentifyArgs) -> Result<()> {
     if args.nsid == Some(0) {
         bail!("--nsid must be 1 or more");
     }
     let mut ctrl = match (args.device, &args.socket) {
-        (Some(addr), _) => crate::bench_device::attach_with(addr, 1, 2, 8 << 20)?,
+        (Some(addr), _) => attach_pci(addr, 1, 2, 8 << 20)?,
         (None, Some(socket)) => attach_socket(socket, args.reply_timeout)?,
         (None, None) => bail!("give --socket DIR or --device ADDR"),
     };
@@ -185,8 +208,8 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
 }
 
 /// Attach to the vfio-user server at `socket`/cntrl for identify.
-fn attach_socket(socket: &Path, reply_timeout: std::time::Duration) -> Result<Controller> {
-    Controller::attach(
+fn attach_socket(socket: &Path, reply_timeout: std::time::Duration) -> Result<AttachedController> {
+    AttachedController::attach(
         socket,
         AttachOptions {
             io_queues: 1,

@@ -2,15 +2,8 @@
 //! `nvmemu`: serve | bench | identify | rpc. Parses arguments and calls the libraries.
 #![forbid(unsafe_code)]
 
-mod bench_checks;
-mod bench_cmd;
-mod bench_device;
-mod bench_jobs;
-mod bench_output;
-mod bench_stages;
-mod bench_target;
+mod bench;
 mod bind;
-mod engine;
 mod id_print;
 mod identify;
 mod ns_spec;
@@ -39,7 +32,7 @@ enum Command {
     /// Run fio-style jobs through the userspace driver (default: against an in-process target).
     // As fio: an option given twice takes the last value.
     #[command(args_override_self = true)]
-    Bench(Box<bench_cmd::BenchArgs>),
+    Bench(Box<bench::BenchArgs>),
     /// Draw saved bench JSON reports over each other as one SVG.
     Plot(plot_cmd::PlotArgs),
     /// Print Identify Controller and Namespace data like nvme-cli's id-ctrl and id-ns.
@@ -81,7 +74,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(&args, Some(log)),
-        Command::Bench(args) => bench_cmd::run(&args),
+        Command::Bench(args) => bench::run(&args),
         Command::Identify(args) => identify::run(&args),
         Command::Bind(args) => bind::run(&args),
         Command::Plot(args) => plot_cmd::run(&args),

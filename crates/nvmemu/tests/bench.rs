@@ -110,6 +110,55 @@ fn randwrite_verify_reads_back_every_block_it_wrote() {
     assert_eq!(dir_ios(job, "read"), 2048);
 }
 
+/// The CPUs this process may run on, from `Cpus_allowed_list` (`0-3,6`).
+fn allowed_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    list.split(',')
+        .flat_map(|r| match r.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<usize>>(),
+            None => vec![r.parse().unwrap()],
+        })
+        .collect()
+}
+
+#[test]
+fn numjobs_over_as_many_target_cpus_give_each_job_its_own_poller() {
+    let cpus = allowed_cpus();
+    let [a, b, ..] = cpus[..] else {
+        eprintln!("skipped: needs two CPUs, this process may use {cpus:?}");
+        return;
+    };
+    let target_cpus = format!("--target-cpus={a},{b}");
+    let v = json_of(&bench(&[
+        "--numjobs=2",
+        &target_cpus,
+        "--rw=randwrite",
+        "--verify=crc32c",
+        "--size=8m",
+        "--bs=4k",
+        "--iodepth=16",
+        "--ns=malloc:size=16M",
+    ]));
+    // Each job verifies its own half of the range: 1024 units written, each read back.
+    for job in v["jobs"].as_array().unwrap() {
+        assert_eq!(job["error"], 0, "{job}");
+        assert_eq!(job["verify_errors"], 0);
+        assert_eq!(dir_ios(job, "write"), 1024);
+        assert_eq!(job["verify"]["verified_ios"], 1024);
+    }
+    // Two pollers, and each executed one job's commands: its writes and their read-back.
+    let cores = v["target"]["cores"].as_array().unwrap();
+    assert_eq!(cores.len(), 2, "{cores:?}");
+    for core in cores {
+        assert_eq!(core["commands"], 2048, "{cores:?}");
+    }
+}
+
 #[test]
 fn bssplit_and_sha256_verify_every_block_through_the_driver() {
     let v = json_of(&bench(&[

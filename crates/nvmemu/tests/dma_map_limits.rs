@@ -15,7 +15,7 @@ mod common;
 use std::os::fd::AsFd;
 
 use nvmemu_device::{ClientBudget, Deadlines};
-use nvmemu_driver::{Controller, VfioUserTransport};
+use nvmemu_driver::{AttachedController, VfioUserTransport};
 use nvmemu_vfio_user::{Client, DmaMap, DmaUnmap, Errno};
 
 /// VERSION's `max_dma_maps`.
@@ -126,7 +126,7 @@ fn dma_maps_stop_at_the_advertised_limit_and_at_the_mapping_budget_with_exact_er
     // The same connection brings the controller up with our driver (its pool is now the
     // only map) and does verified I/O.
     let transport = VfioUserTransport::from_client(client).unwrap();
-    let mut c = Controller::attach_with(Box::new(transport), common::opts(1)).unwrap();
+    let mut c = AttachedController::attach_with(Box::new(transport), common::opts(1)).unwrap();
     common::verified_io_on(&mut c);
     drop(c);
     common::assert_serves_next_client(&t);

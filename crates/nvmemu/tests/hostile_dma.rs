@@ -376,7 +376,8 @@ fn shrink_under_io(data: HostMem) {
     let t = common::start_default();
     // A second controller on the same (only) poller, with its client attached throughout.
     let dir2 = common::add_controller(&t);
-    let mut other = nvmemu_driver::Controller::attach(dir2.path(), common::opts(1)).unwrap();
+    let mut other =
+        nvmemu_driver::AttachedController::attach(dir2.path(), common::opts(1)).unwrap();
     let (mut c, shared) = common::attach_shared(&t, 1);
     shared.with_client(|cl| data.dma_map(cl).unwrap());
     let mut q = c.take_qpair().unwrap();

@@ -90,7 +90,7 @@ fn faults_on_every_other_page_of_a_truncated_memfd_fail_the_region_once() {
     // The same client's intact memory still works, and so do other clients.
     h.verified_io(&mut q, 8, &common::pattern(4096, 9));
     common::verified_io_on(
-        &mut nvmemu_driver::Controller::attach(dir2.path(), common::opts(1)).unwrap(),
+        &mut nvmemu_driver::AttachedController::attach(dir2.path(), common::opts(1)).unwrap(),
     );
     drop(h);
     common::assert_serves_next_client(&t);

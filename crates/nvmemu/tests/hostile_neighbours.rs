@@ -9,7 +9,7 @@ use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nvmemu_driver::{Controller, VfioUserTransport};
+use nvmemu_driver::{AttachedController, VfioUserTransport};
 use nvmemu_spec::regs::{self, csts};
 use nvmemu_spec::{DsmRange, Lba, Nsid};
 use nvmemu_vfio_user::{Client, DmaUnmap, Errno};
@@ -33,7 +33,8 @@ fn deallocates_naming_the_namespace_256_times_do_not_stall_a_neighbour_on_the_sa
     let transport = Arc::new(Mutex::new(
         VfioUserTransport::connect(&honest_dir.path().join("cntrl")).unwrap(),
     ));
-    let mut honest = Controller::attach_with(Box::new(transport.clone()), common::opts(1)).unwrap();
+    let mut honest =
+        AttachedController::attach_with(Box::new(transport.clone()), common::opts(1)).unwrap();
     let mut hq = honest.take_qpair().unwrap();
     let hbuf = honest.alloc_dma(4096).unwrap();
 
@@ -147,7 +148,7 @@ fn a_client_mapping_all_it_can_is_stopped_by_its_own_budget_and_a_neighbour_stil
     assert_eq!((mapped, err), (budget.max_maps as u64, Errno::NOSPC));
 
     // The attacker keeps its maps; the honest client maps its pool and does verified I/O.
-    let mut honest = Controller::attach(honest_dir.path(), common::opts(1)).unwrap();
+    let mut honest = AttachedController::attach(honest_dir.path(), common::opts(1)).unwrap();
     common::verified_io_on(&mut honest);
     drop(attacker);
     common::assert_serves_next_client(&t);

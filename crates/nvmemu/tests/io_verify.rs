@@ -4,11 +4,11 @@
 
 mod common;
 
-use nvmemu_driver::{AttachOptions, Controller};
+use nvmemu_driver::{AttachOptions, AttachedController};
 use nvmemu_spec::{Lba, Nsid};
 
-fn attach(t: &common::TestTarget, io_queues: u16) -> Controller {
-    Controller::attach(
+fn attach(t: &common::TestTarget, io_queues: u16) -> AttachedController {
+    AttachedController::attach(
         t.dir(),
         AttachOptions {
             io_queues,

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
-use nvmemu_driver::{Controller, DmaBuf, IoQpair};
+use nvmemu_driver::{AttachedController, DmaBuf, IoQpair};
 use nvmemu_rpc::{Client, ClientError};
 use nvmemu_spec::{Lba, Nsid};
 use serde_json::{Value, json};
@@ -75,14 +75,14 @@ fn call(sock: &Path, method: &str, params: Value) -> Result<Value, ClientError> 
 
 /// The driver with its one queue pair and two buffers.
 struct Host {
-    c: Controller,
+    c: AttachedController,
     q: IoQpair,
     w: DmaBuf,
     r: DmaBuf,
 }
 
 fn host(s: &Serve) -> Host {
-    let mut c = Controller::attach(&s.traddr(), common::opts(1)).expect("driver attaches");
+    let mut c = AttachedController::attach(&s.traddr(), common::opts(1)).expect("driver attaches");
     let q = c.take_qpair().expect("queue pair");
     let w = c.alloc_dma(4096).expect("DMA buffer");
     let r = c.alloc_dma(4096).expect("DMA buffer");

@@ -238,7 +238,12 @@ fn posted_writes_get_no_reply_and_the_stream_stays_in_sync() {
 // Data path.
 
 /// Bytes written at `lba` through the driver's PRPs, for SGL reads to check.
-fn prp_write(q: &mut nvmemu_driver::IoQpair, c: &nvmemu_driver::Controller, lba: u64, data: &[u8]) {
+fn prp_write(
+    q: &mut nvmemu_driver::IoQpair,
+    c: &nvmemu_driver::AttachedController,
+    lba: u64,
+    data: &[u8],
+) {
     let buf = c.alloc_dma(data.len() as u64).unwrap();
     buf.copy_from(0, data).unwrap();
     q.write_blocking(Nsid(1), Lba(lba), (data.len() / 512) as u32, &buf)
@@ -247,7 +252,7 @@ fn prp_write(q: &mut nvmemu_driver::IoQpair, c: &nvmemu_driver::Controller, lba:
 
 fn prp_read(
     q: &mut nvmemu_driver::IoQpair,
-    c: &nvmemu_driver::Controller,
+    c: &nvmemu_driver::AttachedController,
     lba: u64,
     len: usize,
 ) -> Vec<u8> {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use nvmemu_driver::Controller;
+use nvmemu_driver::AttachedController;
 use nvmemu_rpc::{Client, ClientError};
 use serde_json::{Value, json};
 
@@ -86,12 +86,12 @@ impl Drop for Server {
     }
 }
 
-fn attach(dir: &Path) -> anyhow::Result<Controller> {
+fn attach(dir: &Path) -> anyhow::Result<AttachedController> {
     Ok(common::attach_dir(dir)?)
 }
 
 /// Whether attaching failed because the controller refused the client (EACCES to VERSION).
-fn refused(r: anyhow::Result<Controller>) -> bool {
+fn refused(r: anyhow::Result<AttachedController>) -> bool {
     let Err(e) = r else {
         panic!("the client was admitted");
     };

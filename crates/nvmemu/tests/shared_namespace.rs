@@ -12,7 +12,7 @@ use std::sync::Arc;
 use nvmemu_bdev::Bdev;
 use nvmemu_ctrl::{ControllerConfig, Namespace};
 use nvmemu_device::{ControllerSpec, Target};
-use nvmemu_driver::{AttachOptions, Controller, DmaBuf, IoQpair, NvmeError};
+use nvmemu_driver::{AttachOptions, AttachedController, DmaBuf, IoQpair, NvmeError};
 use nvmemu_spec::{Cid, Lba, Nsid, Psdt, Sqe, Status};
 
 struct Shared {
@@ -49,14 +49,14 @@ fn shared() -> Shared {
     }
 }
 
-fn attach(dir: &Path) -> Controller {
+fn attach(dir: &Path) -> AttachedController {
     let opts = AttachOptions {
         io_queues: 1,
         queue_depth: 16,
         dma_pool_bytes: 4 << 20,
         ..AttachOptions::default()
     };
-    Controller::attach(dir, opts).unwrap()
+    AttachedController::attach(dir, opts).unwrap()
 }
 
 fn command(opcode: u8, cdw10: u32) -> Sqe {
@@ -68,7 +68,7 @@ fn command(opcode: u8, cdw10: u32) -> Sqe {
     }
 }
 
-fn identify_raw(c: &mut Controller, cns: u32, nsid: u32) -> Vec<u8> {
+fn identify_raw(c: &mut AttachedController, cns: u32, nsid: u32) -> Vec<u8> {
     let buf = c.alloc_dma(4096).unwrap();
     let sqe = Sqe {
         nsid,
@@ -81,7 +81,7 @@ fn identify_raw(c: &mut Controller, cns: u32, nsid: u32) -> Vec<u8> {
     out
 }
 
-fn set_host_id(c: &mut Controller, id: u8) {
+fn set_host_id(c: &mut AttachedController, id: u8) {
     let buf = c.alloc_dma(4096).unwrap();
     buf.copy_from(0, &[id; 16]).unwrap();
     let sqe = Sqe {
@@ -94,7 +94,7 @@ fn set_host_id(c: &mut Controller, id: u8) {
 }
 
 /// A reservation command with `keys` in its data buffer.
-fn resv(c: &Controller, q: &mut IoQpair, opcode: u8, cdw10: u32, keys: &[u64]) -> Status {
+fn resv(c: &AttachedController, q: &mut IoQpair, opcode: u8, cdw10: u32, keys: &[u64]) -> Status {
     let buf = c.alloc_dma(4096).unwrap();
     let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
     buf.copy_from(0, &bytes).unwrap();
@@ -168,7 +168,7 @@ fn identify_says_shared_and_a_reservation_holds_across_controllers() {
 }
 
 /// The Reservation Notification log page (80h): (log page count, type, NSID).
-fn notice_page(c: &mut Controller) -> (u64, u8, u32) {
+fn notice_page(c: &mut AttachedController) -> (u64, u8, u32) {
     let buf = c.alloc_dma(4096).unwrap();
     let sqe = Sqe {
         nsid: 0,

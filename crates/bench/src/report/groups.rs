@@ -2,7 +2,7 @@
 //! fio's reporting groups: the jobs each "Run status group N" line sums and, with
 //! `group_reporting`, one combined entry per group instead of one per job.
 
-use crate::job::MAX_VERIFY_DETAILS;
+use crate::job_output::MAX_VERIFY_DETAILS;
 use crate::result::{BenchResult, JobResult};
 
 /// A job entry of a report: one job, or a group's jobs combined.

@@ -215,7 +215,7 @@ pub fn render_json(r: &BenchResult, plus: bool) -> String {
         let cores: Vec<Value> = t
             .cores
             .iter()
-            .map(|c| json!({"cpu": c.cpu, "busy_pct": c.busy_pct, "busy_ns": c.busy_ns}))
+            .map(|c| json!({"cpu": c.cpu, "busy_pct": c.busy_pct, "busy_ns": c.busy_ns, "commands": c.commands}))
             .collect();
         json!({
             "poller_busy_pct": t.poller_busy_pct,

@@ -15,12 +15,6 @@ pub enum Unit {
     BytePerSec,
 }
 
-/// fio's default `percentile_list`.
-pub const DEFAULT_PERCENTILES: [f64; 17] = [
-    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
-    99.99,
-];
-
 fn digits(n: u64) -> usize {
     n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
@@ -165,6 +159,7 @@ pub fn percentile_block(name: &str, list: &[f64], vals: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::option_values::DEFAULT_PERCENTILES;
 
     #[test]
     fn num2str_matches_fio_examples() {

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{Context, bail, ensure};
 use nvmemu_bench::Rng;
-use nvmemu_driver::{AttachOptions, Controller, IoQpair, Transport, VfioUserTransport, sqe};
+use nvmemu_driver::{
+    AttachOptions, AttachedController, IoQpair, Transport, VfioUserTransport, sqe,
+};
 use nvmemu_mem::{Iova, MmapRegion, Protection};
 use nvmemu_spec::opcode::IoOpcode;
 use nvmemu_spec::{Lba, Nsid};
@@ -76,7 +78,7 @@ pub fn connect_cycles(
     let mut rng = Rng::new(seed);
     let blocks = 4096 / block;
     sampled("connect/disconnect", pid, cycles, |_| {
-        let mut c = Controller::attach(dir, SMALL).context("attach")?;
+        let mut c = AttachedController::attach(dir, SMALL).context("attach")?;
         let buf = c.alloc_dma(4096)?;
         let mut q = c.take_qpair().context("no I/O queue")?;
         let lba = rng.below(shadow.blocks() - u64::from(blocks) + 1);
@@ -107,7 +109,8 @@ pub fn map_cycles(
     let shared = Arc::new(Mutex::new(
         VfioUserTransport::connect(&dir.join("cntrl")).context("connect")?,
     ));
-    let mut c = Controller::attach_with(Box::new(shared.clone()), SMALL).context("attach")?;
+    let mut c =
+        AttachedController::attach_with(Box::new(shared.clone()), SMALL).context("attach")?;
     let mut q = c.take_qpair().context("no I/O queue")?;
     let window = MAP_BYTES / u64::from(block);
     let blocks = 4096 / block;

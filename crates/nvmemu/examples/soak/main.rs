@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, ensure};
 use clap::Parser;
-use nvmemu_driver::{AttachOptions, Controller};
+use nvmemu_driver::{AttachOptions, AttachedController};
 use nvmemu_spec::Lba;
 
 use crate::procstat::Flatness;
@@ -76,7 +76,7 @@ fn main() -> anyhow::Result<()> {
         dma_pool_bytes: u64::from(args.queues) * u64::from(args.depth) * (128 << 10) + (8 << 20),
         ..AttachOptions::default()
     };
-    let mut c = Controller::attach(&args.socket, opts).context("attach")?;
+    let mut c = AttachedController::attach(&args.socket, opts).context("attach")?;
     let ns = c.namespaces().first().context("no namespace")?.clone();
     let dlfeat = ns.identify.dlfeat & 0b111;
     ensure!(

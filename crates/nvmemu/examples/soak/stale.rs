@@ -13,7 +13,7 @@ use std::sync::mpsc;
 
 use anyhow::{Context, ensure};
 use nvmemu_bench::Rng;
-use nvmemu_driver::Controller;
+use nvmemu_driver::AttachedController;
 use nvmemu_mem::{MmapRegion, Protection};
 use nvmemu_spec::{Lba, Nsid};
 
@@ -120,7 +120,7 @@ fn honest_cycle(
     block: u32,
     rng: &mut Rng,
 ) -> anyhow::Result<()> {
-    let mut c = Controller::attach(dir, SMALL).context("attach")?;
+    let mut c = AttachedController::attach(dir, SMALL).context("attach")?;
     let buf = c.alloc_dma(4096)?;
     let mut q = c.take_qpair().context("no I/O queue")?;
     let blocks = 4096 / block;
@@ -144,7 +144,7 @@ fn honest_cycle(
 
 /// Read every block and compare it with the shadow; returns the blocks checked.
 fn check_namespace(dir: &Path, nsid: Nsid, shadow: &Shadow, block: u32) -> anyhow::Result<u64> {
-    let mut c = Controller::attach(dir, SMALL).context("attach for the final check")?;
+    let mut c = AttachedController::attach(dir, SMALL).context("attach for the final check")?;
     let bytes = u64::from(CHECK_BLOCKS) * u64::from(block);
     let buf = c.alloc_dma(bytes)?;
     let mut q = c.take_qpair().context("no I/O queue")?;

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use nvmemu_bdev::Bdev;
 use nvmemu_ctrl::{ControllerConfig, Namespace};
 use nvmemu_device::{Backoff, ClientBudget, ControllerId, ControllerSpec, Target, TargetConfig};
-use nvmemu_driver::{AttachOptions, Controller, VfioUserTransport};
+use nvmemu_driver::{AttachOptions, AttachedController, VfioUserTransport};
 use nvmemu_mem::{MmapRegion, Protection};
 use nvmemu_spec::opcode::{AdminOpcode, IoOpcode};
 use nvmemu_spec::regs::{self, cc, csts};
@@ -184,8 +184,10 @@ pub fn spawn_logged_serve(sock: &Path, extra: &[&std::ffi::OsStr]) -> std::proce
 }
 
 /// The driver attached to the controller at `dir/cntrl` with one small I/O queue.
-pub fn attach_dir(dir: &Path) -> Result<nvmemu_driver::Controller, nvmemu_driver::DriverError> {
-    nvmemu_driver::Controller::attach(
+pub fn attach_dir(
+    dir: &Path,
+) -> Result<nvmemu_driver::AttachedController, nvmemu_driver::DriverError> {
+    nvmemu_driver::AttachedController::attach(
         dir,
         nvmemu_driver::AttachOptions {
             io_queues: 1,
@@ -216,8 +218,8 @@ pub fn opts(io_queues: u16) -> AttachOptions {
 }
 
 /// Attach our driver on a fresh connection.
-pub fn attach(t: &TestTarget, io_queues: u16) -> Controller {
-    Controller::attach(t.dir(), opts(io_queues)).expect("driver attaches")
+pub fn attach(t: &TestTarget, io_queues: u16) -> AttachedController {
+    AttachedController::attach(t.dir(), opts(io_queues)).expect("driver attaches")
 }
 
 /// A deterministic byte pattern.
@@ -252,7 +254,7 @@ pub fn add_controller(t: &TestTarget) -> tempfile::TempDir {
 
 /// Verified I/O (write a pattern, read it back, compare) on an attached driver, then a
 /// clean shutdown.
-pub fn verified_io_on(c: &mut Controller) {
+pub fn verified_io_on(c: &mut AttachedController) {
     let mut q = c.take_qpair().unwrap();
     let len = 64 * 1024;
     let seed = 0x5A;
@@ -466,10 +468,10 @@ impl SharedTransport {
 }
 
 /// Attach our driver over a shared transport.
-pub fn attach_shared(t: &TestTarget, io_queues: u16) -> (Controller, SharedTransport) {
+pub fn attach_shared(t: &TestTarget, io_queues: u16) -> (AttachedController, SharedTransport) {
     let shared = SharedTransport::connect(t);
     // The driver's transport is the shared one itself (`Arc<Mutex<T>>` is a Transport).
-    let c = Controller::attach_with(Box::new(shared.0.clone()), opts(io_queues)).unwrap();
+    let c = AttachedController::attach_with(Box::new(shared.0.clone()), opts(io_queues)).unwrap();
     (c, shared)
 }
 

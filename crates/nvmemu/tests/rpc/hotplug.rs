@@ -4,7 +4,7 @@
 use super::*;
 
 /// Polls until the controller completes an outstanding AER.
-fn wait_event(c: &mut Controller) -> u32 {
+fn wait_event(c: &mut AttachedController) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let events = c.poll_async_events().expect("poll AERs");
@@ -19,7 +19,7 @@ fn wait_event(c: &mut Controller) -> u32 {
 }
 
 /// Changed Namespace List (LID 04h): the NSIDs it lists.
-fn changed_namespaces(c: &mut Controller) -> Vec<u32> {
+fn changed_namespaces(c: &mut AttachedController) -> Vec<u32> {
     let page = c
         .get_log_page(0x04, Nsid(0xFFFF_FFFF), 4096, 0)
         .expect("Changed Namespace List");

@@ -13,7 +13,7 @@ mod server;
 mod sockets;
 mod stats;
 
-use nvmemu_driver::{AttachOptions, Controller, sqe};
+use nvmemu_driver::{AttachOptions, AttachedController, sqe};
 use nvmemu_rpc::{Client, ClientError};
 use nvmemu_spec::opcode::IoOpcode;
 use nvmemu_spec::{Lba, Nsid, Status};
@@ -41,8 +41,8 @@ fn kb_field(text: &str, key: &str) -> u64 {
     kb * 1024
 }
 
-fn attach(dir: &Path) -> Controller {
-    Controller::attach(
+fn attach(dir: &Path) -> AttachedController {
+    AttachedController::attach(
         dir,
         AttachOptions {
             io_queues: 1,
@@ -62,7 +62,7 @@ fn rpc_code(r: Result<Value, ClientError>) -> (i32, String) {
 }
 
 /// SUBNQN: Identify Controller bytes 1023:768, NUL padded.
-fn identify_subnqn(c: &mut Controller) -> String {
+fn identify_subnqn(c: &mut AttachedController) -> String {
     let buf = c.alloc_dma(4096).expect("DMA buffer");
     let cqe = c
         .admin_raw_with_data(

@@ -28,7 +28,7 @@ fn iostat_latency_ticks_and_nvmf_qpair_counts_follow_a_clients_io() {
         dma_pool_bytes: 8 << 20,
         ..AttachOptions::default()
     };
-    let mut c = Controller::attach(&s.traddr(), opts).expect("driver attaches");
+    let mut c = AttachedController::attach(&s.traddr(), opts).expect("driver attaches");
     let n = c.io_queue_count() as u64;
     assert!(n >= 1);
     assert_eq!(qpair_counts(&s), (1, n, 1, n));
@@ -98,7 +98,7 @@ fn iostat_latency_ticks_and_nvmf_qpair_counts_follow_a_clients_io() {
 
     // A second client adds its own queues to the totals.
     drop(c);
-    let mut c = Controller::attach(&s.traddr(), opts).expect("driver attaches again");
+    let mut c = AttachedController::attach(&s.traddr(), opts).expect("driver attaches again");
     let m = c.io_queue_count() as u64;
     assert_eq!(qpair_counts(&s), (2, n + m, 1, m));
     c.shutdown().unwrap();

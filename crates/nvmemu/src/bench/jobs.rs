@@ -14,7 +14,7 @@ use anyhow::{Result, anyhow, bail};
 use clap::{Args, FromArgMatches};
 use nvmemu_bench::jobfile::{JobDef, JobOption, read_job_files};
 
-use crate::bench_cmd::BenchArgs;
+use super::args::BenchArgs;
 
 /// One job definition to run (its `numjobs` clones included).
 #[derive(Debug, Clone)]

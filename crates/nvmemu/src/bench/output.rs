@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
-use crate::bench_cmd::BenchArgs;
-use crate::bench_jobs::{RunPlan, filename_socket};
+use super::args::BenchArgs;
+use super::jobs::{RunPlan, filename_socket};
 
 /// The report's destination.
 #[derive(Debug)]
@@ -132,7 +132,7 @@ mod tests {
     fn notes_for(argv: &[&str]) -> Vec<String> {
         let argv = std::iter::once("bench").chain(argv.iter().copied());
         let mut args = Cli::try_parse_from(argv).unwrap().args;
-        let plan = crate::bench_jobs::plan_run(&args, &[]).unwrap();
+        let plan = super::super::jobs::plan_run(&args, &[]).unwrap();
         notes(&mut args, &plan).unwrap()
     }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The in-process target of `nvmemu bench`: which CPUs its poller and the jobs
-//! get, one controller with one namespace on a socket in a temporary
-//! directory, and its poller counters as the bench's [`TargetProbe`].
+//! The in-process target of `nvmemu bench`: which CPUs its pollers and the jobs
+//! get, its controllers (one namespace, each on a socket in a temporary
+//! directory), and its poller counters as the bench's [`TargetProbe`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -82,13 +82,14 @@ fn list(cpus: &[usize]) -> String {
         .join(",")
 }
 
-/// A target with one controller serving one namespace (NSID 1) on a socket in
-/// a temporary directory, removed with it.
+/// A target whose controllers serve one namespace (NSID 1), each on a socket in a
+/// temporary directory, removed with it.
 #[derive(Debug)]
 pub struct EmbeddedTarget {
     target: Target,
     dir: tempfile::TempDir,
     dirs: Vec<PathBuf>,
+    pollers: usize,
 }
 
 impl EmbeddedTarget {
@@ -98,9 +99,10 @@ impl EmbeddedTarget {
         Self::start_with(ns, placement, 1, None)
     }
 
-    /// Starts the pollers and `controllers` controllers on the first poller, each serving the
-    /// same namespace (one bdev) on its own socket directory; `latency` is handed to the
-    /// first controller (`--lat-breakdown`).
+    /// Starts the pollers and `controllers` controllers per poller, each serving the same
+    /// namespace (one bdev) on its own socket directory; `latency` is handed to the first
+    /// controller (`--lat-breakdown`). Controller i is on poller i mod the number of pollers
+    /// ([`EmbeddedTarget::poller_of`]).
     pub fn start_with(
         ns: &NsSpec,
         placement: &TargetPlacement,
@@ -134,11 +136,14 @@ impl EmbeddedTarget {
             }
             NsKind::Null => Bdev::null("bench0", ns.lba, ns.num_blocks()),
         }
-        .map_err(|e| anyhow::anyhow!(crate::bench_cmd::error_chain(&e)))
+        .map_err(|e| anyhow::anyhow!(nvmemu::error_chain(&e)))
         .context("cannot create the namespace")?;
         let bdev = Arc::new(bdev);
         let mut dirs = Vec::new();
-        for i in 0..controllers.max(1) {
+        let pollers = u32::try_from(placement.target_cpus.len().max(1)).unwrap_or(1);
+        // The target puts each new controller on its least loaded poller, the first of
+        // equals: adding them in order deals them out round-robin.
+        for i in 0..controllers.max(1).saturating_mul(pollers) {
             let d = if i == 0 {
                 dir.path().to_path_buf()
             } else {
@@ -169,7 +174,22 @@ impl EmbeddedTarget {
             }
             dirs.push(d);
         }
-        Ok(EmbeddedTarget { target, dir, dirs })
+        Ok(EmbeddedTarget {
+            target,
+            dir,
+            dirs,
+            pollers: usize::try_from(pollers).unwrap_or(1),
+        })
+    }
+
+    /// The poller (index into the target CPUs) serving controller `i` of [`Self::dirs`].
+    pub fn poller_of(&self, i: usize) -> usize {
+        i % self.pollers
+    }
+
+    /// Number of pollers.
+    pub fn pollers(&self) -> usize {
+        self.pollers
     }
 
     /// The socket directories of all controllers (`cntrl` inside each), first one first.
@@ -202,6 +222,7 @@ impl TargetProbe for EmbeddedTarget {
                     cpu,
                     busy_ns: s.busy_ns(),
                     total_ns: s.elapsed_ns,
+                    commands: s.commands,
                 })
                 .collect(),
         })
