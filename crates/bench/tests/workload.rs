@@ -335,8 +335,7 @@ fn thinktime_counting_completions_keeps_the_queue_full() {
     let out = &r.jobs[0].output;
     let depths = &out.stats.depth_map;
     eprintln!("{depths:?} {} ms", out.runtime_ms);
-    // Depths past thinktime_blocks (the 16-31 and 32-63 buckets) are reached.
+    // Depths past thinktime_blocks (the 16-31 and 32-63 buckets) are reached: counting issues
+    // would cap the depth at 8. (No wall-time bound: a loaded machine stretches each pause.)
     assert!(depths[4] + depths[5] > 0, "{depths:?}");
-    // More than 8 I/Os per 1 ms pause, loosely: a cap at 8 would take at least 375 ms.
-    assert!(out.runtime_ms < 375, "{} ms", out.runtime_ms);
 }
