@@ -50,6 +50,8 @@ pub struct ControllerConfig {
     pub shadow_doorbells: bool,
     /// Per-command timestamps for `nvmemu bench --lat-breakdown` (None: not recorded, no cost).
     pub latency: Option<crate::latency::LatencyHook>,
+    /// The NVMe over Fabrics fields of Identify Controller; None for a PCIe controller.
+    pub fabrics: Option<crate::fabrics::FabricsIdentity>,
 }
 
 impl Default for ControllerConfig {
@@ -68,6 +70,7 @@ impl Default for ControllerConfig {
             max_namespaces: 32,
             shadow_doorbells: true,
             latency: None,
+            fabrics: None,
         }
     }
 }

@@ -23,6 +23,7 @@ mod admin;
 pub mod bench_hooks;
 mod controller;
 mod dptr;
+mod fabrics;
 mod io;
 mod latency;
 mod metrics;
@@ -39,6 +40,7 @@ pub mod timing;
 
 pub use admin::identify::ONCS;
 pub use controller::{Controller, ControllerConfig, CtrlError, InterruptSink, MmioError};
+pub use fabrics::FabricsIdentity;
 pub use latency::{LatencyHook, LatencyTable, Stage};
 pub use metrics::{ControllerStats, QueueCounters};
 pub use namespace::Namespace;
