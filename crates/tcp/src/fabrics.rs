@@ -111,7 +111,8 @@ pub struct BadConnectData {
 }
 
 impl ConnectData {
-    /// Decode the 1024 bytes of Connect data: NQNs are NUL-terminated UTF-8 within 256 bytes.
+    /// Decode the 1024 bytes of Connect data: NQNs are NUL-terminated UTF-8 within 256 bytes,
+    /// the subsystem's not empty.
     pub fn parse(data: &[u8]) -> Result<ConnectData, BadConnectData> {
         if data.len() < CONNECT_DATA_LEN {
             return Err(BadConnectData { offset: 0 });
@@ -121,7 +122,12 @@ impl ConnectData {
         Ok(ConnectData {
             hostid,
             cntlid: u16::from_le_bytes([data[16], data[17]]),
-            subnqn: nqn(data, connect_offsets::SUBNQN)?,
+            subnqn: Some(nqn(data, connect_offsets::SUBNQN)?)
+                .filter(|n| !n.is_empty())
+                .ok_or(BadConnectData {
+                    offset: connect_offsets::SUBNQN,
+                })?,
+            // May be empty (SPDK's perf tool sends none); only an allow list can refuse it.
             hostnqn: nqn(data, connect_offsets::HOSTNQN)?,
         })
     }
@@ -135,9 +141,6 @@ fn nqn(data: &[u8], offset: u16) -> Result<String, BadConnectData> {
         .position(|&b| b == 0)
         .ok_or(BadConnectData { offset })?;
     let text = std::str::from_utf8(&field[..end]).map_err(|_| BadConnectData { offset })?;
-    if text.is_empty() {
-        return Err(BadConnectData { offset });
-    }
     Ok(text.to_owned())
 }
 

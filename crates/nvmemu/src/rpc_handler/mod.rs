@@ -49,6 +49,8 @@ pub struct HandlerOptions {
 struct State {
     bdevs: bdev::Registry,
     transport: Option<nvmf::Transport>,
+    /// The TCP transport, when created.
+    tcp: Option<nvmf::TcpTransport>,
     subsystems: BTreeMap<String, nvmf::Subsystem>,
     /// Bdevs with `bdev_enable_histogram` on, and their granularity.
     histograms: BTreeMap<String, u32>,
@@ -179,7 +181,17 @@ impl Handler for NvmemuHandler {
         if let Some(r) = self.handle_app(st, &req) {
             return r;
         }
-        match req {
+        let method = req.method();
+        let r = match req {
+            R::NvmfCreateTransport(p) if nvmf::is_tcp(&p.trtype) => {
+                nvmf::create_tcp_transport(st, self.opts.cores.first().copied(), p)
+            }
+            R::NvmfSubsystemAddListener(p) if nvmf::is_tcp(&p.listen_address.trtype) => {
+                nvmf::add_tcp_listener(st, &p.nqn, p.listen_address)
+            }
+            R::NvmfSubsystemRemoveListener(p) if nvmf::is_tcp(&p.listen_address.trtype) => {
+                nvmf::remove_tcp_listener(st, &p.nqn, &p.listen_address)
+            }
             R::SpdkGetVersion => framework::version(),
             R::FrameworkWaitInit => Ok(Value::Bool(true)),
             R::FrameworkGetReactors => framework::reactors(&self.target, &self.opts.cores),
@@ -233,7 +245,12 @@ impl Handler for NvmemuHandler {
             R::NvmemuGetLatencyBreakdown => latency::breakdown(&self.target),
             // Answered by `dispatch`, above or by `handle_app`.
             other => Err(RpcError::method_not_found(other.method())),
+        };
+        // The TCP target keeps its own copy of the subsystems (read on Connect).
+        if r.is_ok() && method.starts_with("nvmf_") {
+            nvmf::sync_tcp(st);
         }
+        r
     }
 }
 
