@@ -22,6 +22,8 @@ pub(crate) enum ConnState {
     AwaitConnect,
     /// Connected to controller `cntlid` as queue `q.mem.qid`.
     Queue { cntlid: u16, q: Box<QueueIo> },
+    /// Connected to the discovery controller.
+    Discovery(Box<crate::discovery::Discovery>),
     /// Ending: what is queued for sending goes out until `deadline`, nothing is read. A
     /// connected queue stays until then, to be torn down with the connection.
     Closing {
@@ -262,6 +264,35 @@ impl Conn {
             tracing::warn!(peer = %self.peer, "send buffer full for a response; closing");
             self.close_after(Instant::now());
         }
+    }
+
+    /// Answer host command `cccid` with `data` in one C2HData PDU (if any) and then a
+    /// response capsule; false when the send buffer has no room for both.
+    pub(crate) fn respond_data(
+        &mut self,
+        cccid: u16,
+        status: Status,
+        dw0: u32,
+        data: &[u8],
+    ) -> bool {
+        let neg = self.neg;
+        if !data.is_empty() {
+            let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+            let l = pdu::C2hLayout::new(pdu::DATA_HLEN, data.len(), &neg);
+            let resp = pdu::C2hLayout::new(pdu::RESP_HLEN, 0, &neg).plen;
+            if self.tx.room() < l.plen + resp {
+                return false;
+            }
+            let Some(out) = self.tx.reserve(l.plen) else {
+                return false;
+            };
+            pdu::encode_c2h_data_header(out, cccid, 0, len, false, &neg);
+            out[l.pdo..l.pdo + data.len()].copy_from_slice(data);
+            pdu::finish_c2h_data(out, &l, &neg);
+            self.tx.commit(l.plen);
+        }
+        self.respond_status(cccid, status, dw0);
+        true
     }
 
     /// Queue a termination request for `err` and stop reading.

@@ -8,6 +8,7 @@ use nvmemu_spec::{Qid, Sqe, Status};
 
 use crate::conn::{Conn, ConnState, Outcome, QueueIo};
 use crate::controllers::FabricsCtrl;
+use crate::discovery::{DISCOVERY_NQN, Discovery};
 use crate::fabrics::{
     CONNECT_DATA_LEN, ConnectData, DYNAMIC_CNTLID, FabricsCommand, connect_offsets,
     connect_sqe_offsets, connect_status, invalid_param_dw0,
@@ -19,6 +20,9 @@ use crate::queue::QueueMem;
 const MAX_CNTLID: u16 = 0xFFEF;
 /// CC, the one register a host sets (NVMe over Fabrics 1.1, 3.5).
 const CC: u32 = 0x14;
+
+/// The controller ID of every discovery controller (they share no state).
+const DISCOVERY_CNTLID: u16 = 1;
 
 /// A Connect refused: the status and DW0.
 type Refusal = (Status, u32);
@@ -55,6 +59,25 @@ impl PollGroup {
             && let Some(c) = self.ctrls.get_mut(&cntlid)
         {
             c.touch(now);
+        }
+        if let ConnState::Discovery(disc) = &mut conn.state {
+            let (status, v) = match cmd {
+                FabricsCommand::PropertyGet { offset, .. } => match disc.property_get(offset) {
+                    Ok(v) => (Status::SUCCESS, v),
+                    Err(s) => (s, 0),
+                },
+                FabricsCommand::PropertySet { offset, value, .. } => {
+                    (disc.property_set(offset, value), 0)
+                }
+                FabricsCommand::Disconnect => {
+                    conn.respond_status(cccid, Status::SUCCESS, 0);
+                    conn.state_closing(now);
+                    return Outcome::Done;
+                }
+                _ => (Status::COMMAND_SEQUENCE_ERROR, 0),
+            };
+            conn.respond_status_dw1(cccid, status, low(v), low(v >> 32));
+            return Outcome::Done;
         }
         let (status, dw0, dw1) = match (cmd, queue) {
             (
@@ -128,6 +151,13 @@ impl PollGroup {
             return Err((Status::DATA_SGL_LENGTH_INVALID, 0));
         }
         let d = ConnectData::parse(data).map_err(|e| bad_data_field(e.offset))?;
+        if d.subnqn == DISCOVERY_NQN {
+            if qid != 0 {
+                return Err(bad_sqe_field(connect_sqe_offsets::QID));
+            }
+            conn.state = ConnState::Discovery(Box::new(Discovery::new(d.hostnqn)));
+            return Ok(DISCOVERY_CNTLID);
+        }
         let sub = self
             .subsystems
             .lock()

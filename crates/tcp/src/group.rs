@@ -20,6 +20,7 @@ use crate::buffers::ByteBuf;
 use crate::config::{Subsystems, TcpOptions};
 use crate::conn::{Conn, ConnState, Outcome};
 use crate::controllers::{FabricsCtrl, NoInterrupts};
+use crate::discovery::Answer;
 use crate::fabrics::FabricsCommand;
 use crate::pdu::{self, H2cPdu, Negotiated, Phase};
 
@@ -209,7 +210,12 @@ impl PollGroup {
     /// Handle one whole PDU from `rx`: Some(true) handled, Some(false) the connection
     /// ends now, None no whole PDU (or no room to answer one).
     fn next_pdu(&mut self, conn: &mut Conn, rx: &mut ByteBuf, now: Instant) -> Option<bool> {
-        if conn.tx.room() < 2 * pdu::MAX_SMALL_PDU {
+        // Room for whatever answer the PDU may need at once.
+        let answer = match conn.state {
+            ConnState::Discovery(_) => crate::discovery::MAX_DATA + pdu::DATA_HLEN + 64,
+            _ => 0,
+        };
+        if conn.tx.room() < 2 * pdu::MAX_SMALL_PDU + answer {
             return None;
         }
         let head: [u8; pdu::CH_LEN] = rx.data().get(..pdu::CH_LEN)?.try_into().ok()?;
@@ -297,6 +303,18 @@ impl PollGroup {
         if sqe.opcode() == crate::fabrics::OPCODE {
             let cmd = FabricsCommand::decode(&sqe);
             return self.fabrics(conn, &sqe, cmd, data, now);
+        }
+        if let ConnState::Discovery(d) = &conn.state {
+            let len = nvmemu_spec::SglDescriptor::from_dptr(sqe.dptr1, sqe.dptr2).len as usize;
+            let cccid = sqe.cid().0;
+            if len > crate::discovery::MAX_DATA {
+                conn.respond_status(cccid, nvmemu_spec::Status::DATA_SGL_LENGTH_INVALID, 0);
+                return Outcome::Done;
+            }
+            if let Answer::Complete(status, dw0, data) = d.admin(&sqe, len, &self.subsystems) {
+                conn.respond_data(cccid, status, dw0, &data);
+            }
+            return Outcome::Done;
         }
         let ConnState::Queue { cntlid, .. } = &conn.state else {
             conn.respond_status(sqe.cid().0, nvmemu_spec::Status::COMMAND_SEQUENCE_ERROR, 0);

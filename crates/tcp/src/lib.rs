@@ -19,6 +19,7 @@ mod config;
 mod conn;
 mod connect;
 mod controllers;
+mod discovery;
 pub mod fabrics;
 mod group;
 pub mod pdu;
@@ -32,6 +33,7 @@ use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 
 pub use config::{Subsystems, TcpOptions, TcpSubsystem};
+pub use discovery::DISCOVERY_NQN;
 
 use group::{Control, PollGroup};
 

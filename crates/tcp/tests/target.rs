@@ -166,3 +166,52 @@ fn disconnecting_the_admin_queue_ends_the_io_queues() {
         "I/O connection closed with its controller"
     );
 }
+
+#[test]
+fn discovery_controller_lists_the_subsystem_and_its_listener() {
+    let (t, addr, _) = target(TcpOptions::default());
+    t.subsystems()
+        .lock()
+        .get_mut(NQN)
+        .unwrap()
+        .listeners
+        .push(addr);
+    let mut i = Initiator::new(addr, false, false);
+    let mut data = vec![0u8; 1024];
+    data[16..18].copy_from_slice(&0xFFFFu16.to_le_bytes());
+    let d = nvmemu_tcp::DISCOVERY_NQN.as_bytes();
+    data[256..256 + d.len()].copy_from_slice(d);
+    data[512..512 + HOSTNQN.len()].copy_from_slice(HOSTNQN.as_bytes());
+    let connect = nvmemu_spec::Sqe {
+        nsid: 0x01,
+        cdw11: 31,
+        ..sqe(0x7F, sgl(0x01, 1024))
+    };
+    let (c, _) = i.exec(connect, &data, &[], 0);
+    assert_eq!(c.status(), Status::SUCCESS);
+    assert_eq!(i.prop_set(0x14, 1), Status::SUCCESS);
+    assert_eq!(i.prop_get(0x1C, false).1 & 1, 1);
+    let id = identify_controller(&mut i);
+    assert_eq!(id[111], 2, "CNTRLTYPE: discovery");
+    // Get Log Page 70h, 4 KiB from offset 0.
+    let (c, page) = i.exec(
+        nvmemu_spec::Sqe {
+            cdw10: 0x70 | (1023 << 16),
+            ..sqe(0x02, sgl(0x5A, 4096))
+        },
+        &[],
+        &[],
+        0,
+    );
+    assert_eq!(c.status(), Status::SUCCESS);
+    assert_eq!(
+        u64::from_le_bytes(page[8..16].try_into().unwrap()),
+        1,
+        "NUMREC"
+    );
+    let e = &page[1024..2048];
+    assert_eq!(e[0], 3, "TRTYPE TCP");
+    assert_eq!(&e[256..256 + NQN.len()], NQN.as_bytes());
+    let port = addr.port().to_string();
+    assert_eq!(&e[32..32 + port.len()], port.as_bytes());
+}
