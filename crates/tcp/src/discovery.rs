@@ -27,7 +27,7 @@ pub(crate) const MAX_DATA: usize = 64 * 1024;
 /// CNTRLTYPE of a discovery controller.
 const CNTRLTYPE_DISCOVERY: u8 = 2;
 /// Entries of the queue the host may use (CAP.MQES + 1).
-const QUEUE_ENTRIES: u64 = 32;
+const QUEUE_ENTRIES: u16 = 32;
 
 /// Register state of a discovery controller.
 #[derive(Debug, Default)]
@@ -56,7 +56,7 @@ impl Discovery {
         let shst = if (self.cc >> 14) & 3 != 0 { 2 << 2 } else { 0 };
         match offset {
             // MQES, CQR, TO = 15 s, CSS NVM.
-            0x00 => Ok((QUEUE_ENTRIES - 1) | (1 << 16) | (30 << 24) | (1 << 37)),
+            0x00 => Ok(u64::from(QUEUE_ENTRIES - 1) | (1 << 16) | (30 << 24) | (1 << 37)),
             0x08 => Ok(u64::from(nvmemu_spec::regs::VERSION_1_4)),
             0x14 => Ok(u64::from(self.cc)),
             0x1C => Ok(ready | shst),
@@ -120,7 +120,7 @@ fn identify() -> IdentifyController {
     // Extended data for Get Log Page (offsets), Keep Alive in 1 s steps.
     id.lpa = 1 << 2;
     id.kas = 10;
-    id.maxcmd = QUEUE_ENTRIES as u16;
+    id.maxcmd = QUEUE_ENTRIES;
     id.sgls = ctrl_bits::SGLS_SUPPORTED | ctrl_bits::SGLS_KEYED | ctrl_bits::SGLS_OFFSET;
     let nqn = DISCOVERY_NQN.as_bytes();
     if let Some(dst) = id.subnqn.get_mut(..nqn.len()) {
@@ -151,7 +151,7 @@ pub(crate) fn log_page(subsystems: &Subsystems, hostnqn: &str) -> Vec<u8> {
         e[3] = 0; // TREQ: secure channel not specified
         e[4..6].copy_from_slice(&u16::try_from(i).unwrap_or(0).to_le_bytes()); // PORTID
         e[6..8].copy_from_slice(&0xFFFFu16.to_le_bytes()); // CNTLID: dynamic
-        e[8..10].copy_from_slice(&(QUEUE_ENTRIES as u16).to_le_bytes()); // ASQSZ
+        e[8..10].copy_from_slice(&QUEUE_ENTRIES.to_le_bytes()); // ASQSZ
         fill(&mut e[32..64], addr.port().to_string().as_bytes(), b' '); // TRSVCID
         fill(&mut e[256..512], nqn.as_bytes(), 0); // SUBNQN
         fill(&mut e[512..768], addr.ip().to_string().as_bytes(), b' '); // TRADDR

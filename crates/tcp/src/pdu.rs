@@ -612,6 +612,7 @@ pub fn encode_term_req(out: &mut [u8], err: &PduError, offending: &[u8]) -> usiz
 pub const MAX_SMALL_PDU: usize = DATA_HLEN + TERM_DATA_MAX + DIGEST_LEN;
 
 #[cfg(test)]
+#[allow(clippy::cast_possible_truncation)]
 mod tests {
     use super::*;
 
