@@ -8,7 +8,7 @@
 //! each connection plays host to it through a private memory region (its queue rings and
 //! one buffer per command), so everything NVMe (Identify, queues, I/O, reservations, QoS)
 //! is the same code that serves vfio-user.
-//! May depend on: nvmemu-spec, nvmemu-mem, nvmemu-bdev, nvmemu-ctrl.
+//! May depend on: nvmemu-spec, nvmemu-mem, nvmemu-ctrl.
 //! Must never: trust a PDU field, block the poll group on a socket, or buffer without
 //! bound (each connection has two fixed buffers).
 #![forbid(unsafe_code)]
