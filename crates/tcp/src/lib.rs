@@ -24,6 +24,8 @@ pub mod fabrics;
 mod group;
 pub mod pdu;
 mod queue;
+#[cfg(any(test, feature = "test-utils"))]
+pub mod test_utils;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};

@@ -34,7 +34,7 @@ fn expect_term(i: &mut Initiator, fes: u16) {
 /// A well-behaved host still gets served.
 fn still_serves(addr: SocketAddr) {
     let mut i = Initiator::new(addr, false, false);
-    i.enable();
+    enable(&mut i);
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn wrong_header_length_and_huge_plen_end_the_connection() {
 fn h2c_data_beyond_the_transfer_length_is_out_of_range() {
     let (_t, addr, _) = target(quick());
     let mut admin = Initiator::new(addr, false, false);
-    let cntlid = admin.enable();
+    let cntlid = enable(&mut admin);
     let (c, _) = admin.exec(
         nvmemu_spec::Sqe {
             cdw10: 0x07,
@@ -116,10 +116,7 @@ fn h2c_data_beyond_the_transfer_length_is_out_of_range() {
     );
     assert_eq!(c.status(), Status::SUCCESS);
     let mut io = Initiator::new(addr, false, false);
-    assert_eq!(
-        io.connect(1, 15, cntlid, HOSTNQN, 0).status(),
-        Status::SUCCESS
-    );
+    assert_eq!(connect(&mut io, 1, 15, cntlid, 0).status(), Status::SUCCESS);
     let mut w = rw(0x01, 0, 8, sgl(0x5A, 4096));
     w.cdw0 |= 9 << 16;
     io.send(0x04, 0, zerocopy::IntoBytes::as_bytes(&w), &[]);
@@ -138,7 +135,7 @@ fn h2c_data_beyond_the_transfer_length_is_out_of_range() {
 fn h2c_data_without_an_r2t_is_refused() {
     let (_t, addr, _) = target(quick());
     let mut i = Initiator::new(addr, false, false);
-    i.enable();
+    enable(&mut i);
     i.h2c_data(1, 3, 0, &[0u8; 512], true);
     expect_term(&mut i, 0x01);
     still_serves(addr);
@@ -148,7 +145,7 @@ fn h2c_data_without_an_r2t_is_refused() {
 fn bad_header_digest_is_a_header_digest_error() {
     let (_t, addr, _) = target(quick());
     let mut i = Initiator::new(addr, true, false);
-    i.enable();
+    enable(&mut i);
     let sqe = rw(0x02, 0, 1, sgl(0x5A, 512));
     let mut pdu = vec![0x04, 0x01, 72, 0];
     pdu.extend_from_slice(&76u32.to_le_bytes());
@@ -184,7 +181,7 @@ fn slowloris_icreq_is_closed_after_the_stall_timeout() {
 fn a_host_that_stops_reading_is_dropped_and_others_are_served() {
     let (_t, addr, _) = target(quick());
     let mut admin = Initiator::new(addr, false, false);
-    let cntlid = admin.enable();
+    let cntlid = enable(&mut admin);
     admin.exec(
         nvmemu_spec::Sqe {
             cdw10: 0x07,
@@ -196,7 +193,7 @@ fn a_host_that_stops_reading_is_dropped_and_others_are_served() {
     );
     let mut io = Initiator::new(addr, false, false);
     assert_eq!(
-        io.connect(1, 127, cntlid, HOSTNQN, 0).status(),
+        connect(&mut io, 1, 127, cntlid, 0).status(),
         Status::SUCCESS
     );
     // 127 reads of 128 KiB each, never reading the answers: far more than the socket
@@ -234,7 +231,7 @@ fn a_host_that_stops_reading_is_dropped_and_others_are_served() {
 fn keep_alive_timeout_removes_the_controller() {
     let (_t, addr, _) = target(quick());
     let mut i = Initiator::new(addr, false, false);
-    let c = i.connect(0, 31, 0xFFFF, HOSTNQN, 200);
+    let c = connect(&mut i, 0, 31, 0xFFFF, 200);
     assert_eq!(c.status(), Status::SUCCESS);
     let t0 = Instant::now();
     assert!(i.try_recv().is_none(), "connection closed");

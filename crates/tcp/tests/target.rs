@@ -12,7 +12,7 @@ use nvmemu_tcp::TcpOptions;
 /// Admin and one I/O queue up; returns the initiators (admin, I/O).
 fn connected(addr: std::net::SocketAddr, digests: bool) -> (Initiator, Initiator) {
     let mut admin = Initiator::new(addr, digests, digests);
-    let cntlid = admin.enable();
+    let cntlid = enable(&mut admin);
     let (c, _) = admin.exec(
         nvmemu_spec::Sqe {
             cdw10: 0x07,
@@ -25,7 +25,7 @@ fn connected(addr: std::net::SocketAddr, digests: bool) -> (Initiator, Initiator
     );
     assert_eq!(c.status(), Status::SUCCESS, "Set Features Number of Queues");
     let mut io = Initiator::new(addr, digests, digests);
-    let c = io.connect(1, 63, cntlid, HOSTNQN, 0);
+    let c = connect(&mut io, 1, 63, cntlid, 0);
     assert_eq!(c.status(), Status::SUCCESS, "I/O Connect");
     assert_eq!(c.dw0 as u16, cntlid);
     (admin, io)
@@ -120,7 +120,7 @@ fn transfer_beyond_mdts_is_refused_with_sgl_length_invalid() {
 fn host_not_on_the_allow_list_gets_connect_invalid_host() {
     let (_t, addr, _) = target(TcpOptions::default());
     let mut i = Initiator::new(addr, false, false);
-    let c = i.connect(0, 31, 0xFFFF, "nqn.2014-08.org.example:intruder", 0);
+    let c = i.connect(NQN, 0, 31, 0xFFFF, "nqn.2014-08.org.example:intruder", 0);
     assert_eq!(c.status().sc, 0x84);
 }
 
@@ -128,7 +128,7 @@ fn host_not_on_the_allow_list_gets_connect_invalid_host() {
 fn io_connect_to_an_unknown_controller_is_refused() {
     let (_t, addr, _) = target(TcpOptions::default());
     let mut i = Initiator::new(addr, false, false);
-    let c = i.connect(1, 31, 42, HOSTNQN, 0);
+    let c = connect(&mut i, 1, 31, 42, 0);
     assert_eq!(c.status().sc, 0x82, "Connect Invalid Parameters");
     assert_eq!(c.dw0, 1 | (16 << 16), "IATTR data, IPO CNTLID");
 }

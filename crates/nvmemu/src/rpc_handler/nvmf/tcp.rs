@@ -187,13 +187,18 @@ pub(crate) fn add_listener(st: &mut State, nqn: &str, a: ListenAddress) -> Resul
             format!("Listener {addr} already exists"),
         ));
     }
-    if listeners_at(st, addr) == 0 {
-        t.target
+    // Port 0 binds a port the kernel picks; the listener records it.
+    let mut trsvcid = a.trsvcid.clone();
+    if addr.port() == 0 || listeners_at(st, addr) == 0 {
+        let bound = t
+            .target
             .listen(addr)
             .map_err(|e| RpcError::internal(format!("Unable to listen on {addr}: {e}")))?;
+        trsvcid = Some(bound.port().to_string());
     }
     let entry = ListenAddress {
         trtype: TCP.to_owned(),
+        trsvcid,
         ..a
     };
     subsystem_mut(st, nqn)?.tcp_listeners.push(entry);
