@@ -10,8 +10,8 @@ use std::sync::Arc;
 use nvmemu::rpc_handler::{HandlerOptions, NvmemuHandler};
 use nvmemu_driver::{AttachOptions, Controller};
 use nvmemu_rpc::{Request, StopHandle, dispatch};
-use nvmemu_spec::{Lba, Nsid, Sqe, Status};
-use nvmemu_tcp::test_utils::{Initiator, rw, sgl, sqe};
+use nvmemu_spec::{Lba, Nsid, Status};
+use nvmemu_tcp::test_utils::{connect_pair, rw, sgl};
 use serde_json::{Value, json};
 
 const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
@@ -104,18 +104,7 @@ fn data_written_over_one_transport_reads_back_over_the_other() {
 
     // Read over TCP, then written there.
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut admin = Initiator::new(addr, false, false);
-    let cntlid = admin.enable(NQN, HOST);
-    let nq = Sqe {
-        cdw10: 0x07,
-        ..sqe(0x09, sgl(0x5A, 0))
-    };
-    assert_eq!(admin.exec(nq, &[], &[], 0).0.status(), Status::SUCCESS);
-    let mut io = Initiator::new(addr, false, false);
-    assert_eq!(
-        io.connect(NQN, 1, 31, cntlid, HOST, 0).status(),
-        Status::SUCCESS
-    );
+    let (_admin, mut io) = connect_pair(addr, NQN, HOST, false, 32);
     let (c, data) = io.exec(rw(0x02, 0, 16, sgl(0x5A, 8192)), &[], &[], 0);
     assert_eq!(c.status(), Status::SUCCESS);
     assert!(data == a, "TCP reads what vfio-user wrote");

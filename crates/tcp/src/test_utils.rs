@@ -252,6 +252,32 @@ impl Initiator {
     }
 }
 
+/// An admin queue (enabled, with `pairs` I/O queue pairs allowed by Set Features Number
+/// of Queues) and I/O queue 1 of `io_entries` entries, both with or without digests.
+pub fn connect_pair(
+    addr: SocketAddr,
+    subnqn: &str,
+    hostnqn: &str,
+    digests: bool,
+    io_entries: u16,
+) -> (Initiator, Initiator) {
+    let mut admin = Initiator::new(addr, digests, digests);
+    let cntlid = admin.enable(subnqn, hostnqn);
+    let pairs = 4u32;
+    let nq = Sqe {
+        cdw10: 0x07,
+        cdw11: (pairs - 1) | ((pairs - 1) << 16),
+        ..sqe(0x09, sgl(0x5A, 0))
+    };
+    let (c, _) = admin.exec(nq, &[], &[], 0);
+    assert_eq!(c.status(), Status::SUCCESS, "Set Features Number of Queues");
+    let mut io = Initiator::new(addr, digests, digests);
+    let c = io.connect(subnqn, 1, io_entries - 1, cntlid, hostnqn, 0);
+    assert_eq!(c.status(), Status::SUCCESS, "I/O Connect");
+    assert_eq!(c.dw0 as u16, cntlid);
+    (admin, io)
+}
+
 /// An SGL descriptor (id byte `id`: 01h in-capsule offset, 5Ah transport) of `len` bytes.
 pub fn sgl(id: u8, len: u32) -> (u64, u64) {
     (0, u64::from(len) | (u64::from(id) << 56))

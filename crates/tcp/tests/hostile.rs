@@ -103,20 +103,7 @@ fn wrong_header_length_and_huge_plen_end_the_connection() {
 #[test]
 fn h2c_data_beyond_the_transfer_length_is_out_of_range() {
     let (_t, addr, _) = target(quick());
-    let mut admin = Initiator::new(addr, false, false);
-    let cntlid = enable(&mut admin);
-    let (c, _) = admin.exec(
-        nvmemu_spec::Sqe {
-            cdw10: 0x07,
-            ..sqe(0x09, sgl(0x5A, 0))
-        },
-        &[],
-        &[],
-        0,
-    );
-    assert_eq!(c.status(), Status::SUCCESS);
-    let mut io = Initiator::new(addr, false, false);
-    assert_eq!(connect(&mut io, 1, 15, cntlid, 0).status(), Status::SUCCESS);
+    let (mut admin, mut io) = pair(addr, false, 16);
     let mut w = rw(0x01, 0, 8, sgl(0x5A, 4096));
     w.cdw0 |= 9 << 16;
     io.send(0x04, 0, zerocopy::IntoBytes::as_bytes(&w), &[]);
@@ -180,22 +167,7 @@ fn slowloris_icreq_is_closed_after_the_stall_timeout() {
 #[test]
 fn a_host_that_stops_reading_is_dropped_and_others_are_served() {
     let (_t, addr, _) = target(quick());
-    let mut admin = Initiator::new(addr, false, false);
-    let cntlid = enable(&mut admin);
-    admin.exec(
-        nvmemu_spec::Sqe {
-            cdw10: 0x07,
-            ..sqe(0x09, sgl(0x5A, 0))
-        },
-        &[],
-        &[],
-        0,
-    );
-    let mut io = Initiator::new(addr, false, false);
-    assert_eq!(
-        connect(&mut io, 1, 127, cntlid, 0).status(),
-        Status::SUCCESS
-    );
+    let (_admin, mut io) = pair(addr, false, 128);
     // 127 reads of 128 KiB each, never reading the answers: far more than the socket
     // buffers and the connection's send buffer hold.
     for cid in 0..127u32 {

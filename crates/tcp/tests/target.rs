@@ -11,24 +11,7 @@ use nvmemu_tcp::TcpOptions;
 
 /// Admin and one I/O queue up; returns the initiators (admin, I/O).
 fn connected(addr: std::net::SocketAddr, digests: bool) -> (Initiator, Initiator) {
-    let mut admin = Initiator::new(addr, digests, digests);
-    let cntlid = enable(&mut admin);
-    let (c, _) = admin.exec(
-        nvmemu_spec::Sqe {
-            cdw10: 0x07,
-            cdw11: 3 | (3 << 16),
-            ..sqe(0x09, sgl(0x5A, 0))
-        },
-        &[],
-        &[],
-        0,
-    );
-    assert_eq!(c.status(), Status::SUCCESS, "Set Features Number of Queues");
-    let mut io = Initiator::new(addr, digests, digests);
-    let c = connect(&mut io, 1, 63, cntlid, 0);
-    assert_eq!(c.status(), Status::SUCCESS, "I/O Connect");
-    assert_eq!(c.dw0 as u16, cntlid);
-    (admin, io)
+    pair(addr, digests, 64)
 }
 
 fn identify_controller(admin: &mut Initiator) -> Vec<u8> {

@@ -53,3 +53,8 @@ pub fn connect(
 ) -> nvmemu_spec::Cqe {
     i.connect(NQN, qid, sqsize, cntlid, HOSTNQN, kato)
 }
+
+/// Admin and I/O queue 1 (`io_entries` entries) on the test subsystem.
+pub fn pair(addr: SocketAddr, digests: bool, io_entries: u16) -> (Initiator, Initiator) {
+    connect_pair(addr, NQN, HOSTNQN, digests, io_entries)
+}
