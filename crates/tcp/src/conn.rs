@@ -137,6 +137,19 @@ enum Transfer {
 const SGL_DATA_BLOCK_OFFSET: u8 = 0x01;
 const SGL_TRANSPORT_DATA_BLOCK: u8 = 0x5A;
 
+/// Read, Write and Compare move NLB blocks, whatever the SGL says: their transfer must fit
+/// the SGL, and their PRPs describe exactly it. Otherwise a controller that moved more
+/// than the PRPs describe would take a data page for a PRP list (or write into one).
+fn rw_bytes(sqe: &Sqe, block_shifts: &[u8]) -> Option<u32> {
+    if !matches!(sqe.opcode(), 0x01 | 0x02 | 0x05) {
+        return None;
+    }
+    let index = usize::try_from(sqe.nsid.checked_sub(1)?).ok()?;
+    let shift = *block_shifts.get(index).filter(|s| **s > 0)?;
+    let blocks = (sqe.cdw12 & 0xFFFF) + 1;
+    Some(blocks.checked_shl(u32::from(shift)).unwrap_or(u32::MAX))
+}
+
 fn transfer(sqe: &Sqe, icd: usize, slot_bytes: u64) -> Result<Transfer, Status> {
     if sqe.psdt() == Psdt::Prp {
         // A fabrics host always sends an SGL; a PRP is acceptable only without data.
@@ -320,6 +333,7 @@ impl Conn {
         sqe: Sqe,
         icd: &[u8],
         doorbells: &nvmemu_mem::MmapRegion,
+        block_shifts: &[u8],
     ) -> Outcome {
         let neg = self.neg;
         let cccid = sqe.cid().0;
@@ -343,6 +357,22 @@ impl Conn {
             Transfer::InCapsule(l) | Transfer::Solicit(l) => (l, false),
             Transfer::Read(l) => (l, true),
         };
+        let (len, t) = match (q.mem.qid.0, rw_bytes(&sqe, block_shifts)) {
+            (0, _) | (_, None) => (len, t),
+            (_, Some(need)) if need <= len => {
+                let t = match t {
+                    Transfer::Solicit(_) => Transfer::Solicit(need),
+                    Transfer::Read(_) => Transfer::Read(need),
+                    other => other,
+                };
+                (need, t)
+            }
+            (_, Some(need)) => {
+                tracing::debug!(target: "guest", cccid, need, len, "transfer longer than its SGL");
+                self.respond_status(cccid, Status::DATA_SGL_LENGTH_INVALID, 0);
+                return Outcome::Done;
+            }
+        };
         let slot = match t {
             Transfer::Solicit(_) => Slot::Receiving { sqe, len, got: 0 },
             _ => Slot::Submitted { cccid, len, read },
@@ -355,7 +385,9 @@ impl Conn {
             });
         };
         if let Transfer::InCapsule(_) = t
-            && q.mem.write_slot(i, 0, icd).is_err()
+            && q.mem
+                .write_slot(i, 0, icd.get(..len as usize).unwrap_or(icd))
+                .is_err()
         {
             q.release(i);
             self.respond_status(cccid, Status::INTERNAL_ERROR, 0);

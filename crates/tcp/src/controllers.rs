@@ -33,6 +33,9 @@ pub(crate) struct FabricsCtrl {
     pub(crate) subnqn: String,
     pub(crate) hostnqn: String,
     pub(crate) hostid: [u8; 16],
+    /// log2 of each namespace's block size by NSID - 1 (0: no namespace), for the
+    /// transfer length of Read, Write and Compare.
+    pub(crate) block_shifts: Vec<u8>,
     /// Keep Alive Timeout (None: disabled).
     kato: Option<Duration>,
     last_seen: Instant,
@@ -65,7 +68,15 @@ impl FabricsCtrl {
             ..ControllerConfig::default()
         };
         let mut ctrl = Controller::new(config, Arc::clone(&doorbells));
+        let mut block_shifts = Vec::new();
         for ns in &sub.namespaces {
+            let i = usize::try_from(ns.nsid().0.saturating_sub(1)).unwrap_or(usize::MAX);
+            if i < 4096 {
+                if block_shifts.len() <= i {
+                    block_shifts.resize(i + 1, 0);
+                }
+                block_shifts[i] = u8::try_from(ns.block_shift()).unwrap_or(0);
+            }
             if let Err(e) = ctrl.attach_namespace(ns.clone()) {
                 tracing::warn!(%nqn, %e, "namespace not attached to a TCP controller");
             }
@@ -77,6 +88,7 @@ impl FabricsCtrl {
             subnqn: nqn.to_owned(),
             hostnqn: String::new(),
             hostid: [0; 16],
+            block_shifts,
             kato: None,
             last_seen: Instant::now(),
         })

@@ -325,7 +325,7 @@ impl PollGroup {
         };
         c.touch(now);
         let db = Arc::clone(&c.doorbells);
-        conn.queue_command(sqe, data, &db)
+        conn.queue_command(sqe, data, &db, &c.block_shifts)
     }
 
     /// Queue completions and write what the socket takes; enforce the connection's timers.

@@ -198,3 +198,22 @@ fn discovery_controller_lists_the_subsystem_and_its_listener() {
     let port = addr.port().to_string();
     assert_eq!(&e[32..32 + port.len()], port.as_bytes());
 }
+
+#[test]
+fn read_and_write_move_their_blocks_not_their_sgl_length() {
+    let (_t, addr, _) = target(TcpOptions::default());
+    let (_admin, mut io) = connected(addr, false);
+    // 16 blocks (8 KiB) asked for with a 4 KiB SGL: refused before the controller sees it.
+    let (c, data) = io.exec(rw(0x02, 0, 16, sgl(0x5A, 4096)), &[], &[], 0);
+    assert_eq!(c.status(), Status::DATA_SGL_LENGTH_INVALID);
+    assert!(data.is_empty());
+    let (c, _) = io.exec(rw(0x01, 0, 16, sgl(0x5A, 4096)), &[], &[0; 4096], 4096);
+    assert_eq!(c.status(), Status::DATA_SGL_LENGTH_INVALID);
+    // 2 blocks with a 16 KiB SGL: 1 KiB moves each way.
+    let d = pattern(1024, 5);
+    let (c, _) = io.exec(rw(0x01, 4, 2, sgl(0x5A, 16384)), &[], &d, 16384);
+    assert_eq!(c.status(), Status::SUCCESS);
+    let (c, back) = io.exec(rw(0x02, 4, 2, sgl(0x5A, 16384)), &[], &[], 0);
+    assert_eq!(c.status(), Status::SUCCESS);
+    assert_eq!(back, d);
+}
