@@ -16,7 +16,8 @@ pub struct TcpOptions {
     pub max_queue_depth: u16,
     /// I/O queue pairs per controller, SPDK's `max_io_qpairs_per_ctrlr` (`-m`).
     pub max_io_qpairs: u16,
-    /// Largest in-capsule data, SPDK's `in_capsule_data_size` (`-c`).
+    /// Largest in-capsule data on I/O queues (IOCCSZ), SPDK's `in_capsule_data_size`
+    /// (`-c`); at least the 1 KiB of Connect data, which an I/O queue's Connect carries.
     pub in_capsule_data_size: u32,
     /// Largest H2CData PDU (MAXH2CDATA), SPDK's `io_unit_size` (`-u`).
     pub io_unit_size: u32,

@@ -30,6 +30,8 @@ const SPIN_PASSES: u32 = 2_000;
 const SLEEP: Duration = Duration::from_millis(10);
 /// How long a connection being closed may take to send its last PDUs.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// In-capsule data every admin queue accepts.
+const ADMIN_ICD: u32 = 8192;
 /// Connections accepted per listener per pass.
 const ACCEPT_BATCH: usize = 64;
 
@@ -81,7 +83,10 @@ impl PollGroup {
             ddgst: false,
             hpda: 0,
             cpda: 0,
-            icd_max: self.opts.in_capsule_data_size,
+            // The admin queue takes 8 KiB of in-capsule data whatever IOCCSZ says (TCP
+            // Transport 1.0, 3.6.2.4: Connect's data comes that way); the queue is not
+            // known before Connect, so every connection may.
+            icd_max: self.opts.in_capsule_data_size.max(ADMIN_ICD),
             maxh2cdata: self.opts.io_unit_size,
         }
     }

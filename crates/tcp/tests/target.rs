@@ -217,3 +217,19 @@ fn read_and_write_move_their_blocks_not_their_sgl_length() {
     assert_eq!(c.status(), Status::SUCCESS);
     assert_eq!(back, d);
 }
+
+#[test]
+fn admin_connect_fits_in_the_capsule_whatever_the_io_in_capsule_size() {
+    let (_t, addr, _) = target(TcpOptions {
+        in_capsule_data_size: 0,
+        ..TcpOptions::default()
+    });
+    let mut admin = Initiator::new(addr, false, false);
+    enable(&mut admin);
+    let id = identify_controller(&mut admin);
+    assert_eq!(
+        u32::from_le_bytes(id[1792..1796].try_into().unwrap()),
+        4,
+        "IOCCSZ: the SQE only"
+    );
+}

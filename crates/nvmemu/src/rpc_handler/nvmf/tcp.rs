@@ -73,7 +73,7 @@ pub(crate) fn create_transport(
         in_capsule_data_size: option(
             "in_capsule_data_size",
             p.in_capsule_data_size,
-            0,
+            1024,
             d.in_capsule_data_size,
         )?
         .min(1 << 20),
