@@ -22,6 +22,12 @@
 #   config-to-spdk    nvmemu's save_config loaded by `nvmf_tgt --json`; identify sees it
 #   config-from-spdk  nvmf_tgt's save_config loaded by `nvmemu serve --json` (each call it
 #               skips named in the log); identify sees it
+#   tcp-identify  `serve --tcp`: spdk_nvme_identify over NVMe/TCP sees the same controller,
+#               and against the discovery NQN lists the subsystem with its listener
+#   tcp-perf    spdk_nvme_perf over TCP: read, write and mixed, 512 B to 128 KiB, QD 1 to
+#               128, -P 4: IOPS > 0, no errors
+#   tcp-bdevperf  bdevperf with bdev_nvme_attach_controller -t tcp: -w verify and -w reset,
+#               0 failed I/O
 # Each check gets a fresh server. Prints each check's time and "N passed, N failed".
 #
 # Usage: tests/peers/spdk.sh [path/to/nvmemu]   (default: cargo build --release -p nvmemu)
@@ -30,6 +36,7 @@
 #                      missing: skipped in one line, except under CI=true where it fails
 #   NVMEMU_PEERS_KEEP=1  keep the run directory (logs, JSON) even when every check passes
 #   NVMEMU_PEERS_ONLY="NAME..."  run only these checks (rpc-shape needs rpc-setup)
+#   NVMEMU_PEERS_TCP_PORT  loopback port of the NVMe/TCP checks (default 4420)
 # Needs root (hugepages, apt-get for the tools' libraries).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -171,6 +178,14 @@ serve() {
   SERVE_PID=$LAST_PID
   wait_socket "$WORK/$name/cntrl" "$SERVE_PID"
   TRID="trtype:VFIOUSER traddr:$WORK/$name subnqn:$NQN"
+}
+
+# serve_tcp NAME: `serve NAME` also listening on NVMe/TCP; sets TCP_TRID.
+TCP_PORT=${NVMEMU_PEERS_TCP_PORT:-4420}
+TCP_NQN=nqn.2019-07.io.nvmemu:cnode1
+serve_tcp() {
+  serve "$1" --tcp "127.0.0.1:$TCP_PORT"
+  TCP_TRID="trtype:TCP adrfam:IPv4 traddr:127.0.0.1 trsvcid:$TCP_PORT subnqn:$TCP_NQN"
 }
 
 # check NAME FUNCTION: runs FUNCTION in a subshell under `set -e` (output in $WORK/NAME.out,
@@ -435,6 +450,51 @@ check_config_from_spdk() {
   [ "$skipped" -gt 0 ]
 }
 
+check_tcp_identify() {
+  serve_tcp tcp-identify
+  run_bounded 60 tcp-identify "$P/spdk_nvme_identify" -r "$TCP_TRID"
+  python3 "$HERE/spdk_results.py" identify "$WORK/tcp-identify.log" \
+    --serial "$SERIAL" --model "$MODEL" --lbas $((NS_BYTES / LBA)) --lba-size "$LBA"
+  run_bounded 60 tcp-discovery "$P/spdk_nvme_identify" \
+    -r "${TCP_TRID%subnqn:*}subnqn:nqn.2014-08.org.nvmexpress.discovery"
+  grep -q "NVM Subsystem Qualified Name: *$TCP_NQN" "$WORK/tcp-discovery.log"
+  grep -q "Transport Service Identifier: *$TCP_PORT" "$WORK/tcp-discovery.log"
+  echo "discovery log page lists $TCP_NQN on port $TCP_PORT"
+}
+
+check_tcp_perf() {
+  serve_tcp tcp-perf
+  local spec rw size qd label
+  for spec in "randread 512 1" "randwrite 4096 32" "randrw 16384 128" "read 131072 8" \
+    "write 131072 4"; do
+    read -r rw size qd <<<"$spec"
+    label="$size B $rw QD$qd -P 4"
+    run_bounded 60 "tcp-perf-$rw-$size" "$P/spdk_nvme_perf" -r "$TCP_TRID" -c 0x1 -s 256 \
+      -q "$qd" -o "$size" -w "$rw" -M 50 -P 4 -t 2
+    python3 "$HERE/spdk_results.py" perf "$WORK/tcp-perf-$rw-$size.log" --label "$label"
+  done
+}
+
+check_tcp_bdevperf() {
+  serve_tcp tcp-bdevperf
+  cat >"$WORK/tcp-bdevperf.json" <<J
+{"subsystems": [{"subsystem": "bdev", "config": [{"method": "bdev_nvme_attach_controller",
+  "params": {"name": "Nvme0", "trtype": "tcp", "adrfam": "ipv4", "traddr": "127.0.0.1",
+             "trsvcid": "$TCP_PORT", "subnqn": "$TCP_NQN"}}]}]}
+J
+  local w bp
+  for w in verify reset; do
+    start "tcp-bdevperf-$w" "$P/bdevperf" --json "$WORK/tcp-bdevperf.json" -m 0x1 -g -s 512 \
+      --huge-dir "$HUGE" -r "$WORK/tcp-bdevperf-$w.sock" -q 32 -o 4096 -w "$w" -t 5 -z
+    bp=$LAST_PID
+    wait_socket "$WORK/tcp-bdevperf-$w.sock" "$bp"
+    PYTHONPATH="$PEERS/python" python3 "$HERE/spdk_results.py" bdevperf \
+      "$WORK/tcp-bdevperf-$w.sock" --timeout 30
+    rpcpy "$WORK/tcp-bdevperf-$w.sock" spdk_kill_instance SIGTERM >/dev/null
+    stop "$bp"
+  done
+}
+
 check checkers check_checkers
 check identify check_identify
 check waiting check_waiting
@@ -448,6 +508,9 @@ check hosts check_hosts
 check rpc-cli check_rpc_cli
 check config-to-spdk check_config_to_spdk
 check config-from-spdk check_config_from_spdk
+check tcp-identify check_tcp_identify
+check tcp-perf check_tcp_perf
+check tcp-bdevperf check_tcp_bdevperf
 
 echo "--- SPDK peer checks: ${#PASSED[@]} passed, ${#FAILED[@]} failed ($((SECONDS - t0)) s)"
 if [ ${#FAILED[@]} -gt 0 ]; then

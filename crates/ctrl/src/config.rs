@@ -29,6 +29,8 @@ pub struct ControllerConfig {
     /// Advertise Doorbell Buffer Config (OACS bit 8). The target turns it off when the
     /// client maps the doorbell page (no exits to save).
     pub shadow_doorbells: bool,
+    /// The NVMe over Fabrics fields of Identify Controller; None for a PCIe controller.
+    pub fabrics: Option<crate::fabrics::FabricsIdentity>,
 }
 
 impl Default for ControllerConfig {
@@ -46,6 +48,7 @@ impl Default for ControllerConfig {
             vendor_id: 0x4e58,
             max_namespaces: 32,
             shadow_doorbells: true,
+            fabrics: None,
         }
     }
 }

@@ -50,6 +50,12 @@ pub struct ServeArgs {
     /// pages back, and nothing is reserved (the OOM killer may strike when it fills).
     #[arg(long = "ns", value_name = "SPEC")]
     pub namespaces: Vec<NsSpec>,
+    /// Also serve the subsystems over NVMe/TCP on this address (`127.0.0.1:4420`; a port
+    /// alone listens on 127.0.0.1). There is no in-band authentication: an address other
+    /// than loopback lets every host that reaches it connect, limited only by each
+    /// subsystem's host NQN allow list (see README, "NVMe over TCP").
+    #[arg(long = "tcp", value_name = "ADDR", value_parser = parse_tcp_addr)]
+    pub tcp: Option<std::net::SocketAddr>,
     /// Core mask for pollers, SPDK style: `0x2` or `[0,2-3]`; one poller per core.
     #[arg(short = 'm', long = "cpumask", default_value = "0x1")]
     pub cpumask: String,
@@ -88,6 +94,14 @@ pub struct ServeArgs {
     /// 128 TiB of address space.
     #[arg(long, value_name = "SIZE", default_value = "1T", value_parser = crate::size::parse_size)]
     pub max_client_map_bytes: u64,
+}
+
+fn parse_tcp_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse()
+        .map_err(|_| format!("'{text}' is not ADDR:PORT (like 127.0.0.1:4420) or a port"))
 }
 
 fn parse_mode(text: &str) -> Result<u32, String> {
@@ -157,9 +171,9 @@ pub fn start(args: &ServeArgs, stop: StopHandle, log: Option<LogControl>) -> Res
 /// `--socket-dir`/`--ns`: per directory, bdevs `ns{c}n{nsid}`, a subsystem
 /// `nqn.2019-07.io.nvmemu:cnode{c+1}` with them, and a VFIOUSER listener on the directory.
 fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
-    if args.socket_dirs.is_empty() {
+    if args.socket_dirs.is_empty() && args.tcp.is_none() {
         if !args.namespaces.is_empty() {
-            bail!("--ns needs --socket-dir (or configure namespaces by RPC)");
+            bail!("--ns needs --socket-dir or --tcp (or configure namespaces by RPC)");
         }
         return Ok(());
     }
@@ -168,19 +182,32 @@ fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
         h.handle(req)
             .map_err(|e| anyhow::anyhow!("{method}: {}", e.message))
     };
-    call(Request::NvmfCreateTransport(NvmfCreateTransportParams {
-        trtype: "VFIOUSER".into(),
-        ..NvmfCreateTransportParams::default()
-    }))?;
-    for (c, dir) in args.socket_dirs.iter().enumerate() {
+    let mut transports = Vec::new();
+    if !args.socket_dirs.is_empty() {
+        transports.push("VFIOUSER");
+    }
+    if args.tcp.is_some() {
+        transports.push("TCP");
+    }
+    for trtype in transports {
+        call(Request::NvmfCreateTransport(NvmfCreateTransportParams {
+            trtype: trtype.into(),
+            ..NvmfCreateTransportParams::default()
+        }))?;
+    }
+    for dir in &args.socket_dirs {
         if !dir.is_dir() {
             bail!(
                 "socket directory {} does not exist: create it first",
                 dir.display()
             );
         }
+    }
+    // Without --socket-dir, --tcp serves one subsystem.
+    let count = args.socket_dirs.len().max(1);
+    for c in 0..count {
         let nqn = format!("{CLI_NQN_PREFIX}{}", c + 1);
-        let serial = if args.socket_dirs.len() > 1 {
+        let serial = if count > 1 {
             format!("{}{c}", args.serial)
         } else {
             args.serial.clone()
@@ -194,7 +221,7 @@ fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
             max_cntlid: nvmemu_rpc::methods::nvmf::DEFAULT_MAX_CNTLID,
             ..NvmfCreateSubsystemParams::default()
         }))
-        .with_context(|| format!("cannot serve {}", dir.display()))?;
+        .with_context(|| format!("cannot create subsystem {nqn}"))?;
         for (i, spec) in args.namespaces.iter().enumerate() {
             let nsid = u32::try_from(i + 1).context("too many namespaces")?;
             let name = format!("ns{c}n{nsid}");
@@ -209,24 +236,38 @@ fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
                 tgt_name: None,
             }))?;
         }
-        call(Request::NvmfSubsystemAddListener(
-            NvmfSubsystemAddListenerParams {
-                nqn,
-                listen_address: ListenAddress {
-                    trtype: "VFIOUSER".into(),
-                    adrfam: None,
-                    traddr: dir.to_string_lossy().into_owned(),
-                    trsvcid: Some("0".into()),
-                },
-                tgt_name: None,
-                secure_channel: false,
-                ana_state: None,
-                sock_impl: None,
-            },
-        ))
-        .with_context(|| format!("cannot serve {}", dir.display()))?;
+        if let Some(dir) = args.socket_dirs.get(c) {
+            call(add_listener(
+                &nqn,
+                "VFIOUSER",
+                dir.to_string_lossy().into_owned(),
+                "0",
+            ))
+            .with_context(|| format!("cannot serve {}", dir.display()))?;
+        }
+        if let Some(addr) = args.tcp {
+            let port = addr.port().to_string();
+            call(add_listener(&nqn, "TCP", addr.ip().to_string(), &port))
+                .with_context(|| format!("cannot serve {nqn} on {addr}"))?;
+        }
     }
     Ok(())
+}
+
+fn add_listener(nqn: &str, trtype: &str, traddr: String, trsvcid: &str) -> Request {
+    Request::NvmfSubsystemAddListener(NvmfSubsystemAddListenerParams {
+        nqn: nqn.to_owned(),
+        listen_address: ListenAddress {
+            trtype: trtype.into(),
+            adrfam: (trtype == "TCP").then(|| "IPv4".into()),
+            traddr,
+            trsvcid: Some(trsvcid.into()),
+        },
+        tgt_name: None,
+        secure_channel: false,
+        ana_state: None,
+        sock_impl: None,
+    })
 }
 
 // The parameter structs are built from JSON so that every other field takes its serde
@@ -345,6 +386,9 @@ pub fn run(args: &ServeArgs, log: Option<LogControl>) -> Result<()> {
     let result = start(args, stop.clone(), log).and_then(|served| {
         for dir in &args.socket_dirs {
             eprintln!("nvmemu: serving {}/cntrl", dir.display());
+        }
+        if let Some(addr) = args.tcp {
+            eprintln!("nvmemu: serving NVMe/TCP on {addr}");
         }
         for line in backing_lines(served.handler.as_ref()) {
             eprintln!("nvmemu: {line}");

@@ -193,6 +193,12 @@ pub mod ctrl_bits {
     pub const SGLS_SUPPORTED: u32 = 0b01;
     /// SGLS: SGL Bit Bucket descriptor supported.
     pub const SGLS_BIT_BUCKET: u32 = 1 << 16;
+    /// SGLS: Keyed SGL Data Block descriptor supported (NVMe over Fabrics).
+    pub const SGLS_KEYED: u32 = 1 << 2;
+    /// SGLS: the Address field of an SGL Data Block may be an offset (in-capsule data).
+    pub const SGLS_OFFSET: u32 = 1 << 20;
+    /// CNTRLTYPE: I/O controller.
+    pub const CNTRLTYPE_IO: u8 = 1;
     /// LPA: Commands Supported and Effects log page.
     pub const LPA_CMD_EFFECTS: u8 = 1 << 1;
     /// LPA: extended Get Log Page (NUMDU, LPOL/LPOU).

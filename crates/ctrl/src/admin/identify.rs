@@ -125,6 +125,9 @@ impl Controller {
         if let (Some(dst), Some(src)) = (id.subnqn.get_mut(..n), nqn.get(..n)) {
             dst.copy_from_slice(src);
         }
+        if let Some(f) = &c.fabrics {
+            f.fill(&mut id);
+        }
         if let Some(ps) = id.psd.first_mut() {
             // 25 W active, in centiwatts.
             ps.mp = 2500;

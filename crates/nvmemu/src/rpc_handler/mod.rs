@@ -51,6 +51,8 @@ pub struct HandlerOptions {
 struct State {
     bdevs: bdev::Registry,
     transport: Option<nvmf::Transport>,
+    /// The TCP transport, when created.
+    tcp: Option<nvmf::TcpTransport>,
     subsystems: BTreeMap<String, nvmf::Subsystem>,
     /// Bdevs with `bdev_enable_histogram` on, and their granularity.
     histograms: BTreeMap<String, u32>,
@@ -168,6 +170,21 @@ impl NvmemuHandler {
         f(&mut self.lock())
     }
 
+    /// `locked` for a method that changes the subsystems: the TCP target keeps its own copy
+    /// of them (read on Connect), refreshed after each change that succeeds.
+    fn nvmf_locked(
+        &self,
+        f: impl FnOnce(&mut State) -> Result<Value, RpcError>,
+    ) -> Result<Value, RpcError> {
+        self.locked(|st| {
+            let r = f(st);
+            if r.is_ok() {
+                nvmf::sync_tcp(st);
+            }
+            r
+        })
+    }
+
     fn kill(&self, p: &SpdkKillInstanceParams) -> Result<Value, RpcError> {
         tracing::info!(signal = %p.sig_name, "spdk_kill_instance: stopping");
         self.stop.stop();
@@ -204,27 +221,43 @@ impl Handler for NvmemuHandler {
             R::BdevGetBdevs(p) => self.get_bdevs(p, caller),
             R::BdevGetIostat(p) => self.locked(|st| st.bdevs.iostat(&p, self.ticks())),
             R::BdevSetQosLimit(p) => self.locked(|st| qos::set_qos_limit(&st.bdevs, &p)),
-            R::NvmfCreateTransport(p) => self.locked(|st| nvmf::create_transport(st, p)),
+            R::NvmfCreateTransport(p) if nvmf::is_tcp(&p.trtype) => {
+                let core = self.opts.cores.first().copied();
+                self.nvmf_locked(|st| nvmf::create_tcp_transport(st, core, p))
+            }
+            R::NvmfCreateTransport(p) => self.nvmf_locked(|st| nvmf::create_transport(st, p)),
             R::NvmfGetTransports(p) => self.locked(|st| nvmf::get_transports(st, &p)),
-            R::NvmfCreateSubsystem(p) => self.locked(|st| nvmf::create_subsystem(st, p)),
-            R::NvmfDeleteSubsystem(p) => self.locked(|st| nvmf::delete_subsystem(st, t, &p.nqn)),
+            R::NvmfCreateSubsystem(p) => self.nvmf_locked(|st| nvmf::create_subsystem(st, p)),
+            R::NvmfDeleteSubsystem(p) => {
+                self.nvmf_locked(|st| nvmf::delete_subsystem(st, t, &p.nqn))
+            }
             R::NvmfGetSubsystems(p) => self.locked(|st| nvmf::get_subsystems(st, p.nqn.as_deref())),
-            R::NvmfSubsystemAddNs(p) => self.locked(|st| {
+            R::NvmfSubsystemAddNs(p) => self.nvmf_locked(|st| {
                 let r = nvmf::add_ns(st, t, p);
                 latency::reapply(st, t);
                 r
             }),
-            R::NvmfSubsystemRemoveNs(p) => self.locked(|st| nvmf::remove_ns(st, t, &p.nqn, p.nsid)),
-            R::NvmfSubsystemAddListener(p) => self.locked(|st| {
+            R::NvmfSubsystemRemoveNs(p) => {
+                self.nvmf_locked(|st| nvmf::remove_ns(st, t, &p.nqn, p.nsid))
+            }
+            R::NvmfSubsystemAddListener(p) if nvmf::is_tcp(&p.listen_address.trtype) => {
+                self.nvmf_locked(|st| nvmf::add_tcp_listener(st, &p.nqn, p.listen_address))
+            }
+            R::NvmfSubsystemAddListener(p) => self.nvmf_locked(|st| {
                 let r = nvmf::add_listener(st, t, self.opts.socket_mode, p);
                 latency::reapply(st, t);
                 r
             }),
-            R::NvmfSubsystemRemoveListener(p) => self.locked(|st| nvmf::remove_listener(st, t, p)),
+            R::NvmfSubsystemRemoveListener(p) if nvmf::is_tcp(&p.listen_address.trtype) => {
+                self.nvmf_locked(|st| nvmf::remove_tcp_listener(st, &p.nqn, &p.listen_address))
+            }
+            R::NvmfSubsystemRemoveListener(p) => {
+                self.nvmf_locked(|st| nvmf::remove_listener(st, t, p))
+            }
             R::NvmfGetStats(_) => self.locked(|_| framework::nvmf_stats(t)),
-            R::NvmfSubsystemAddHost(p) => self.locked(|st| nvmf::add_host(st, p)),
-            R::NvmfSubsystemRemoveHost(p) => self.locked(|st| nvmf::remove_host(st, &p)),
-            R::NvmfSubsystemAllowAnyHost(p) => self.locked(|st| nvmf::allow_any_host(st, &p)),
+            R::NvmfSubsystemAddHost(p) => self.nvmf_locked(|st| nvmf::add_host(st, p)),
+            R::NvmfSubsystemRemoveHost(p) => self.nvmf_locked(|st| nvmf::remove_host(st, &p)),
+            R::NvmfSubsystemAllowAnyHost(p) => self.nvmf_locked(|st| nvmf::allow_any_host(st, &p)),
             R::NvmfSubsystemGetControllers(p) => {
                 self.locked(|st| nvmf::get_controllers(st, t, &p.nqn))
             }

@@ -87,6 +87,9 @@ pub(crate) fn get_listeners(st: &State, nqn: &str) -> Result<Value, RpcError> {
         .map(|l| SubsystemListener {
             address: listener_info(&l.addr),
         })
+        .chain(sub.tcp_listeners.iter().map(|l| SubsystemListener {
+            address: super::tcp::listener_info(l),
+        }))
         .collect();
     to_value(list)
 }

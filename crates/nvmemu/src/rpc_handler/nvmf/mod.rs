@@ -11,6 +11,7 @@ mod hosts;
 mod listener;
 mod namespace;
 mod subsystem;
+mod tcp;
 mod transport;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +30,10 @@ pub(crate) use hosts::{add_host, allow_any_host, remove_host};
 pub(crate) use listener::{add_listener, remove_listener};
 pub(crate) use namespace::{add_ns, remove_namespaces_of, remove_ns};
 pub(crate) use subsystem::{create_subsystem, delete_subsystem, get_subsystems};
+pub(crate) use tcp::{
+    TcpTransport, add_listener as add_tcp_listener, create_transport as create_tcp_transport,
+    is_tcp, remove_listener as remove_tcp_listener, sync as sync_tcp,
+};
 pub(crate) use transport::{create_transport, get_transports};
 
 use super::State;
@@ -60,6 +65,8 @@ pub(crate) struct Subsystem {
     params: NvmfCreateSubsystemParams,
     namespaces: BTreeMap<u32, NsEntry>,
     listeners: Vec<ListenerEntry>,
+    /// TCP listeners (served by the TCP transport's poll group, not by a controller each).
+    tcp_listeners: Vec<ListenAddress>,
     /// Allowed host NQNs, in the order added.
     hosts: Vec<String>,
     /// Shared by the subsystem's controllers: whether they admit clients
@@ -150,6 +157,10 @@ pub(crate) fn save_config(st: &State) -> Vec<Value> {
         let params = serde_json::to_value(transport_info(t)).unwrap_or_else(|_| json!({}));
         out.push(json!({"method": "nvmf_create_transport", "params": params}));
     }
+    if let Some(t) = &st.tcp {
+        let params = serde_json::to_value(tcp::transport_info(t)).unwrap_or_else(|_| json!({}));
+        out.push(json!({"method": "nvmf_create_transport", "params": params}));
+    }
     for (nqn, s) in &st.subsystems {
         let p = &s.params;
         out.push(json!({"method": "nvmf_create_subsystem", "params": {
@@ -163,6 +174,11 @@ pub(crate) fn save_config(st: &State) -> Vec<Value> {
         }
         for l in &s.listeners {
             let li = listener_info(&l.addr);
+            out.push(json!({"method": "nvmf_subsystem_add_listener", "params": {
+                "nqn": nqn, "listen_address": li, "secure_channel": false}}));
+        }
+        for l in &s.tcp_listeners {
+            let li = tcp::listener_info(l);
             out.push(json!({"method": "nvmf_subsystem_add_listener", "params": {
                 "nqn": nqn, "listen_address": li, "secure_channel": false}}));
         }

@@ -62,6 +62,7 @@ pub(crate) fn create_subsystem(
             params: p,
             namespaces: BTreeMap::new(),
             listeners: Vec::new(),
+            tcp_listeners: Vec::new(),
             hosts: Vec::new(),
         },
     );

@@ -111,6 +111,12 @@ pub(crate) fn get_transports(st: &State, p: &NvmfGetTransportsParams) -> Result<
                 .is_none_or(|t| t.eq_ignore_ascii_case(VFIOUSER))
         })
         .map(transport_info)
+        .chain(
+            st.tcp
+                .iter()
+                .filter(|_| p.trtype.as_ref().is_none_or(|t| super::is_tcp(t)))
+                .map(super::tcp::transport_info),
+        )
         .collect();
     if p.trtype.is_some() && list.is_empty() {
         return Err(RpcError::errno(Errno::ENODEV));

@@ -97,7 +97,7 @@ fn listeners_need_the_transport_and_an_existing_directory() {
     let d = dir.path().to_str().unwrap();
     assert_eq!(code(listen(d)), -22);
     assert_eq!(
-        code(call(&h, "nvmf_create_transport", json!({"trtype": "TCP"}))),
+        code(call(&h, "nvmf_create_transport", json!({"trtype": "RDMA"}))),
         -32602
     );
     call(

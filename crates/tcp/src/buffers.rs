@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A connection's two fixed-size byte buffers: what arrived and is not yet parsed, what is
+//! to be sent and the socket has not taken. Allocated once per connection; a peer that
+//! sends faster than we parse or reads slower than we answer is held back, never buffered
+//! without bound.
+
+use std::io::{self, Read, Write};
+
+/// Bytes `start..end` of `buf` are live.
+#[derive(Debug)]
+pub(crate) struct ByteBuf {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl ByteBuf {
+    pub(crate) fn new(capacity: usize) -> ByteBuf {
+        ByteBuf {
+            buf: vec![0; capacity].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The live bytes.
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Drop `n` bytes from the front.
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Free bytes, counting what compaction would regain.
+    pub(crate) fn room(&self) -> usize {
+        self.buf.len() - self.len()
+    }
+
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+    }
+
+    /// `n` writable bytes after the live ones (compacting first if needed), or None when
+    /// there is not that much room; [`ByteBuf::commit`] makes them live.
+    pub(crate) fn reserve(&mut self, n: usize) -> Option<&mut [u8]> {
+        if self.room() < n {
+            return None;
+        }
+        if self.buf.len() - self.end < n {
+            self.compact();
+        }
+        self.buf.get_mut(self.end..self.end + n)
+    }
+
+    pub(crate) fn commit(&mut self, n: usize) {
+        self.end = (self.end + n).min(self.buf.len());
+    }
+
+    /// Read what the socket has into the free space; Ok(0) at end of stream. A full
+    /// buffer reads nothing (Err WouldBlock, so the caller does not mistake it for EOF).
+    pub(crate) fn fill_from(&mut self, r: &mut impl Read) -> io::Result<usize> {
+        if self.buf.len() == self.end {
+            self.compact();
+        }
+        let free = &mut self.buf[self.end..];
+        if free.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = r.read(free)?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Write as much as the socket takes; returns the bytes written.
+    pub(crate) fn drain_to(&mut self, w: &mut impl Write) -> io::Result<usize> {
+        let mut total = 0;
+        while !self.is_empty() {
+            match w.write(self.data()) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.consume(n);
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserve_compacts_and_refuses_beyond_capacity() {
+        let mut b = ByteBuf::new(8);
+        b.reserve(6).unwrap().copy_from_slice(b"abcdef");
+        b.commit(6);
+        b.consume(4);
+        assert!(b.reserve(7).is_none());
+        b.reserve(6).unwrap().copy_from_slice(b"ghijkl");
+        b.commit(6);
+        assert_eq!(b.data(), b"efghijkl");
+        assert!(b.reserve(1).is_none());
+    }
+
+    #[test]
+    fn full_buffer_reads_nothing_rather_than_eof() {
+        let mut b = ByteBuf::new(2);
+        let mut src: &[u8] = b"xyz";
+        assert_eq!(b.fill_from(&mut src).unwrap(), 2);
+        let e = b.fill_from(&mut src).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+}

@@ -1,0 +1,593 @@
+// SPDX-License-Identifier: Apache-2.0
+//! One TCP connection: its buffers, its place in the NVMe/TCP life cycle, and, once
+//! connected, its queue pair's command slots. Parsing and answering live here; what
+//! needs the poll group (Connect, controllers) is in `group.rs`.
+
+use std::net::{SocketAddr, TcpStream};
+use std::time::Instant;
+
+use nvmemu_spec::{Cqe, Psdt, SglDescriptor, Sqe, Status};
+use zerocopy::FromZeros;
+
+use crate::buffers::ByteBuf;
+use crate::pdu::{self, Negotiated, PduError};
+use crate::queue::QueueMem;
+
+/// Where a connection is.
+#[derive(Debug)]
+pub(crate) enum ConnState {
+    /// Accepted; ICReq must arrive by `deadline`.
+    AwaitIcReq { deadline: Instant },
+    /// ICResp sent; the first capsule must be a Connect.
+    AwaitConnect,
+    /// Connected to controller `cntlid` as queue `q.mem.qid`.
+    Queue { cntlid: u16, q: Box<QueueIo> },
+    /// Connected to the discovery controller.
+    Discovery(Box<crate::discovery::Discovery>),
+    /// Ending: what is queued for sending goes out until `deadline`, nothing is read. A
+    /// connected queue stays until then, to be torn down with the connection.
+    Closing {
+        deadline: Instant,
+        queue: Option<(u16, Box<QueueIo>)>,
+    },
+}
+
+/// A command slot: its index is the CID the controller sees and the R2T transfer tag.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Slot {
+    Free,
+    /// Waiting for H2CData: `got` of `len` bytes are in the slot buffer.
+    Receiving {
+        sqe: Sqe,
+        len: u32,
+        got: u32,
+    },
+    /// On the SQ; `read` data goes back in C2HData before the response.
+    Submitted {
+        cccid: u16,
+        len: u32,
+        read: bool,
+    },
+}
+
+/// A connected queue pair.
+#[derive(Debug)]
+pub(crate) struct QueueIo {
+    pub(crate) mem: QueueMem,
+    slots: Box<[Slot]>,
+    free: Vec<u16>,
+    /// SQHD of the last completion, for responses made here.
+    sq_head: u16,
+    /// The host disabled SQ flow control: C2HData may carry SUCCESS instead of a response.
+    sqfc_off: bool,
+}
+
+impl QueueIo {
+    pub(crate) fn new(mem: QueueMem, sqfc_off: bool) -> QueueIo {
+        let n = u16::try_from(mem.entries).unwrap_or(u16::MAX);
+        QueueIo {
+            mem,
+            slots: vec![Slot::Free; usize::from(n)].into_boxed_slice(),
+            free: (0..n).rev().collect(),
+            sq_head: 0,
+            sqfc_off,
+        }
+    }
+
+    fn take_slot(&mut self, slot: Slot) -> Option<u16> {
+        let i = self.free.pop()?;
+        if let Some(s) = self.slots.get_mut(usize::from(i)) {
+            *s = slot;
+        }
+        Some(i)
+    }
+
+    fn release(&mut self, i: u16) {
+        if let Some(s) = self.slots.get_mut(usize::from(i))
+            && !matches!(s, Slot::Free)
+        {
+            *s = Slot::Free;
+            self.free.push(i);
+        }
+    }
+}
+
+/// One accepted connection.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub(crate) sock: TcpStream,
+    pub(crate) peer: SocketAddr,
+    pub(crate) rx: ByteBuf,
+    pub(crate) tx: ByteBuf,
+    pub(crate) neg: Negotiated,
+    pub(crate) state: ConnState,
+    /// Since when a partial PDU sits in `rx` or unsent bytes in `tx` without progress.
+    pub(crate) stalled_since: Option<Instant>,
+}
+
+/// How the handling of one command capsule ended.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Answered or queued; nothing more to do.
+    Done,
+    /// The connection must end with a termination request.
+    Fatal(PduError),
+}
+
+/// Admin opcodes a fabrics host may not send: queues come from Connect, and Doorbell
+/// Buffer Config names host memory (NVMe over Fabrics 1.1, 3.3).
+fn forbidden_admin(opcode: u8) -> bool {
+    matches!(opcode, 0x00 | 0x01 | 0x04 | 0x05 | 0x7C)
+}
+
+/// The data a command moves, from its SGL (the only data pointer NVMe/TCP uses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transfer {
+    None,
+    /// Host to controller, `len` bytes in the capsule.
+    InCapsule(u32),
+    /// Host to controller, `len` bytes to ask for with R2T.
+    Solicit(u32),
+    /// Controller to host, `len` bytes.
+    Read(u32),
+}
+
+/// SGL identifier bytes: Data Block with offset addressing (in-capsule data), Transport
+/// Data Block (data moved by the transport).
+const SGL_DATA_BLOCK_OFFSET: u8 = 0x01;
+const SGL_TRANSPORT_DATA_BLOCK: u8 = 0x5A;
+
+/// Read, Write and Compare move NLB blocks, whatever the SGL says: their transfer must fit
+/// the SGL, and their PRPs describe exactly it. Otherwise a controller that moved more
+/// than the PRPs describe would take a data page for a PRP list (or write into one).
+fn rw_bytes(sqe: &Sqe, block_shifts: &[u8]) -> Option<u32> {
+    if !matches!(sqe.opcode(), 0x01 | 0x02 | 0x05) {
+        return None;
+    }
+    let index = usize::try_from(sqe.nsid.checked_sub(1)?).ok()?;
+    let shift = *block_shifts.get(index).filter(|s| **s > 0)?;
+    let blocks = (sqe.cdw12 & 0xFFFF) + 1;
+    Some(blocks.checked_shl(u32::from(shift)).unwrap_or(u32::MAX))
+}
+
+fn transfer(sqe: &Sqe, icd: usize, slot_bytes: u64) -> Result<Transfer, Status> {
+    if sqe.psdt() == Psdt::Prp {
+        // A fabrics host always sends an SGL; a PRP is acceptable only without data.
+        return if sqe.dptr1 == 0 && sqe.dptr2 == 0 && icd == 0 {
+            Ok(Transfer::None)
+        } else {
+            Err(Status::INVALID_FIELD)
+        };
+    }
+    let d = SglDescriptor::from_dptr(sqe.dptr1, sqe.dptr2);
+    let len = d.len;
+    if u64::from(len) > slot_bytes {
+        return Err(Status::DATA_SGL_LENGTH_INVALID);
+    }
+    let dir = sqe.opcode() & 0b11;
+    if icd > 0 {
+        if d.sgl_id != SGL_DATA_BLOCK_OFFSET || d.addr != 0 {
+            return Err(Status::SGL_DESCRIPTOR_TYPE_INVALID);
+        }
+        if len as usize != icd || dir != 0b01 {
+            return Err(Status::DATA_SGL_LENGTH_INVALID);
+        }
+        return Ok(Transfer::InCapsule(len));
+    }
+    if len == 0 {
+        return Ok(Transfer::None);
+    }
+    if d.sgl_id != SGL_TRANSPORT_DATA_BLOCK {
+        return Err(Status::SGL_DESCRIPTOR_TYPE_INVALID);
+    }
+    match dir {
+        0b01 => Ok(Transfer::Solicit(len)),
+        0b10 => Ok(Transfer::Read(len)),
+        _ => Err(Status::INVALID_FIELD),
+    }
+}
+
+impl Conn {
+    /// A new connection: buffers for ICReq and its answer only (ICReq brings the full
+    /// ones), so connections that never get that far cost little.
+    pub(crate) fn new(
+        sock: TcpStream,
+        peer: SocketAddr,
+        neg: Negotiated,
+        deadline: Instant,
+    ) -> Conn {
+        Conn {
+            sock,
+            peer,
+            rx: ByteBuf::new(pdu::IC_HLEN),
+            tx: ByteBuf::new(pdu::IC_HLEN + 2 * pdu::MAX_SMALL_PDU),
+            neg,
+            state: ConnState::AwaitIcReq { deadline },
+            stalled_since: None,
+        }
+    }
+
+    /// Queue a response capsule; false when the send buffer has no room.
+    pub(crate) fn respond(&mut self, cqe: &Cqe) -> bool {
+        let n = pdu::C2hLayout::new(pdu::RESP_HLEN, 0, &self.neg).plen;
+        let neg = self.neg;
+        match self.tx.reserve(n) {
+            Some(out) => {
+                pdu::encode_resp(out, cqe, &neg);
+                self.tx.commit(n);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Answer host command `cccid` with `status` and `dw0`.
+    pub(crate) fn respond_status(&mut self, cccid: u16, status: Status, dw0: u32) {
+        self.respond_status_dw1(cccid, status, dw0, 0);
+    }
+
+    /// Stop reading; what is queued goes out (within a second), then the connection ends.
+    pub(crate) fn state_closing(&mut self, now: Instant) {
+        self.close_after(now + std::time::Duration::from_secs(1));
+    }
+
+    fn close_after(&mut self, deadline: Instant) {
+        let old = std::mem::replace(
+            &mut self.state,
+            ConnState::Closing {
+                deadline,
+                queue: None,
+            },
+        );
+        let queue = match old {
+            ConnState::Queue { cntlid, q } => Some((cntlid, q)),
+            ConnState::Closing { queue, .. } => queue,
+            _ => None,
+        };
+        self.state = ConnState::Closing { deadline, queue };
+    }
+
+    /// The controller and queue this connection is (or was, while closing) connected to.
+    pub(crate) fn queue_of(&self) -> Option<(u16, nvmemu_spec::Qid)> {
+        match &self.state {
+            ConnState::Queue { cntlid, q }
+            | ConnState::Closing {
+                queue: Some((cntlid, q)),
+                ..
+            } => Some((*cntlid, q.mem.qid)),
+            _ => None,
+        }
+    }
+
+    /// Answer host command `cccid` with `status`, `dw0` and `dw1`.
+    pub(crate) fn respond_status_dw1(&mut self, cccid: u16, status: Status, dw0: u32, dw1: u32) {
+        let sq_head = match &self.state {
+            ConnState::Queue { q, .. } => q.sq_head,
+            _ => 0,
+        };
+        let mut cqe = Cqe::new_zeroed();
+        cqe.dw0 = dw0;
+        cqe.dw1 = dw1;
+        cqe.sq_head = sq_head;
+        cqe.cid = cccid;
+        cqe.status_phase = status.to_field() << 1;
+        if !self.respond(&cqe) {
+            // The caller checked for room before parsing; a full buffer here is a bug,
+            // and the host would wait forever: end the connection instead.
+            tracing::warn!(peer = %self.peer, "send buffer full for a response; closing");
+            self.close_after(Instant::now());
+        }
+    }
+
+    /// Answer host command `cccid` with `data` in one C2HData PDU (if any) and then a
+    /// response capsule; false when the send buffer has no room for both.
+    pub(crate) fn respond_data(
+        &mut self,
+        cccid: u16,
+        status: Status,
+        dw0: u32,
+        data: &[u8],
+    ) -> bool {
+        let neg = self.neg;
+        if !data.is_empty() {
+            let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+            let l = pdu::C2hLayout::new(pdu::DATA_HLEN, data.len(), &neg);
+            let resp = pdu::C2hLayout::new(pdu::RESP_HLEN, 0, &neg).plen;
+            if self.tx.room() < l.plen + resp {
+                return false;
+            }
+            let Some(out) = self.tx.reserve(l.plen) else {
+                return false;
+            };
+            pdu::encode_c2h_data_header(out, cccid, 0, len, false, &neg);
+            out[l.pdo..l.pdo + data.len()].copy_from_slice(data);
+            pdu::finish_c2h_data(out, &l, &neg);
+            self.tx.commit(l.plen);
+        }
+        self.respond_status(cccid, status, dw0);
+        true
+    }
+
+    /// Queue a termination request for `err` and stop reading.
+    pub(crate) fn terminate(
+        &mut self,
+        err: &PduError,
+        header: &[u8],
+        now: Instant,
+        grace: std::time::Duration,
+    ) {
+        tracing::debug!(target: "guest", peer = %self.peer, %err, "NVMe/TCP connection terminated");
+        let mut tmp = [0u8; pdu::MAX_SMALL_PDU];
+        let n = pdu::encode_term_req(&mut tmp, err, header);
+        if let Some(out) = self.tx.reserve(n) {
+            out.copy_from_slice(&tmp[..n]);
+            self.tx.commit(n);
+        }
+        self.close_after(now + grace);
+    }
+
+    /// A command capsule on a connected queue (not a Fabrics command). `doorbells` is the
+    /// controller's doorbell page.
+    pub(crate) fn queue_command(
+        &mut self,
+        sqe: Sqe,
+        icd: &[u8],
+        doorbells: &nvmemu_mem::MmapRegion,
+        block_shifts: &[u8],
+    ) -> Outcome {
+        let neg = self.neg;
+        let cccid = sqe.cid().0;
+        let ConnState::Queue { q, .. } = &mut self.state else {
+            return Outcome::Done;
+        };
+        if q.mem.qid.0 == 0 && forbidden_admin(sqe.opcode()) {
+            self.respond_status(cccid, Status::INVALID_OPCODE, 0);
+            return Outcome::Done;
+        }
+        let t = match transfer(&sqe, icd.len(), q.mem.slot_bytes()) {
+            Ok(t) => t,
+            Err(status) => {
+                tracing::debug!(target: "guest", cccid, ?status, "bad data pointer in a capsule");
+                self.respond_status(cccid, status, 0);
+                return Outcome::Done;
+            }
+        };
+        let (len, read) = match t {
+            Transfer::None => (0, false),
+            Transfer::InCapsule(l) | Transfer::Solicit(l) => (l, false),
+            Transfer::Read(l) => (l, true),
+        };
+        let (len, t) = match (q.mem.qid.0, rw_bytes(&sqe, block_shifts)) {
+            (0, _) | (_, None) => (len, t),
+            (_, Some(need)) if need <= len => {
+                let t = match t {
+                    Transfer::Solicit(_) => Transfer::Solicit(need),
+                    Transfer::Read(_) => Transfer::Read(need),
+                    other => other,
+                };
+                (need, t)
+            }
+            (_, Some(need)) => {
+                tracing::debug!(target: "guest", cccid, need, len, "transfer longer than its SGL");
+                self.respond_status(cccid, Status::DATA_SGL_LENGTH_INVALID, 0);
+                return Outcome::Done;
+            }
+        };
+        let slot = match t {
+            Transfer::Solicit(_) => Slot::Receiving { sqe, len, got: 0 },
+            _ => Slot::Submitted { cccid, len, read },
+        };
+        let Some(i) = q.take_slot(slot) else {
+            return Outcome::Fatal(PduError {
+                fes: pdu::Fes::PduSequenceError,
+                fei: 0,
+                what: "more commands outstanding than the queue has entries",
+            });
+        };
+        if let Transfer::InCapsule(_) = t
+            && q.mem
+                .write_slot(i, 0, icd.get(..len as usize).unwrap_or(icd))
+                .is_err()
+        {
+            q.release(i);
+            self.respond_status(cccid, Status::INTERNAL_ERROR, 0);
+            return Outcome::Done;
+        }
+        if let Transfer::Solicit(l) = t {
+            let n = pdu::C2hLayout::new(pdu::DATA_HLEN, 0, &neg).plen;
+            if let Some(out) = self.tx.reserve(n) {
+                pdu::encode_r2t(out, cccid, i, 0, l, &neg);
+                self.tx.commit(n);
+            }
+            return Outcome::Done;
+        }
+        if q.mem.submit(sqe, i, len, doorbells).is_err() {
+            q.release(i);
+            self.respond_status(cccid, Status::INTERNAL_ERROR, 0);
+        }
+        Outcome::Done
+    }
+
+    /// An H2CData PDU: into its slot's buffer; the command goes to the SQ once complete.
+    pub(crate) fn h2c_data(
+        &mut self,
+        cccid: u16,
+        ttag: u16,
+        datao: u32,
+        data: &[u8],
+        doorbells: &nvmemu_mem::MmapRegion,
+    ) -> Outcome {
+        let fatal = |fes, fei, what| Outcome::Fatal(PduError { fes, fei, what });
+        let ConnState::Queue { q, .. } = &mut self.state else {
+            return fatal(pdu::Fes::PduSequenceError, 0, "H2CData before Connect");
+        };
+        let Some(Slot::Receiving { sqe, len, got }) = q.slots.get(usize::from(ttag)).copied()
+        else {
+            return fatal(
+                pdu::Fes::InvalidHeaderField,
+                10,
+                "H2CData for no outstanding R2T",
+            );
+        };
+        if sqe.cid().0 != cccid {
+            return fatal(
+                pdu::Fes::InvalidHeaderField,
+                8,
+                "H2CData CCCID does not match its R2T",
+            );
+        }
+        let dlen = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        if datao != got {
+            return fatal(
+                pdu::Fes::DataTransferOutOfRange,
+                12,
+                "H2CData offset out of order",
+            );
+        }
+        let end = match datao.checked_add(dlen) {
+            Some(e) if e <= len => e,
+            _ => {
+                return fatal(
+                    pdu::Fes::DataTransferOutOfRange,
+                    16,
+                    "H2CData beyond the R2T",
+                );
+            }
+        };
+        if q.mem.write_slot(ttag, u64::from(datao), data).is_err() {
+            return fatal(
+                pdu::Fes::DataTransferOutOfRange,
+                12,
+                "H2CData beyond the buffer",
+            );
+        }
+        if end < len {
+            if let Some(s) = q.slots.get_mut(usize::from(ttag)) {
+                *s = Slot::Receiving { sqe, len, got: end };
+            }
+            return Outcome::Done;
+        }
+        if let Some(s) = q.slots.get_mut(usize::from(ttag)) {
+            *s = Slot::Submitted {
+                cccid,
+                len,
+                read: false,
+            };
+        }
+        if q.mem.submit(sqe, ttag, len, doorbells).is_err() {
+            q.release(ttag);
+            self.respond_status(cccid, Status::INTERNAL_ERROR, 0);
+        }
+        Outcome::Done
+    }
+
+    /// Turn the controller's completions into C2HData and response PDUs while the send
+    /// buffer has room; returns how many were sent.
+    pub(crate) fn reap(&mut self, doorbells: &nvmemu_mem::MmapRegion) -> usize {
+        let neg = self.neg;
+        let ConnState::Queue { q, .. } = &mut self.state else {
+            return 0;
+        };
+        let resp_len = pdu::C2hLayout::new(pdu::RESP_HLEN, 0, &neg).plen;
+        let mut done = 0;
+        while let Some(mut cqe) = q.mem.peek_cqe() {
+            let i = cqe.cid;
+            let Some(Slot::Submitted { cccid, len, read }) = q.slots.get(usize::from(i)).copied()
+            else {
+                // Not ours (cannot happen: every SQE we post names a submitted slot).
+                q.mem.pop_cqe();
+                continue;
+            };
+            let ok = cqe.status().is_success();
+            let send_data = read && ok && len > 0;
+            let success_flag = send_data && q.sqfc_off;
+            let data_layout = pdu::C2hLayout::new(pdu::DATA_HLEN, len as usize, &neg);
+            let need = if send_data { data_layout.plen } else { 0 }
+                + if success_flag { 0 } else { resp_len };
+            let Some(out) = self.tx.reserve(need) else {
+                break;
+            };
+            let mut at = 0;
+            if send_data {
+                let l = pdu::encode_c2h_data_header(out, cccid, 0, len, success_flag, &neg);
+                let data = &mut out[l.pdo..l.pdo + len as usize];
+                if q.mem.read_slot(i, data).is_err() {
+                    data.fill(0);
+                }
+                pdu::finish_c2h_data(out, &l, &neg);
+                at = l.plen;
+            }
+            if !success_flag {
+                cqe.cid = cccid;
+                pdu::encode_resp(&mut out[at..], &cqe, &neg);
+            }
+            self.tx.commit(need);
+            q.sq_head = cqe.sq_head;
+            q.mem.pop_cqe();
+            q.release(i);
+            done += 1;
+        }
+        if done > 0 {
+            q.mem.ring_cq_head(doorbells);
+        }
+        done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvmemu_spec::{Cid, SglKind};
+
+    fn sqe_with(opcode: u8, sgl_id: u8, addr: u64, len: u32) -> Sqe {
+        let d = SglDescriptor {
+            addr,
+            len,
+            reserved: [0; 3],
+            sgl_id,
+        };
+        let (d1, d2) = d.to_dptr();
+        Sqe {
+            cdw0: Sqe::make_cdw0(opcode, Psdt::SglMptrContiguous, Cid(7)),
+            dptr1: d1,
+            dptr2: d2,
+            ..Sqe::default()
+        }
+    }
+
+    #[test]
+    fn transfers_follow_the_sgl_and_the_opcode_direction() {
+        let w = sqe_with(0x01, SGL_DATA_BLOCK_OFFSET, 0, 512);
+        assert_eq!(transfer(&w, 512, 4096), Ok(Transfer::InCapsule(512)));
+        assert_eq!(
+            transfer(&w, 511, 4096),
+            Err(Status::DATA_SGL_LENGTH_INVALID)
+        );
+        let w = sqe_with(0x01, SGL_TRANSPORT_DATA_BLOCK, 0, 8192);
+        assert_eq!(transfer(&w, 0, 8192), Ok(Transfer::Solicit(8192)));
+        assert_eq!(transfer(&w, 0, 4096), Err(Status::DATA_SGL_LENGTH_INVALID));
+        let r = sqe_with(0x02, SGL_TRANSPORT_DATA_BLOCK, 0, 4096);
+        assert_eq!(transfer(&r, 0, 4096), Ok(Transfer::Read(4096)));
+        // A host address (plain Data Block) is never accepted over TCP.
+        let bad = SglDescriptor::new(SglKind::DataBlock {
+            addr: 0x1000,
+            len: 4096,
+        });
+        let (d1, d2) = bad.to_dptr();
+        let r = Sqe {
+            dptr1: d1,
+            dptr2: d2,
+            ..r
+        };
+        assert_eq!(
+            transfer(&r, 0, 4096),
+            Err(Status::SGL_DESCRIPTOR_TYPE_INVALID)
+        );
+        // In-capsule data with a read opcode.
+        let r = sqe_with(0x02, SGL_DATA_BLOCK_OFFSET, 0, 512);
+        assert_eq!(
+            transfer(&r, 512, 4096),
+            Err(Status::DATA_SGL_LENGTH_INVALID)
+        );
+    }
+}

@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The poll group: one thread that owns the listeners, every connection and every
+//! controller they made. Each pass reads what the sockets have (non-blocking), turns PDUs
+//! into SQEs on the controllers' rings, polls the controllers, turns their completions into
+//! PDUs and writes what the sockets take. With nothing to do it spins a while, then sleeps
+//! in poll(2) on all its sockets.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+
+use crate::buffers::ByteBuf;
+use crate::config::{Subsystems, TcpOptions};
+use crate::conn::{Conn, ConnState, Outcome};
+use crate::controllers::{FabricsCtrl, NoInterrupts};
+use crate::discovery::Answer;
+use crate::fabrics::FabricsCommand;
+use crate::pdu::{self, H2cPdu, Negotiated, Phase};
+
+/// Passes without work before the group sleeps in poll(2).
+const SPIN_PASSES: u32 = 2_000;
+/// Longest sleep: timers (ICReq, stalls, Keep Alive) are checked at least this often.
+const SLEEP: Duration = Duration::from_millis(10);
+/// How long a connection being closed may take to send its last PDUs.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// In-capsule data every admin queue accepts.
+const ADMIN_ICD: u32 = 8192;
+/// Connections accepted per listener per pass.
+const ACCEPT_BATCH: usize = 64;
+
+/// Requests from the control plane.
+#[derive(Debug)]
+pub(crate) enum Control {
+    Listen(TcpListener),
+    Unlisten(SocketAddr),
+}
+
+/// Everything one poller thread owns.
+#[derive(Debug)]
+pub(crate) struct PollGroup {
+    pub(crate) opts: TcpOptions,
+    pub(crate) subsystems: Subsystems,
+    listeners: Vec<TcpListener>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    open: usize,
+    pub(crate) ctrls: BTreeMap<u16, FabricsCtrl>,
+    control: Receiver<Control>,
+    stop: Arc<AtomicBool>,
+}
+
+impl PollGroup {
+    pub(crate) fn new(
+        opts: TcpOptions,
+        subsystems: Subsystems,
+        control: Receiver<Control>,
+        stop: Arc<AtomicBool>,
+    ) -> PollGroup {
+        PollGroup {
+            opts,
+            subsystems,
+            listeners: Vec::new(),
+            conns: Vec::new(),
+            free: Vec::new(),
+            open: 0,
+            ctrls: BTreeMap::new(),
+            control,
+            stop,
+        }
+    }
+
+    /// What a connection may receive before ICReq (the sizes it gets once connected).
+    pub(crate) fn negotiated(&self) -> Negotiated {
+        Negotiated {
+            hdgst: false,
+            ddgst: false,
+            hpda: 0,
+            cpda: 0,
+            // The admin queue takes 8 KiB of in-capsule data whatever IOCCSZ says (TCP
+            // Transport 1.0, 3.6.2.4: Connect's data comes that way); the queue is not
+            // known before Connect, so every connection may.
+            icd_max: self.opts.in_capsule_data_size.max(ADMIN_ICD),
+            maxh2cdata: self.opts.io_unit_size,
+        }
+    }
+
+    /// Serve until stopped.
+    pub(crate) fn run(mut self) {
+        let mut idle = 0u32;
+        // Pairs with the Release store in `TcpTarget::drop`; nothing else is published.
+        while !self.stop.load(Ordering::Acquire) {
+            while let Ok(c) = self.control.try_recv() {
+                self.apply(c);
+            }
+            let now = Instant::now();
+            let mut work = self.accept(now);
+            for i in 0..self.conns.len() {
+                work += self.receive(i, now);
+            }
+            for c in self.ctrls.values_mut() {
+                work += c.ctrl.poll(&mut NoInterrupts);
+            }
+            for i in 0..self.conns.len() {
+                work += self.send(i, now);
+            }
+            self.expire_controllers(now);
+            if work > 0 {
+                idle = 0;
+            } else {
+                idle = idle.saturating_add(1);
+                if idle > SPIN_PASSES {
+                    self.sleep();
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, c: Control) {
+        match c {
+            Control::Listen(l) => self.listeners.push(l),
+            Control::Unlisten(addr) => self.listeners.retain(|l| l.local_addr().ok() != Some(addr)),
+        }
+    }
+
+    fn accept(&mut self, now: Instant) -> usize {
+        let mut accepted = Vec::new();
+        for l in &self.listeners {
+            for _ in 0..ACCEPT_BATCH {
+                match l.accept() {
+                    Ok(pair) => accepted.push(pair),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        tracing::debug!(%e, "accept failed");
+                        break;
+                    }
+                }
+            }
+        }
+        let n = accepted.len();
+        for (sock, peer) in accepted {
+            if self.open >= self.opts.max_connections {
+                tracing::debug!(target: "guest", %peer, "connection refused: too many open");
+                continue;
+            }
+            if sock.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let _ = sock.set_nodelay(true);
+            let deadline = now + self.opts.stall_timeout;
+            let conn = Conn::new(sock, peer, self.negotiated(), deadline);
+            self.open += 1;
+            match self.free.pop() {
+                Some(i) => self.conns[i] = Some(conn),
+                None => self.conns.push(Some(conn)),
+            }
+        }
+        n
+    }
+
+    /// Read and handle what connection `i` sent.
+    fn receive(&mut self, i: usize, now: Instant) -> usize {
+        let Some(mut conn) = self.conns.get_mut(i).and_then(Option::take) else {
+            return 0;
+        };
+        if matches!(conn.state, ConnState::Closing { .. }) {
+            self.conns[i] = Some(conn);
+            return 0;
+        }
+        let mut rx = std::mem::replace(&mut conn.rx, ByteBuf::new(0));
+        let (mut work, mut closed) = (0, false);
+        if conn.tx.room() >= 2 * pdu::MAX_SMALL_PDU {
+            match rx.fill_from(&mut conn.sock) {
+                Ok(0) => closed = true,
+                Ok(n) => {
+                    work += n;
+                    conn.stalled_since = None;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => closed = true,
+            }
+        }
+        while !closed && !matches!(conn.state, ConnState::Closing { .. }) {
+            match self.next_pdu(&mut conn, &mut rx, now) {
+                Some(true) => work += 1,
+                Some(false) => closed = true,
+                None => break,
+            }
+        }
+        if conn.rx.capacity() == 0 {
+            conn.rx = rx;
+        } else {
+            // ICReq gave the connection its full-size buffers: move what followed it.
+            let left = rx.data();
+            if let Some(out) = conn.rx.reserve(left.len()) {
+                out.copy_from_slice(left);
+                let n = left.len();
+                conn.rx.commit(n);
+            }
+        }
+        if closed {
+            self.close(i, conn);
+        } else {
+            self.conns[i] = Some(conn);
+        }
+        work
+    }
+
+    /// Handle one whole PDU from `rx`: Some(true) handled, Some(false) the connection
+    /// ends now, None no whole PDU (or no room to answer one).
+    fn next_pdu(&mut self, conn: &mut Conn, rx: &mut ByteBuf, now: Instant) -> Option<bool> {
+        // Room for whatever answer the PDU may need at once.
+        let answer = match conn.state {
+            ConnState::Discovery(_) => crate::discovery::MAX_DATA + pdu::DATA_HLEN + 64,
+            _ => 0,
+        };
+        if conn.tx.room() < 2 * pdu::MAX_SMALL_PDU + answer {
+            return None;
+        }
+        let head: [u8; pdu::CH_LEN] = rx.data().get(..pdu::CH_LEN)?.try_into().ok()?;
+        let ch = pdu::CommonHeader::parse(&head);
+        let phase = match conn.state {
+            ConnState::AwaitIcReq { .. } => Phase::Initializing,
+            _ => Phase::Established,
+        };
+        let plen = match pdu::check_header(&ch, phase, &conn.neg) {
+            Ok(p) => p,
+            Err(e) => {
+                conn.terminate(&e, rx.data(), now, CLOSE_GRACE);
+                return Some(true);
+            }
+        };
+        let bytes = rx.data().get(..plen)?;
+        let neg = conn.neg;
+        let outcome = match pdu::decode(bytes, phase, &neg) {
+            Err(e) => Outcome::Fatal(e),
+            Ok(H2cPdu::TermReq { fes }) => {
+                tracing::debug!(target: "guest", peer = %conn.peer, fes, "host terminated the connection");
+                return Some(false);
+            }
+            Ok(H2cPdu::IcReq(r)) => {
+                self.initialize(conn, &r);
+                Outcome::Done
+            }
+            Ok(H2cPdu::Command { sqe, data }) => self.command(conn, sqe, data, now),
+            Ok(H2cPdu::Data {
+                cccid,
+                ttag,
+                datao,
+                data,
+                ..
+            }) => match &conn.state {
+                ConnState::Queue { cntlid, .. } => match self.ctrls.get(cntlid) {
+                    Some(c) => {
+                        let db = Arc::clone(&c.doorbells);
+                        conn.h2c_data(cccid, ttag, datao, data, &db)
+                    }
+                    None => return Some(false),
+                },
+                _ => Outcome::Fatal(pdu::PduError {
+                    fes: pdu::Fes::PduSequenceError,
+                    fei: 0,
+                    what: "H2CData before Connect",
+                }),
+            },
+        };
+        if let Outcome::Fatal(e) = outcome {
+            let header = rx
+                .data()
+                .get(..plen.min(pdu::TERM_DATA_MAX))
+                .unwrap_or_default();
+            conn.terminate(&e, header, now, CLOSE_GRACE);
+        }
+        rx.consume(plen);
+        Some(true)
+    }
+
+    /// ICReq: answer with our parameters and size the buffers for the PDUs to come.
+    fn initialize(&mut self, conn: &mut Conn, r: &pdu::IcReq) {
+        conn.neg.hdgst = r.hdgst;
+        conn.neg.ddgst = r.ddgst;
+        conn.neg.hpda = r.hpda;
+        let mut resp = [0u8; pdu::IC_HLEN];
+        pdu::encode_icresp(&mut resp, &conn.neg);
+        conn.rx = ByteBuf::new(conn.neg.max_h2c_pdu());
+        let mut tx = ByteBuf::new(2 * (conn.neg.max_h2c_pdu() + pdu::MAX_SMALL_PDU));
+        if let Some(out) = tx.reserve(resp.len()) {
+            out.copy_from_slice(&resp);
+            tx.commit(resp.len());
+        }
+        conn.tx = tx;
+        conn.state = ConnState::AwaitConnect;
+    }
+
+    fn command(
+        &mut self,
+        conn: &mut Conn,
+        sqe: nvmemu_spec::Sqe,
+        data: &[u8],
+        now: Instant,
+    ) -> Outcome {
+        if sqe.opcode() == crate::fabrics::OPCODE {
+            let cmd = FabricsCommand::decode(&sqe);
+            return self.fabrics(conn, &sqe, cmd, data, now);
+        }
+        if let ConnState::Discovery(d) = &conn.state {
+            let len = nvmemu_spec::SglDescriptor::from_dptr(sqe.dptr1, sqe.dptr2).len as usize;
+            let cccid = sqe.cid().0;
+            if len > crate::discovery::MAX_DATA {
+                conn.respond_status(cccid, nvmemu_spec::Status::DATA_SGL_LENGTH_INVALID, 0);
+                return Outcome::Done;
+            }
+            if let Answer::Complete(status, dw0, data) = d.admin(&sqe, len, &self.subsystems) {
+                conn.respond_data(cccid, status, dw0, &data);
+            }
+            return Outcome::Done;
+        }
+        let ConnState::Queue { cntlid, .. } = &conn.state else {
+            conn.respond_status(sqe.cid().0, nvmemu_spec::Status::COMMAND_SEQUENCE_ERROR, 0);
+            return Outcome::Done;
+        };
+        let Some(c) = self.ctrls.get_mut(cntlid) else {
+            return Outcome::Done;
+        };
+        c.touch(now);
+        let db = Arc::clone(&c.doorbells);
+        conn.queue_command(sqe, data, &db, &c.block_shifts)
+    }
+
+    /// Queue completions and write what the socket takes; enforce the connection's timers.
+    fn send(&mut self, i: usize, now: Instant) -> usize {
+        let Some(mut conn) = self.conns.get_mut(i).and_then(Option::take) else {
+            return 0;
+        };
+        let mut work = 0;
+        if let ConnState::Queue { cntlid, .. } = &conn.state
+            && let Some(c) = self.ctrls.get(cntlid)
+        {
+            let db = Arc::clone(&c.doorbells);
+            work += conn.reap(&db);
+        }
+        let before = conn.tx.len();
+        let failed = conn.tx.drain_to(&mut conn.sock).is_err();
+        let wrote = before - conn.tx.len();
+        work += wrote;
+        if wrote > 0 {
+            conn.stalled_since = None;
+        }
+        let waiting = !conn.tx.is_empty() || !conn.rx.is_empty();
+        if !waiting {
+            conn.stalled_since = None;
+        } else if work == 0 {
+            conn.stalled_since.get_or_insert(now);
+        }
+        let stalled = conn
+            .stalled_since
+            .is_some_and(|t| now.saturating_duration_since(t) > self.opts.stall_timeout);
+        let done = match conn.state {
+            ConnState::AwaitIcReq { deadline } => now > deadline,
+            ConnState::Closing { deadline, .. } => conn.tx.is_empty() || now > deadline,
+            _ => false,
+        };
+        if failed || stalled || done {
+            if stalled || matches!(conn.state, ConnState::AwaitIcReq { .. }) {
+                tracing::debug!(target: "guest", peer = %conn.peer, "NVMe/TCP connection stalled; closed");
+            }
+            self.close(i, conn);
+        } else {
+            self.conns[i] = Some(conn);
+        }
+        work
+    }
+
+    /// End connection `i` (already taken out of its slot): its queue goes; the admin queue
+    /// takes its controller and every other connection of it along.
+    fn close(&mut self, i: usize, conn: Conn) {
+        self.open = self.open.saturating_sub(1);
+        self.free.push(i);
+        let (cntlid, q) = match conn.state {
+            ConnState::Queue { cntlid, q }
+            | ConnState::Closing {
+                queue: Some((cntlid, q)),
+                ..
+            } => (cntlid, q),
+            _ => return,
+        };
+        if q.mem.qid.0 == 0 {
+            self.ctrls.remove(&cntlid);
+            tracing::info!(cntlid, peer = %conn.peer, "NVMe/TCP controller removed");
+            for j in 0..self.conns.len() {
+                let of_ctrl = self.conns[j]
+                    .as_ref()
+                    .and_then(Conn::queue_of)
+                    .is_some_and(|(c, _)| c == cntlid);
+                if of_ctrl && let Some(other) = self.conns[j].take() {
+                    self.close(j, other);
+                }
+            }
+        } else if let Some(c) = self.ctrls.get_mut(&cntlid) {
+            c.ctrl.disconnect_io_queue(q.mem.qid);
+            let (iova, len) = q.mem.span();
+            c.unmap(iova, len);
+        }
+    }
+
+    fn expire_controllers(&mut self, now: Instant) {
+        let expired: Vec<u16> = self
+            .ctrls
+            .iter()
+            .filter(|(_, c)| c.expired(now))
+            .map(|(id, _)| *id)
+            .collect();
+        for cntlid in expired {
+            tracing::info!(cntlid, "NVMe/TCP keep alive timeout: controller removed");
+            let admin = self.conns.iter().position(|c| {
+                c.as_ref().and_then(Conn::queue_of) == Some((cntlid, nvmemu_spec::Qid::ADMIN))
+            });
+            match admin.and_then(|j| self.conns[j].take().map(|c| (j, c))) {
+                Some((j, c)) => self.close(j, c),
+                None => {
+                    self.ctrls.remove(&cntlid);
+                }
+            }
+        }
+    }
+
+    /// Sleep until a socket is ready or [`SLEEP`] passes.
+    fn sleep(&mut self) {
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(self.listeners.len() + self.open);
+        for l in &self.listeners {
+            fds.push(PollFd::new(l, PollFlags::IN));
+        }
+        for c in self.conns.iter().flatten() {
+            let mut f = PollFlags::empty();
+            if !matches!(c.state, ConnState::Closing { .. }) {
+                f |= PollFlags::IN;
+            }
+            if !c.tx.is_empty() {
+                f |= PollFlags::OUT;
+            }
+            fds.push(PollFd::from_borrowed_fd(c.sock.as_fd(), f));
+        }
+        let t = Timespec {
+            tv_sec: 0,
+            tv_nsec: i64::from(SLEEP.subsec_nanos()),
+        };
+        let _ = rustix::event::poll(&mut fds, Some(&t));
+    }
+}

@@ -1,0 +1,755 @@
+// SPDX-License-Identifier: Apache-2.0
+//! NVMe/TCP PDUs (NVMe over Fabrics TCP Transport 1.0, section 3.6): the common header,
+//! the fixed headers of each type, digests and padding.
+//!
+//! Decoding is pure: [`check_header`] validates a common header against what the
+//! connection allows before the rest is read (so a lying PLEN never makes us buffer more
+//! than one PDU), and [`decode`] checks a whole PDU (digests, lengths, offsets) and returns
+//! a typed view borrowing the data. Every error names the FES and FEI a termination
+//! request carries.
+
+use nvmemu_spec::{Cqe, Sqe};
+use zerocopy::{FromBytes, IntoBytes};
+
+/// Length of the common header.
+pub const CH_LEN: usize = 8;
+/// Length of a header or data digest.
+pub const DIGEST_LEN: usize = 4;
+/// Header length of ICReq and ICResp.
+pub const IC_HLEN: usize = 128;
+/// Header length of a command capsule (common header plus SQE).
+pub const CMD_HLEN: usize = CH_LEN + 64;
+/// Header length of a response capsule (common header plus CQE).
+pub const RESP_HLEN: usize = CH_LEN + 16;
+/// Header length of H2CData, C2HData, R2T and the termination requests.
+pub const DATA_HLEN: usize = 24;
+const IC_HLEN_U32: u32 = 128;
+
+/// A header length (all below 256) as the common header's byte.
+fn small(n: usize) -> u8 {
+    u8::try_from(n).unwrap_or(u8::MAX)
+}
+
+/// Most error data a C2HTermReq carries (the offending header, truncated).
+pub const TERM_DATA_MAX: usize = 152;
+
+/// PDU types (TCP Transport, Figure 3).
+pub mod pdu_type {
+    /// Initialize Connection Request.
+    pub const IC_REQ: u8 = 0x00;
+    /// Initialize Connection Response.
+    pub const IC_RESP: u8 = 0x01;
+    /// Host to Controller Terminate Connection Request.
+    pub const H2C_TERM_REQ: u8 = 0x02;
+    /// Controller to Host Terminate Connection Request.
+    pub const C2H_TERM_REQ: u8 = 0x03;
+    /// Command Capsule.
+    pub const CAPSULE_CMD: u8 = 0x04;
+    /// Response Capsule.
+    pub const CAPSULE_RESP: u8 = 0x05;
+    /// Host to Controller Data.
+    pub const H2C_DATA: u8 = 0x06;
+    /// Controller to Host Data.
+    pub const C2H_DATA: u8 = 0x07;
+    /// Ready to Transfer.
+    pub const R2T: u8 = 0x09;
+}
+
+/// Common header FLAGS bits.
+pub mod flags {
+    /// A header digest follows the header.
+    pub const HDGSTF: u8 = 1 << 0;
+    /// A data digest follows the data.
+    pub const DDGSTF: u8 = 1 << 1;
+    /// Last data PDU of a transfer (H2CData, C2HData).
+    pub const LAST_PDU: u8 = 1 << 2;
+    /// C2HData: the command completed successfully and no response capsule follows.
+    pub const SUCCESS: u8 = 1 << 3;
+}
+
+/// Fatal Error Status of a termination request (TCP Transport, Figure 13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum Fes {
+    /// A header field is invalid; FEI is its byte offset.
+    InvalidHeaderField = 0x01,
+    /// A PDU arrived that the connection's state does not allow.
+    PduSequenceError = 0x02,
+    /// The header digest did not match.
+    HeaderDigestError = 0x03,
+    /// H2CData beyond the range an R2T asked for.
+    DataTransferOutOfRange = 0x04,
+    /// More data than the limit (MAXH2CDATA, in-capsule data size).
+    DataTransferLimitExceeded = 0x05,
+    /// An ICReq parameter is unsupported; FEI is its byte offset.
+    UnsupportedParameter = 0x06,
+}
+
+/// Why a PDU ends its connection: what a termination request reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{what} (FES {fes:?}, FEI {fei})")]
+pub struct PduError {
+    /// Fatal Error Status.
+    pub fes: Fes,
+    /// Fatal Error Information: a byte offset into the PDU header, or 0.
+    pub fei: u32,
+    /// What was wrong, for the log line.
+    pub what: &'static str,
+}
+
+impl PduError {
+    const fn field(fei: u32, what: &'static str) -> PduError {
+        PduError {
+            fes: Fes::InvalidHeaderField,
+            fei,
+            what,
+        }
+    }
+
+    const fn new(fes: Fes, what: &'static str) -> PduError {
+        PduError { fes, fei: 0, what }
+    }
+}
+
+/// The common header (TCP Transport, Figure 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommonHeader {
+    /// PDU-Type.
+    pub pdu_type: u8,
+    /// FLAGS.
+    pub flags: u8,
+    /// HLEN: header length without the header digest.
+    pub hlen: u8,
+    /// PDO: offset of the data from the start of the PDU (0 without data).
+    pub pdo: u8,
+    /// PLEN: the whole PDU, digests and padding included.
+    pub plen: u32,
+}
+
+impl CommonHeader {
+    /// Decode the first eight bytes of a PDU.
+    pub fn parse(b: &[u8; CH_LEN]) -> CommonHeader {
+        CommonHeader {
+            pdu_type: b[0],
+            flags: b[1],
+            hlen: b[2],
+            pdo: b[3],
+            plen: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        }
+    }
+
+    fn write(&self, out: &mut [u8]) {
+        if let Some(b) = out.get_mut(..CH_LEN) {
+            b[0] = self.pdu_type;
+            b[1] = self.flags;
+            b[2] = self.hlen;
+            b[3] = self.pdo;
+            b[4..8].copy_from_slice(&self.plen.to_le_bytes());
+        }
+    }
+}
+
+/// What a connection has negotiated (or, before ICReq, the defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Negotiated {
+    /// Header digests on.
+    pub hdgst: bool,
+    /// Data digests on.
+    pub ddgst: bool,
+    /// The host's PDU data alignment (HPDA): C2HData data starts at a multiple of
+    /// `(hpda + 1) * 4`.
+    pub hpda: u8,
+    /// The controller's PDU data alignment (CPDA) that the host must honour.
+    pub cpda: u8,
+    /// Largest in-capsule data accepted.
+    pub icd_max: u32,
+    /// Largest H2CData PDU data (MAXH2CDATA).
+    pub maxh2cdata: u32,
+}
+
+impl Negotiated {
+    fn hd_len(&self) -> usize {
+        if self.hdgst { DIGEST_LEN } else { 0 }
+    }
+
+    fn dd_len(&self) -> usize {
+        if self.ddgst { DIGEST_LEN } else { 0 }
+    }
+
+    /// The largest PDU a host may send on this connection.
+    pub fn max_h2c_pdu(&self) -> usize {
+        let data = self.icd_max.max(self.maxh2cdata) as usize;
+        CMD_HLEN + DIGEST_LEN + align_pad_max(self.cpda) + data + DIGEST_LEN
+    }
+}
+
+fn align_pad_max(pda: u8) -> usize {
+    (usize::from(pda) + 1) * 4
+}
+
+/// Where the connection is: before ICReq only ICReq may come, after it never again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for ICReq.
+    Initializing,
+    /// ICReq done: capsules, data and termination requests.
+    Established,
+}
+
+/// A validated host-to-controller PDU.
+#[derive(Debug, PartialEq, Eq)]
+pub enum H2cPdu<'a> {
+    /// ICReq.
+    IcReq(IcReq),
+    /// A command capsule and its in-capsule data (possibly empty).
+    Command {
+        /// The SQE copy.
+        sqe: Sqe,
+        /// In-capsule data.
+        data: &'a [u8],
+    },
+    /// H2CData.
+    Data {
+        /// Command capsule CID.
+        cccid: u16,
+        /// Transfer tag of the R2T answered.
+        ttag: u16,
+        /// Offset of this data in the command's transfer.
+        datao: u32,
+        /// LAST_PDU flag.
+        last: bool,
+        /// The data.
+        data: &'a [u8],
+    },
+    /// The host ends the connection.
+    TermReq {
+        /// Its FES.
+        fes: u16,
+    },
+}
+
+/// ICReq parameters (TCP Transport, Figure 20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IcReq {
+    /// PDU Format Version (0 is the only one).
+    pub pfv: u16,
+    /// Host PDU Data Alignment.
+    pub hpda: u8,
+    /// Header digest requested.
+    pub hdgst: bool,
+    /// Data digest requested.
+    pub ddgst: bool,
+    /// Most outstanding R2Ts per command, 0-based.
+    pub maxr2t: u32,
+}
+
+/// The header length each host PDU type must have, or None for a type a host never sends.
+fn h2c_hlen(pdu_type: u8) -> Option<usize> {
+    match pdu_type {
+        pdu_type::IC_REQ => Some(IC_HLEN),
+        pdu_type::CAPSULE_CMD => Some(CMD_HLEN),
+        pdu_type::H2C_DATA | pdu_type::H2C_TERM_REQ => Some(DATA_HLEN),
+        _ => None,
+    }
+}
+
+/// Validate a common header before reading the rest of the PDU; returns PLEN.
+pub fn check_header(ch: &CommonHeader, phase: Phase, n: &Negotiated) -> Result<usize, PduError> {
+    let hlen = h2c_hlen(ch.pdu_type).ok_or(PduError::field(0, "PDU type a host never sends"))?;
+    match (phase, ch.pdu_type) {
+        (Phase::Initializing, pdu_type::IC_REQ) | (Phase::Established, _) => {}
+        (Phase::Initializing, _) => {
+            return Err(PduError::new(Fes::PduSequenceError, "PDU before ICReq"));
+        }
+    }
+    if phase == Phase::Established && ch.pdu_type == pdu_type::IC_REQ {
+        return Err(PduError::new(Fes::PduSequenceError, "second ICReq"));
+    }
+    if usize::from(ch.hlen) != hlen {
+        return Err(PduError::field(2, "HLEN is wrong for the PDU type"));
+    }
+    let plen = usize::try_from(ch.plen).unwrap_or(usize::MAX);
+    let max = match ch.pdu_type {
+        pdu_type::IC_REQ => IC_HLEN,
+        pdu_type::H2C_TERM_REQ => DATA_HLEN + DIGEST_LEN + TERM_DATA_MAX,
+        _ => n.max_h2c_pdu(),
+    };
+    if plen < hlen || plen > max {
+        return Err(PduError::field(4, "PLEN is out of range"));
+    }
+    Ok(plen)
+}
+
+/// Decode a whole PDU (`pdu.len()` is its PLEN, already checked by [`check_header`]).
+pub fn decode<'a>(pdu: &'a [u8], phase: Phase, n: &Negotiated) -> Result<H2cPdu<'a>, PduError> {
+    let head: &[u8; CH_LEN] = pdu
+        .get(..CH_LEN)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(PduError::field(4, "PDU shorter than its common header"))?;
+    let ch = CommonHeader::parse(head);
+    let plen = check_header(&ch, phase, n)?;
+    if plen != pdu.len() {
+        return Err(PduError::field(4, "PLEN does not match the PDU"));
+    }
+    if ch.pdu_type == pdu_type::IC_REQ {
+        return decode_icreq(pdu, &ch).map(H2cPdu::IcReq);
+    }
+    if ch.pdu_type == pdu_type::H2C_TERM_REQ {
+        // The host is leaving; its error data is not checked.
+        let fes = u16::from_le_bytes([pdu[8], pdu[9]]);
+        return Ok(H2cPdu::TermReq { fes });
+    }
+    let hlen = usize::from(ch.hlen);
+    let data = split_data(pdu, &ch, n)?;
+    let header = pdu.get(..hlen).ok_or(PduError::field(2, "short header"))?;
+    match ch.pdu_type {
+        pdu_type::CAPSULE_CMD => {
+            if data.len() > n.icd_max as usize {
+                return Err(PduError::new(
+                    Fes::DataTransferLimitExceeded,
+                    "in-capsule data beyond the in-capsule data size",
+                ));
+            }
+            let sqe = Sqe::read_from_bytes(header.get(CH_LEN..).unwrap_or_default())
+                .map_err(|_| PduError::field(8, "short SQE"))?;
+            Ok(H2cPdu::Command { sqe, data })
+        }
+        _ => {
+            // H2CData (check_header admits no other type here).
+            if ch.flags & !(flags::HDGSTF | flags::DDGSTF | flags::LAST_PDU) != 0 {
+                return Err(PduError::field(1, "unknown H2CData flag"));
+            }
+            let word =
+                |at: usize| u32::from_le_bytes([pdu[at], pdu[at + 1], pdu[at + 2], pdu[at + 3]]);
+            let datal = word(16);
+            if datal as usize != data.len() {
+                return Err(PduError::field(16, "DATAL does not match the PDU's data"));
+            }
+            if datal == 0 || datal > n.maxh2cdata {
+                return Err(PduError::new(
+                    Fes::DataTransferLimitExceeded,
+                    "H2CData length is 0 or beyond MAXH2CDATA",
+                ));
+            }
+            Ok(H2cPdu::Data {
+                cccid: u16::from_le_bytes([pdu[8], pdu[9]]),
+                ttag: u16::from_le_bytes([pdu[10], pdu[11]]),
+                datao: word(12),
+                last: ch.flags & flags::LAST_PDU != 0,
+                data,
+            })
+        }
+    }
+}
+
+fn decode_icreq(pdu: &[u8], ch: &CommonHeader) -> Result<IcReq, PduError> {
+    if ch.flags != 0 || ch.pdo != 0 {
+        return Err(PduError::field(1, "ICReq with flags or PDO"));
+    }
+    let pfv = u16::from_le_bytes([pdu[8], pdu[9]]);
+    if pfv != 0 {
+        return Err(PduError {
+            fes: Fes::UnsupportedParameter,
+            fei: 8,
+            what: "PDU format version is not 0",
+        });
+    }
+    let hpda = pdu[10];
+    if hpda > 31 {
+        return Err(PduError {
+            fes: Fes::UnsupportedParameter,
+            fei: 10,
+            what: "HPDA beyond 31",
+        });
+    }
+    let dgst = pdu[11];
+    Ok(IcReq {
+        pfv,
+        hpda,
+        hdgst: dgst & 1 != 0,
+        ddgst: dgst & 2 != 0,
+        maxr2t: u32::from_le_bytes([pdu[12], pdu[13], pdu[14], pdu[15]]),
+    })
+}
+
+/// Check digests, flags and PDO of a capsule or data PDU; returns its data.
+fn split_data<'a>(pdu: &'a [u8], ch: &CommonHeader, n: &Negotiated) -> Result<&'a [u8], PduError> {
+    let hlen = usize::from(ch.hlen);
+    let hd = n.hd_len();
+    if (ch.flags & flags::HDGSTF != 0) != n.hdgst {
+        return Err(PduError::field(
+            1,
+            "HDGSTF does not match the negotiated header digest",
+        ));
+    }
+    let header_end = hlen + hd;
+    if pdu.len() < header_end {
+        return Err(PduError::field(
+            4,
+            "PLEN shorter than the header and its digest",
+        ));
+    }
+    if n.hdgst {
+        let want = crc32c::crc32c(&pdu[..hlen]);
+        let got = u32::from_le_bytes([pdu[hlen], pdu[hlen + 1], pdu[hlen + 2], pdu[hlen + 3]]);
+        if want != got {
+            return Err(PduError::new(
+                Fes::HeaderDigestError,
+                "header digest mismatch",
+            ));
+        }
+    }
+    let has_ddgst = ch.flags & flags::DDGSTF != 0;
+    if pdu.len() == header_end {
+        if ch.pdo != 0 || has_ddgst {
+            return Err(PduError::field(3, "PDO or DDGSTF on a PDU without data"));
+        }
+        return Ok(&[]);
+    }
+    if has_ddgst != n.ddgst {
+        return Err(PduError::field(
+            1,
+            "DDGSTF does not match the negotiated data digest",
+        ));
+    }
+    let pdo = usize::from(ch.pdo);
+    let align = align_pad_max(n.cpda);
+    let dd = n.dd_len();
+    if pdo < header_end || pdo % align != 0 || pdo + dd >= pdu.len() {
+        return Err(PduError::field(3, "PDO is out of range or misaligned"));
+    }
+    let data_end = pdu.len() - dd;
+    let data = &pdu[pdo..data_end];
+    if n.ddgst {
+        let want = crc32c::crc32c(data);
+        let t = &pdu[data_end..];
+        let got = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
+        if want != got {
+            // A data digest error is not fatal in the spec (the command fails with
+            // Transient Transport Error), but a host that sends a bad one has a broken
+            // path; ending the connection is what SPDK's target does too.
+            return Err(PduError::field(u32::from(ch.pdo), "data digest mismatch"));
+        }
+    }
+    Ok(data)
+}
+
+/// ICResp (TCP Transport, Figure 21) into `out[..IC_HLEN]`.
+pub fn encode_icresp(out: &mut [u8; IC_HLEN], n: &Negotiated) {
+    out.fill(0);
+    CommonHeader {
+        pdu_type: pdu_type::IC_RESP,
+        flags: 0,
+        hlen: small(IC_HLEN),
+        pdo: 0,
+        plen: IC_HLEN_U32,
+    }
+    .write(out);
+    out[10] = n.cpda;
+    out[11] = u8::from(n.hdgst) | (u8::from(n.ddgst) << 1);
+    out[12..16].copy_from_slice(&n.maxh2cdata.to_le_bytes());
+}
+
+/// Lengths of a controller-to-host PDU with `data_len` bytes of data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct C2hLayout {
+    /// Header length.
+    pub hlen: usize,
+    /// Offset of the data (0 without data).
+    pub pdo: usize,
+    /// Total length.
+    pub plen: usize,
+}
+
+impl C2hLayout {
+    /// Where everything of a PDU with header `hlen` and `data_len` bytes of data goes.
+    pub fn new(hlen: usize, data_len: usize, n: &Negotiated) -> C2hLayout {
+        let header_end = hlen + n.hd_len();
+        if data_len == 0 {
+            return C2hLayout {
+                hlen,
+                pdo: 0,
+                plen: header_end,
+            };
+        }
+        let align = align_pad_max(n.hpda);
+        let pdo = header_end.div_ceil(align) * align;
+        C2hLayout {
+            hlen,
+            pdo,
+            plen: pdo + data_len + n.dd_len(),
+        }
+    }
+}
+
+/// Write the header (and header digest, and zero padding) of a controller PDU into
+/// `out[..layout.pdo or header end]`; `specific` is the header after the common header.
+fn encode_c2h(
+    out: &mut [u8],
+    ty: u8,
+    extra_flags: u8,
+    l: &C2hLayout,
+    specific: &[u8],
+    n: &Negotiated,
+) {
+    let has_data = l.pdo != 0;
+    let mut f = extra_flags;
+    if n.hdgst {
+        f |= flags::HDGSTF;
+    }
+    if n.ddgst && has_data {
+        f |= flags::DDGSTF;
+    }
+    CommonHeader {
+        pdu_type: ty,
+        flags: f,
+        hlen: small(l.hlen),
+        pdo: u8::try_from(l.pdo).unwrap_or(0),
+        plen: u32::try_from(l.plen).unwrap_or(u32::MAX),
+    }
+    .write(out);
+    if let Some(dst) = out.get_mut(CH_LEN..l.hlen) {
+        dst.fill(0);
+        let n_copy = specific.len().min(dst.len());
+        dst[..n_copy].copy_from_slice(&specific[..n_copy]);
+    }
+    let mut end = l.hlen;
+    if n.hdgst {
+        let d = crc32c::crc32c(&out[..l.hlen]).to_le_bytes();
+        out[l.hlen..l.hlen + DIGEST_LEN].copy_from_slice(&d);
+        end += DIGEST_LEN;
+    }
+    if has_data && let Some(pad) = out.get_mut(end..l.pdo) {
+        pad.fill(0);
+    }
+}
+
+/// The bytes before the data of a C2H PDU: its header, digest and padding.
+pub fn prefix_len(l: &C2hLayout, n: &Negotiated) -> usize {
+    if l.pdo != 0 {
+        l.pdo
+    } else {
+        l.hlen + n.hd_len()
+    }
+}
+
+/// A CapsuleResp into `out` (at least `C2hLayout::new(RESP_HLEN, 0, n).plen` bytes).
+pub fn encode_resp(out: &mut [u8], cqe: &Cqe, n: &Negotiated) -> usize {
+    let l = C2hLayout::new(RESP_HLEN, 0, n);
+    encode_c2h(out, pdu_type::CAPSULE_RESP, 0, &l, cqe.as_bytes(), n);
+    l.plen
+}
+
+/// An R2T asking for `len` bytes at offset `offset` of command `cccid`.
+pub fn encode_r2t(
+    out: &mut [u8],
+    cccid: u16,
+    ttag: u16,
+    offset: u32,
+    len: u32,
+    n: &Negotiated,
+) -> usize {
+    let l = C2hLayout::new(DATA_HLEN, 0, n);
+    let mut s = [0u8; 16];
+    s[0..2].copy_from_slice(&cccid.to_le_bytes());
+    s[2..4].copy_from_slice(&ttag.to_le_bytes());
+    s[4..8].copy_from_slice(&offset.to_le_bytes());
+    s[8..12].copy_from_slice(&len.to_le_bytes());
+    encode_c2h(out, pdu_type::R2T, 0, &l, &s, n);
+    l.plen
+}
+
+/// The header part of a C2HData PDU carrying `len` bytes at `offset`; the caller puts the
+/// data at `layout.pdo` and then calls [`finish_c2h_data`]. Returns the layout.
+pub fn encode_c2h_data_header(
+    out: &mut [u8],
+    cccid: u16,
+    offset: u32,
+    len: u32,
+    success: bool,
+    n: &Negotiated,
+) -> C2hLayout {
+    let l = C2hLayout::new(DATA_HLEN, len as usize, n);
+    let mut s = [0u8; 16];
+    s[0..2].copy_from_slice(&cccid.to_le_bytes());
+    s[4..8].copy_from_slice(&offset.to_le_bytes());
+    s[8..12].copy_from_slice(&len.to_le_bytes());
+    let f = flags::LAST_PDU | if success { flags::SUCCESS } else { 0 };
+    encode_c2h(out, pdu_type::C2H_DATA, f, &l, &s, n);
+    l
+}
+
+/// Append the data digest of a C2HData PDU whose data is already in place.
+pub fn finish_c2h_data(pdu: &mut [u8], l: &C2hLayout, n: &Negotiated) {
+    if n.ddgst {
+        let end = l.plen - DIGEST_LEN;
+        let d = crc32c::crc32c(&pdu[l.pdo..end]).to_le_bytes();
+        pdu[end..l.plen].copy_from_slice(&d);
+    }
+}
+
+/// A C2HTermReq reporting `err`, with up to [`TERM_DATA_MAX`] bytes of the offending header.
+/// Never digested (the host may not have negotiated yet).
+pub fn encode_term_req(out: &mut [u8], err: &PduError, offending: &[u8]) -> usize {
+    let data = &offending[..offending.len().min(TERM_DATA_MAX)];
+    let plen = DATA_HLEN + data.len();
+    CommonHeader {
+        pdu_type: pdu_type::C2H_TERM_REQ,
+        flags: 0,
+        hlen: small(DATA_HLEN),
+        pdo: 0,
+        plen: u32::try_from(plen).unwrap_or(u32::MAX),
+    }
+    .write(out);
+    out[CH_LEN..DATA_HLEN].fill(0);
+    out[8..10].copy_from_slice(&(err.fes as u16).to_le_bytes());
+    out[10..14].copy_from_slice(&err.fei.to_le_bytes());
+    out[DATA_HLEN..plen].copy_from_slice(data);
+    plen
+}
+
+/// The longest PDU [`encode_resp`], [`encode_r2t`] or [`encode_term_req`] writes.
+pub const MAX_SMALL_PDU: usize = DATA_HLEN + TERM_DATA_MAX + DIGEST_LEN;
+
+#[cfg(test)]
+#[allow(clippy::cast_possible_truncation)]
+mod tests {
+    use super::*;
+
+    fn neg(hdgst: bool, ddgst: bool) -> Negotiated {
+        Negotiated {
+            hdgst,
+            ddgst,
+            hpda: 0,
+            cpda: 0,
+            icd_max: 4096,
+            maxh2cdata: 8192,
+        }
+    }
+
+    /// An H2CData PDU as a host builds it.
+    fn h2c(n: &Negotiated, datao: u32, data: &[u8]) -> Vec<u8> {
+        let hd = if n.hdgst { 4 } else { 0 };
+        let dd = if n.ddgst { 4 } else { 0 };
+        let pdo = DATA_HLEN + hd;
+        let plen = pdo + data.len() + dd;
+        let mut p = vec![pdu_type::H2C_DATA, 0, DATA_HLEN as u8, pdo as u8];
+        p[1] |= flags::LAST_PDU
+            | if n.hdgst { flags::HDGSTF } else { 0 }
+            | if n.ddgst { flags::DDGSTF } else { 0 };
+        p.extend_from_slice(&(plen as u32).to_le_bytes());
+        p.extend_from_slice(&5u16.to_le_bytes());
+        p.extend_from_slice(&6u16.to_le_bytes());
+        p.extend_from_slice(&datao.to_le_bytes());
+        p.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        p.extend_from_slice(&[0; 4]);
+        if n.hdgst {
+            let c = crc32c::crc32c(&p);
+            p.extend_from_slice(&c.to_le_bytes());
+        }
+        p.extend_from_slice(data);
+        if n.ddgst {
+            p.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
+        }
+        p
+    }
+
+    #[test]
+    fn h2c_data_decodes_with_and_without_digests() {
+        for (h, d) in [(false, false), (true, false), (false, true), (true, true)] {
+            let n = neg(h, d);
+            let p = h2c(&n, 512, &[7; 100]);
+            let got = decode(&p, Phase::Established, &n).unwrap();
+            assert_eq!(
+                got,
+                H2cPdu::Data {
+                    cccid: 5,
+                    ttag: 6,
+                    datao: 512,
+                    last: true,
+                    data: &[7; 100]
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn corrupted_digests_and_lengths_carry_their_fes_and_fei() {
+        let n = neg(true, true);
+        let mut p = h2c(&n, 0, &[1; 64]);
+        p[12] ^= 1;
+        assert_eq!(
+            decode(&p, Phase::Established, &n).unwrap_err().fes,
+            Fes::HeaderDigestError
+        );
+        let mut p = h2c(&n, 0, &[1; 64]);
+        let last = p.len() - 1;
+        p[last] ^= 1;
+        assert_eq!(
+            decode(&p, Phase::Established, &n).unwrap_err().fes,
+            Fes::InvalidHeaderField
+        );
+        // DATAL that disagrees with PLEN.
+        let n = neg(false, false);
+        let mut p = h2c(&n, 0, &[1; 64]);
+        p[16] = 65;
+        let e = decode(&p, Phase::Established, &n).unwrap_err();
+        assert_eq!((e.fes, e.fei), (Fes::InvalidHeaderField, 16));
+        // More than MAXH2CDATA.
+        let p = h2c(&n, 0, &vec![0; 8193]);
+        let e = decode(&p, Phase::Established, &n).unwrap_err();
+        assert_eq!(e.fes, Fes::DataTransferLimitExceeded);
+        // PDO inside the header.
+        let mut p = h2c(&n, 0, &[1; 64]);
+        p[3] = 8;
+        assert_eq!(decode(&p, Phase::Established, &n).unwrap_err().fei, 3);
+    }
+
+    #[test]
+    fn pdu_order_is_enforced_by_the_common_header() {
+        let n = neg(false, false);
+        let ch = |ty, hlen, plen| CommonHeader {
+            pdu_type: ty,
+            flags: 0,
+            hlen,
+            pdo: 0,
+            plen,
+        };
+        let e =
+            check_header(&ch(pdu_type::CAPSULE_CMD, 72, 72), Phase::Initializing, &n).unwrap_err();
+        assert_eq!(e.fes, Fes::PduSequenceError);
+        let e = check_header(&ch(pdu_type::IC_REQ, 128, 128), Phase::Established, &n).unwrap_err();
+        assert_eq!(e.fes, Fes::PduSequenceError);
+        let e = check_header(&ch(pdu_type::C2H_DATA, 24, 24), Phase::Established, &n).unwrap_err();
+        assert_eq!(
+            (e.fes, e.fei),
+            (Fes::InvalidHeaderField, 0),
+            "controller PDU type from a host"
+        );
+        let e = check_header(&ch(pdu_type::IC_REQ, 128, 129), Phase::Initializing, &n).unwrap_err();
+        assert_eq!(e.fei, 4, "ICReq PLEN");
+        assert_eq!(
+            check_header(&ch(pdu_type::IC_REQ, 128, 128), Phase::Initializing, &n),
+            Ok(128)
+        );
+    }
+
+    #[test]
+    fn c2h_data_honours_the_host_alignment_and_digests() {
+        let mut n = neg(true, true);
+        n.hpda = 7; // 32-byte alignment
+        let mut buf = vec![0u8; 256];
+        let l = encode_c2h_data_header(&mut buf, 3, 0, 100, false, &n);
+        assert_eq!(
+            l.pdo, 32,
+            "24-byte header + 4-byte digest, rounded up to 32"
+        );
+        assert_eq!(l.plen, 32 + 100 + 4);
+        buf[l.pdo..l.pdo + 100].fill(9);
+        finish_c2h_data(&mut buf, &l, &n);
+        assert_eq!(buf[1], flags::HDGSTF | flags::DDGSTF | flags::LAST_PDU);
+        assert_eq!(&buf[24..28], &crc32c::crc32c(&buf[..24]).to_le_bytes());
+        assert_eq!(&buf[132..136], &crc32c::crc32c(&[9; 100]).to_le_bytes());
+        assert!(buf[28..32].iter().all(|&b| b == 0), "padding is zero");
+    }
+}
