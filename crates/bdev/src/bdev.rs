@@ -4,6 +4,7 @@
 use nvmemu_mem::{MemError, MmapRegion, Progress};
 
 use crate::malloc::{MallocBacking, MemoryReport, Storage, WRITE_ZEROES_DISCARD_THRESHOLD};
+use crate::model::ModelSlot;
 use crate::{BdevError, BdevOp, BdevStats, QosLimits};
 
 /// Smallest and largest block sizes accepted (powers of two in between).
@@ -48,6 +49,7 @@ pub struct Bdev {
     storage: Option<Storage>,
     stats: BdevStats,
     qos: QosLimits,
+    model: ModelSlot,
 }
 
 impl Bdev {
@@ -116,6 +118,7 @@ impl Bdev {
             storage,
             stats: BdevStats::default(),
             qos: QosLimits::default(),
+            model: ModelSlot::default(),
         }
     }
 
@@ -127,6 +130,11 @@ impl Bdev {
     /// The QoS rate limits (`bdev_set_qos_limit`), enforced by the pollers.
     pub fn qos(&self) -> &QosLimits {
         &self.qos
+    }
+
+    /// The latency and throughput model, applied by the pollers.
+    pub fn model(&self) -> &ModelSlot {
+        &self.model
     }
 
     /// The backend kind.
@@ -311,9 +319,7 @@ mod tests {
 
     use nvmemu_mem::{Protection, create_memfd};
 
-    use std::sync::Arc;
-
-    use super::*;
+        use super::*;
     use crate::{BdevChannel, BdevErrorKind, BdevStatsSnapshot};
 
     /// A client-memory buffer: a memfd mapped twice, like the target and the driver see it.

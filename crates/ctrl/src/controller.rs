@@ -154,6 +154,10 @@ pub struct Controller {
     pub(crate) zeroing: crate::io::zeroing::ZeroingSlot,
     /// Some attached namespace has a QoS limit (refreshed each pass; `qos.rs`).
     pub(crate) qos_on: bool,
+    /// Some attached namespace has a latency model (refreshed each pass; `model.rs`).
+    pub(crate) model_on: bool,
+    /// CQEs a model holds until they are due (`hold.rs`).
+    pub(crate) held: crate::hold::HeldCompletions,
 }
 
 impl Controller {
@@ -189,6 +193,8 @@ impl Controller {
             timing: None,
             zeroing: Default::default(),
             qos_on: false,
+            model_on: false,
+            held: Default::default(),
             config,
         }
     }
@@ -482,6 +488,7 @@ impl Controller {
     fn tear_down(&mut self) {
         self.queues.clear();
         self.zeroing.busy = false;
+        self.held.clear();
         self.aer.reset();
         self.dbbuf = None;
         self.features = Features::new(&self.config);

@@ -23,6 +23,8 @@ pub struct Namespace {
     reservations: Arc<Reservations>,
     /// This controller's QoS tokens for the namespace (`qos.rs`).
     pub(crate) qos: crate::qos::QosBucket,
+    /// This controller's latency model of the namespace (`model.rs`).
+    pub(crate) model: crate::model::NsModel,
 }
 
 impl Namespace {
@@ -49,6 +51,7 @@ impl Namespace {
             uuid,
             reservations: Arc::default(),
             qos: crate::qos::QosBucket::default(),
+            model: crate::model::NsModel::default(),
         }
     }
 

@@ -37,6 +37,9 @@ impl Controller {
         }
         // One load and one predictable branch when no bdev in the process has a limit.
         self.qos_on = nvmemu_bdev::any_qos_limit() && crate::qos::refill_all(&mut self.namespaces);
+        // The same for latency models (`model.rs`).
+        self.model_on =
+            nvmemu_bdev::model::any_model() && crate::model::refresh_all(&mut self.namespaces);
         let mark = thread_faults();
         let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH, mark);
         done += self.deliver_events();
@@ -48,11 +51,14 @@ impl Controller {
         if self.zeroing.busy {
             done += self.advance_zeroing();
         }
+        if self.holds_completions() {
+            done += self.post_due();
+        }
         // Faults outside a command: doorbell shadows, CQ flushes, event delivery.
         if thread_faults() != mark {
             self.memory_fault(None);
         }
-        // Every CQE is posted inside this pass and counted in `done`, so an idle pass has no
+        // Every CQE posted inside this pass is counted in `done`, so an idle pass has no
         // interrupt to raise and skips the walk over the CQs (and with IEN=0 nothing is ever
         // pending: `stage` only marks a CQ when its interrupts are enabled).
         if done > 0 {
@@ -161,6 +167,10 @@ impl Controller {
                 // Left in the SQ: fetched again once the namespace's tokens come back.
                 break;
             }
+            if self.model_on && qid != Qid::ADMIN && self.held.is_full() {
+                // Left in the SQ until held completions are posted (`hold.rs`).
+                break;
+            }
             let fetched = if stamp { TscClock::ticks() } else { 0 };
             if let Some(l) = &lat {
                 l.0.record(qid.0, sqe.cid().0, Stage::Fetch, fetched);
@@ -190,6 +200,18 @@ impl Controller {
             } else {
                 result
             };
+            // One predictable branch when no namespace has a model.
+            if self.model_on
+                && qid != Qid::ADMIN
+                && let Some(due) = crate::model::due(&mut self.namespaces, &sqe)
+            {
+                self.hold(qid, &sqe, result, due);
+                if faulted {
+                    self.memory_fault(Some((qid, sqe.cid())));
+                    break;
+                }
+                continue;
+            }
             if self.complete(qid, &sqe, result, lat.as_ref()) {
                 completed += 1;
                 if timed && let Some(t) = self.timing.as_deref_mut() {
@@ -345,9 +367,20 @@ impl Controller {
             Ok(dw0) => (Status::SUCCESS, dw0),
             Err(s) => (s, 0),
         };
-        let Some(sq) = self.queues.sq_mut(sqid) else {
+        let Some((cqid, sqhd)) = self.account(sqid, sqe, status) else {
             return false;
         };
+        if let Some(l) = lat {
+            l.0.record(sqid.0, sqe.cid().0, Stage::Post, TscClock::ticks());
+        }
+        self.stage(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
+    }
+
+    /// Count the completion of `sqe` from `sqid` with `status` (commands, errors, the Error
+    /// Information log); its CQ and the SQ Head to report, None if the SQ is gone.
+    #[inline(always)]
+    pub(crate) fn account(&mut self, sqid: Qid, sqe: &Sqe, status: Status) -> Option<(Qid, u16)> {
+        let sq = self.queues.sq_mut(sqid)?;
         let sqhd = sq.head.as_u16();
         let cqid = sq.cqid;
         sq.stats.commands += 1;
@@ -361,15 +394,12 @@ impl Controller {
             self.counters.errors += 1;
             self.error_log.record(sqid, sqe, status);
         }
-        if let Some(l) = lat {
-            l.0.record(sqid.0, sqe.cid().0, Stage::Post, TscClock::ticks());
-        }
-        self.stage(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
+        Some((cqid, sqhd))
     }
 
     /// Stage a CQE on `cqid` (room was checked by the caller); `flush_cq` writes the rest.
     #[inline(always)]
-    fn stage(&mut self, cqid: Qid, cqe: Cqe) -> bool {
+    pub(crate) fn stage(&mut self, cqid: Qid, cqe: Cqe) -> bool {
         let Some(cq) = self.queues.cq_mut(cqid) else {
             return false;
         };
