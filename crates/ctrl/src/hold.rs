@@ -91,6 +91,24 @@ impl HeldCompletions {
 }
 
 impl Controller {
+    /// Hold the completion of `sqe` if its namespace's model times it; whether it did.
+    /// Out of line, so the unmodelled loop in `poll_sq` stays small.
+    #[inline(never)]
+    pub(crate) fn hold_if_modelled(
+        &mut self,
+        sqid: Qid,
+        sqe: &Sqe,
+        result: Result<u32, Status>,
+    ) -> bool {
+        match crate::model::due(&mut self.namespaces, sqe) {
+            Some(due) => {
+                self.hold(sqid, sqe, result, due);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Hold the completion of `sqe`, taken from `sqid` and executed with `result`, until
     /// `due`. It is counted now (commands, errors, the Error Information log), as the
     /// command has run; only its CQE waits.

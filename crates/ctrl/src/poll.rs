@@ -201,11 +201,7 @@ impl Controller {
                 result
             };
             // One predictable branch when no namespace has a model.
-            if self.model_on
-                && qid != Qid::ADMIN
-                && let Some(due) = crate::model::due(&mut self.namespaces, &sqe)
-            {
-                self.hold(qid, &sqe, result, due);
+            if self.model_on && qid != Qid::ADMIN && self.hold_if_modelled(qid, &sqe, result) {
                 if faulted {
                     self.memory_fault(Some((qid, sqe.cid())));
                     break;
