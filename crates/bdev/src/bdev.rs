@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The block device: geometry, storage and the byte-range operations on it.
 
+use std::sync::Arc;
+
 use nvmemu_mem::{MemError, MmapRegion, Progress};
 
 use crate::malloc::{MallocBacking, MemoryReport, Storage, WRITE_ZEROES_DISCARD_THRESHOLD};
@@ -18,6 +20,8 @@ pub enum BdevKind {
     Malloc,
     /// No storage: reads return zeroes, writes are dropped.
     Null,
+    /// SPDK's delay bdev: another bdev's storage, with a latency model of its own.
+    Delay,
 }
 
 impl BdevKind {
@@ -26,6 +30,7 @@ impl BdevKind {
         match self {
             BdevKind::Malloc => "Malloc disk",
             BdevKind::Null => "Null disk",
+            BdevKind::Delay => "delay",
         }
     }
 }
@@ -45,8 +50,9 @@ pub struct Bdev {
     num_blocks: u64,
     /// `block_size * num_blocks`, checked at creation.
     size: u64,
-    /// `Some` for Malloc (exactly `size` bytes), `None` for Null.
-    storage: Option<Storage>,
+    /// `Some` for Malloc (exactly `size` bytes), `None` for Null; a delay bdev shares its
+    /// base's.
+    storage: Option<Arc<Storage>>,
     stats: BdevStats,
     qos: QosLimits,
     model: ModelSlot,
@@ -84,7 +90,7 @@ impl Bdev {
             block_size,
             num_blocks,
             size,
-            Some(storage),
+            Some(Arc::new(storage)),
         ))
     }
 
@@ -101,13 +107,26 @@ impl Bdev {
         ))
     }
 
+    /// A delay bdev called `name` on `base`: the same blocks (what one writes the other
+    /// reads), with its own counters, QoS limits and latency model (none until set).
+    pub fn delay(name: &str, base: &Bdev) -> Bdev {
+        Bdev::new(
+            name,
+            BdevKind::Delay,
+            base.block_size,
+            base.num_blocks,
+            base.size,
+            base.storage.clone(),
+        )
+    }
+
     fn new(
         name: &str,
         kind: BdevKind,
         block_size: u32,
         num_blocks: u64,
         size: u64,
-        storage: Option<Storage>,
+        storage: Option<Arc<Storage>>,
     ) -> Bdev {
         Bdev {
             name: name.to_owned(),
@@ -132,7 +151,8 @@ impl Bdev {
         &self.qos
     }
 
-    /// The latency and throughput model, applied by the pollers.
+    /// The latency and throughput model (`bdev_delay_create`, `nvmemu_bdev_set_model`), applied
+    /// by the pollers.
     pub fn model(&self) -> &ModelSlot {
         &self.model
     }
@@ -159,7 +179,7 @@ impl Bdev {
 
     /// What backs a malloc bdev now (`None` for null).
     pub fn memory(&self) -> Option<MemoryReport> {
-        self.storage.as_ref().map(Storage::report)
+        self.storage.as_deref().map(Storage::report)
     }
 
     /// The live I/O counters (`snapshot()` them to report).
@@ -319,7 +339,9 @@ mod tests {
 
     use nvmemu_mem::{Protection, create_memfd};
 
-        use super::*;
+    use std::sync::Arc;
+
+    use super::*;
     use crate::{BdevChannel, BdevErrorKind, BdevStatsSnapshot};
 
     /// A client-memory buffer: a memfd mapped twice, like the target and the driver see it.

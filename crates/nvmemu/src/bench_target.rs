@@ -136,6 +136,7 @@ impl EmbeddedTarget {
         }
         .map_err(|e| anyhow::anyhow!(crate::bench_cmd::error_chain(&e)))
         .context("cannot create the namespace")?;
+        bdev.model().set(ns.model.clone());
         let bdev = Arc::new(bdev);
         let mut dirs = Vec::new();
         for i in 0..controllers.max(1) {

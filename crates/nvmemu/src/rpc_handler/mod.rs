@@ -14,6 +14,7 @@
 
 mod bdev;
 mod cpu_time;
+mod delay;
 mod framework;
 mod ids;
 mod latency;
@@ -101,7 +102,8 @@ impl NvmemuHandler {
         loop {
             {
                 let st = self.lock();
-                let claims = nvmf::claims(&st.subsystems);
+                let mut claims = nvmf::claims(&st.subsystems);
+                claims.extend(st.bdevs.delay_bases().map(str::to_owned));
                 match st.bdevs.get_bdevs(p.name.as_deref(), &claims) {
                     Err(_) if p.timeout > 0 && caller.is_gone() => {
                         return Err(RpcError::errno(Errno::ENODEV));
@@ -138,6 +140,10 @@ fn delete_bdev(
     name: &str,
 ) -> Result<Value, RpcError> {
     let name = st.bdevs.name_of(kind, name)?;
+    // A delay bdev on it goes first, as SPDK's hot remove takes it.
+    for delay in st.bdevs.delays_on(&name) {
+        delete_bdev(st, target, nvmemu_bdev::BdevKind::Delay, &delay)?;
+    }
     nvmf::remove_namespaces_of(st, target, &name);
     let r = st.bdevs.delete(&name);
     if r.is_ok() {
@@ -204,6 +210,10 @@ impl Handler for NvmemuHandler {
             }
             R::BdevGetIostat(p) => st.bdevs.iostat(&p, self.ticks()),
             R::BdevSetQosLimit(p) => qos::set_qos_limit(&st.bdevs, &p),
+            R::BdevDelayCreate(p) => delay::create(st, &p),
+            R::BdevDelayDelete(p) => delay::delete(st, &self.target, &p.name),
+            R::BdevDelayUpdateLatency(p) => delay::update_latency(&st.bdevs, &p),
+            R::NvmemuBdevSetModel(p) => delay::set_model(&st.bdevs, &p),
             R::NvmfCreateTransport(p) => nvmf::create_transport(st, p),
             R::NvmfGetTransports(p) => nvmf::get_transports(st, &p),
             R::NvmfCreateSubsystem(p) => nvmf::create_subsystem(st, p),

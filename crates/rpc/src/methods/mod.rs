@@ -3,6 +3,7 @@
 //! Parameter and result types live in one file per method family.
 
 pub mod bdev;
+pub mod delay;
 pub mod framework;
 pub mod histogram;
 pub mod log;
@@ -19,6 +20,7 @@ use bdev::{
     BdevDeleteParams, BdevGetBdevsParams, BdevGetIostatParams, BdevMallocCreateParams,
     BdevNullCreateParams, BdevSetQosLimitParams,
 };
+use delay::{BdevDelayCreateParams, BdevDelayUpdateLatencyParams, NvmemuBdevSetModelParams};
 use framework::{FrameworkGetConfigParams, RpcGetMethodsParams, SpdkKillInstanceParams};
 use histogram::{BdevEnableHistogramParams, BdevGetHistogramParams};
 use log::{LogFlagParams, LogLevelParams, NotifyGetNotificationsParams};
@@ -67,6 +69,14 @@ pub enum Request {
     BdevGetBdevs(BdevGetBdevsParams),
     /// `bdev_set_qos_limit` → `true`.
     BdevSetQosLimit(BdevSetQosLimitParams),
+    /// `bdev_delay_create` → the new bdev's name.
+    BdevDelayCreate(BdevDelayCreateParams),
+    /// `bdev_delay_delete` → `true`.
+    BdevDelayDelete(BdevDeleteParams),
+    /// `bdev_delay_update_latency` → `true`.
+    BdevDelayUpdateLatency(BdevDelayUpdateLatencyParams),
+    /// `nvmemu_bdev_set_model` → `true`.
+    NvmemuBdevSetModel(NvmemuBdevSetModelParams),
     /// `bdev_get_iostat` → [`bdev::BdevIostat`].
     BdevGetIostat(BdevGetIostatParams),
     /// `nvmf_create_transport` → `true`.
@@ -154,6 +164,10 @@ pub const METHODS: &[&str] = &[
     "bdev_get_bdevs",
     "bdev_get_iostat",
     "bdev_set_qos_limit",
+    "bdev_delay_create",
+    "bdev_delay_delete",
+    "bdev_delay_update_latency",
+    "nvmemu_bdev_set_model",
     "nvmf_create_transport",
     "nvmf_get_transports",
     "nvmf_create_subsystem",
@@ -220,6 +234,10 @@ impl Request {
             "bdev_null_delete" => Request::BdevNullDelete(parse(p)?),
             "bdev_get_bdevs" => Request::BdevGetBdevs(parse(p)?),
             "bdev_set_qos_limit" => Request::BdevSetQosLimit(parse(p)?),
+            "bdev_delay_create" => Request::BdevDelayCreate(parse(p)?),
+            "bdev_delay_delete" => Request::BdevDelayDelete(parse(p)?),
+            "bdev_delay_update_latency" => Request::BdevDelayUpdateLatency(parse(p)?),
+            "nvmemu_bdev_set_model" => Request::NvmemuBdevSetModel(parse(p)?),
             "bdev_get_iostat" => Request::BdevGetIostat(parse(p)?),
             "nvmf_create_transport" => Request::NvmfCreateTransport(parse(p)?),
             "nvmf_get_transports" => Request::NvmfGetTransports(parse(p)?),
@@ -281,6 +299,10 @@ impl Request {
             Request::BdevNullDelete(_) => "bdev_null_delete",
             Request::BdevGetBdevs(_) => "bdev_get_bdevs",
             Request::BdevSetQosLimit(_) => "bdev_set_qos_limit",
+            Request::BdevDelayCreate(_) => "bdev_delay_create",
+            Request::BdevDelayDelete(_) => "bdev_delay_delete",
+            Request::BdevDelayUpdateLatency(_) => "bdev_delay_update_latency",
+            Request::NvmemuBdevSetModel(_) => "nvmemu_bdev_set_model",
             Request::BdevGetIostat(_) => "bdev_get_iostat",
             Request::NvmfCreateTransport(_) => "nvmf_create_transport",
             Request::NvmfGetTransports(_) => "nvmf_get_transports",
@@ -368,11 +390,20 @@ mod tests {
                 "spdk_kill_instance" => json!({"sig_name": "SIGTERM"}),
                 "framework_get_config" => json!({"name": "bdev"}),
                 "bdev_malloc_create" => json!({"num_blocks": 8, "block_size": 512}),
-                "bdev_malloc_delete" | "bdev_null_delete" | "bdev_get_histogram"
-                | "bdev_set_qos_limit" => {
+                "bdev_malloc_delete"
+                | "bdev_null_delete"
+                | "bdev_get_histogram"
+                | "bdev_set_qos_limit"
+                | "bdev_delay_delete"
+                | "nvmemu_bdev_set_model" => {
                     json!({"name": "x"})
                 }
                 "bdev_enable_histogram" => json!({"name": "x", "enable": true}),
+                "bdev_delay_create" => json!({"base_bdev_name": "b", "name": "d",
+                    "avg_read_latency": 1, "p99_read_latency": 2,
+                    "avg_write_latency": 1, "p99_write_latency": 2}),
+                "bdev_delay_update_latency" => json!({"delay_bdev_name": "d",
+                    "latency_type": "avg_read", "latency_us": 5}),
                 "bdev_null_create" => json!({"name": "n", "num_blocks": 8, "block_size": 512}),
                 "nvmf_create_transport" => json!({"trtype": "VFIOUSER"}),
                 "nvmf_create_subsystem" | "nvmf_delete_subsystem" => json!({"nqn": "q"}),

@@ -9,6 +9,7 @@
 
 mod app;
 mod bdev;
+mod delay;
 mod histogram;
 mod monitor;
 mod nvmf;
@@ -20,6 +21,7 @@ use serde_json::Value;
 
 pub use app::{KillArgs, RpcGetMethodsArgs, SaveConfigArgs};
 pub use bdev::{GetBdevsArgs, IostatArgs, MallocCreateArgs, NameArg, NullCreateArgs, QosLimitArgs};
+pub use delay::{DelayCreateArgs, DelayUpdateArgs, SetModelArgs};
 pub use histogram::EnableHistogramArgs;
 pub use monitor::{LogFlagArg, LogLevelArg, NotifyArgs};
 pub use nvmf::{
@@ -83,6 +85,14 @@ pub enum MethodArgs {
     BdevGetIostat(IostatArgs),
     /// Set QoS rate limit on a blockdev.
     BdevSetQosLimit(QosLimitArgs),
+    /// Add a delay bdev on existing bdev.
+    BdevDelayCreate(DelayCreateArgs),
+    /// Delete a delay bdev.
+    BdevDelayDelete(NameArg),
+    /// Update one of the latency values for a given delay bdev.
+    BdevDelayUpdateLatency(DelayUpdateArgs),
+    /// nvmemu: set a bdev's latency and throughput model (preset, latencies, tail, units, seed).
+    NvmemuBdevSetModel(SetModelArgs),
     /// Create NVMf transport.
     NvmfCreateTransport(CreateTransportArgs),
     /// Display nvmf transports or required transport.
@@ -193,6 +203,12 @@ impl MethodArgs {
             MethodArgs::BdevGetBdevs(a) => c("bdev_get_bdevs", a.params(), Dict),
             MethodArgs::BdevGetIostat(a) => c("bdev_get_iostat", a.params(), Dict),
             MethodArgs::BdevSetQosLimit(a) => c("bdev_set_qos_limit", a.params(), Nothing),
+            MethodArgs::BdevDelayCreate(a) => c("bdev_delay_create", a.params(), Json),
+            MethodArgs::BdevDelayDelete(a) => c("bdev_delay_delete", a.params(), Nothing),
+            MethodArgs::BdevDelayUpdateLatency(a) => {
+                c("bdev_delay_update_latency", a.params(), Json)
+            }
+            MethodArgs::NvmemuBdevSetModel(a) => c("nvmemu_bdev_set_model", a.params(), Nothing),
             MethodArgs::NvmfCreateTransport(a) => c("nvmf_create_transport", a.params(), Nothing),
             MethodArgs::NvmfGetTransports(a) => c("nvmf_get_transports", a.params(), Dict),
             MethodArgs::NvmfCreateSubsystem(a) => c("nvmf_create_subsystem", a.params(), Nothing),
