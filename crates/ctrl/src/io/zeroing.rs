@@ -241,10 +241,9 @@ impl Controller {
         }
     }
 
-    /// Whether a command set aside still has work or a CQE to post (`zeroing.rs`, or one a
-    /// model holds, `hold.rs`) and the controller
-    /// processes commands (a fatal one does not until it is reset): the poller must not
-    /// back off meanwhile.
+    /// Whether a command set aside still has work or a CQE to post (here, or one a model
+    /// holds, `hold.rs`) and the controller processes commands (a fatal one does not until
+    /// it is reset): the poller must not back off meanwhile.
     pub fn has_deferred_work(&self) -> bool {
         (self.zeroing.busy || self.holds_completions()) && self.state.is_ready()
     }
