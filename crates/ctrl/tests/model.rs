@@ -174,3 +174,33 @@ fn a_reset_drops_what_is_held() {
     assert_eq!(h.ctrl.held_completions(), 0);
     set_model(&h, None);
 }
+
+#[test]
+fn a_full_heap_stops_fetching_until_completions_are_posted() {
+    let mut h = TestHost::ready(1024);
+    for qid in 2..=5 {
+        h.create_io_pair(qid, 1024);
+    }
+    set_model(&h, Some(fixed(NEVER_US, 0)));
+    // 5 x 1023 commands, more than the 4096 the controller may hold.
+    for qid in 1..=5 {
+        for i in 0..1023 {
+            let s = read(&h, i);
+            h.submit(qid, s);
+        }
+    }
+    for _ in 0..300 {
+        h.poll();
+    }
+    assert_eq!(h.ctrl.held_completions(), nvmemu_ctrl::MAX_HELD);
+    // Deleting SQ 1 posts its held CQEs (its CQ has room for all 1023); the room frees lets
+    // the commands left in the other SQs in, up to the bound again.
+    assert_eq!(h.admin(delete_sq(1)).status(), Status::SUCCESS);
+    let posted = std::iter::from_fn(|| h.reap(1)).count();
+    assert_eq!(posted, 1023);
+    for _ in 0..300 {
+        h.poll();
+    }
+    assert_eq!(h.ctrl.held_completions(), 5 * 1023 - 1023);
+    set_model(&h, None);
+}
