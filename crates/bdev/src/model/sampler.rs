@@ -14,6 +14,7 @@ const Z99: f64 = 2.326_347_874_040_841;
 /// Longest service time drawn, in nanoseconds (an hour; `ModelConfig::check` keeps the
 /// configured times below it).
 const MAX_NS: f64 = 3.6e12;
+const MAX_NS_INT: u64 = 3_600_000_000_000;
 const PS_PER_SEC: u128 = 1_000_000_000_000;
 /// The transfer a service time already includes.
 const BASE_BYTES: u64 = 4096;
@@ -32,7 +33,9 @@ enum Draw {
 
 impl Draw {
     fn new(t: ServiceTime, tail: Tail) -> Draw {
-        let (avg, p99) = (t.avg_us * 1000, t.p99_us * 1000);
+        // Unchecked values (`bdev_delay_update_latency` takes any) are capped at an hour.
+        let ns = |us: u64| us.saturating_mul(1000).min(MAX_NS_INT);
+        let (avg, p99) = (ns(t.avg_us), ns(t.p99_us));
         if p99 <= avg {
             return Draw::Fixed(avg);
         }
@@ -252,5 +255,14 @@ mod tests {
         assert!((982_000..983_000).contains(&ns), "{ns}");
         assert_eq!(m.service_ns(OpClass::Read, 4096), 10_000);
         assert_eq!(m.service_ns(OpClass::Flush, 1 << 20), 5_000);
+    }
+
+    #[test]
+    fn unchecked_huge_latencies_are_capped_at_an_hour_not_overflowed() {
+        for tail in [Tail::Spdk, Tail::LogNormal] {
+            let mut m = Model::new(&cfg(tail, u64::MAX, u64::MAX, 1));
+            assert_eq!(m.service_ns(OpClass::Read, 4096), 3_600_000_000_000);
+            assert_eq!(m.due(OpClass::Read, 0, u64::MAX - 5), u64::MAX);
+        }
     }
 }
