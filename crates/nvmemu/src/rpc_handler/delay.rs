@@ -68,20 +68,20 @@ pub(crate) fn is_claimed(st: &State, name: &str) -> bool {
     super::nvmf::claims(&st.subsystems).contains(name) || st.bdevs.delay_bases().any(|b| b == name)
 }
 
-/// `bdev_delay_update_latency`: as SPDK, ENODEV for no such bdev, EINVAL for one that is
-/// not a delay bdev, and the new value is taken as given (p99 below the average makes that
-/// class take the average every time until it is raised).
+/// `bdev_delay_update_latency`: SPDK's answers (-32602 for no such bdev, -32600 for one
+/// that is not a delay bdev), and the new value is taken as given (p99 below the average
+/// makes that class take the average every time until it is raised).
 pub(crate) fn update_latency(
     reg: &Registry,
     p: &BdevDelayUpdateLatencyParams,
 ) -> Result<Value, RpcError> {
     let (name, e) = reg
         .get(&p.delay_bdev_name)
-        .ok_or_else(|| RpcError::errno(Errno::ENODEV))?;
+        .ok_or_else(|| RpcError::invalid_params("The requested bdev does not exist."))?;
     if e.bdev.kind() != BdevKind::Delay {
-        return Err(RpcError::errno_msg(
-            Errno::EINVAL,
-            format!("Bdev {name} is not a delay bdev"),
+        return Err(RpcError::new(
+            nvmemu_rpc::INVALID_REQUEST,
+            "The requested bdev is not a delay bdev.",
         ));
     }
     let mut m = e.bdev.model().get().unwrap_or_default();
@@ -250,9 +250,13 @@ pub(crate) fn model_call(name: &str, b: &Bdev) -> Option<Value> {
     Some(json!({"method": "nvmemu_bdev_set_model", "params": params}))
 }
 
-/// `bdev_delay_delete`: as any bdev delete (its namespaces go first).
+/// `bdev_delay_delete`: as any bdev delete (its namespaces go first). As SPDK, a bdev that
+/// exists but is not a delay bdev answers `false`, and none at all ENODEV.
 pub(crate) fn delete(st: &mut State, target: &Target, name: &str) -> Result<Value, RpcError> {
-    super::delete_bdev(st, target, BdevKind::Delay, name)
+    match st.bdevs.get(name) {
+        Some((_, e)) if e.bdev.kind() != BdevKind::Delay => Ok(Value::Bool(false)),
+        _ => super::delete_bdev(st, target, BdevKind::Delay, name),
+    }
 }
 
 #[cfg(test)]
@@ -330,12 +334,18 @@ mod tests {
         );
         let not_delay =
             json!({"delay_bdev_name": "b0", "latency_type": "avg_read", "latency_us": 1});
-        assert_eq!(code(call(&h, "bdev_delay_update_latency", not_delay)), -22);
-        let nobody = json!({"delay_bdev_name": "x", "latency_type": "avg_read", "latency_us": 1});
-        assert_eq!(code(call(&h, "bdev_delay_update_latency", nobody)), -19);
-
         assert_eq!(
-            code(call(&h, "bdev_delay_delete", json!({"name": "b0"}))),
+            code(call(&h, "bdev_delay_update_latency", not_delay)),
+            -32600
+        );
+        let nobody = json!({"delay_bdev_name": "x", "latency_type": "avg_read", "latency_us": 1});
+        assert_eq!(code(call(&h, "bdev_delay_update_latency", nobody)), -32602);
+
+        // As SPDK: a bdev that is not a delay bdev answers false, none at all ENODEV.
+        let not_delay = call(&h, "bdev_delay_delete", json!({"name": "b0"}));
+        assert_eq!(not_delay, Ok(json!(false)));
+        assert_eq!(
+            code(call(&h, "bdev_delay_delete", json!({"name": "x"}))),
             -19
         );
         assert_eq!(
