@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The block device: geometry, storage and the byte-range operations on it.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nvmemu_mem::{MemError, MmapRegion, Progress};
 
 use crate::malloc::{MallocBacking, MemoryReport, Storage, WRITE_ZEROES_DISCARD_THRESHOLD};
+use crate::model::ModelSlot;
 use crate::{BdevError, BdevOp, BdevStats, QosLimits};
 
 /// Smallest and largest block sizes accepted (powers of two in between).
@@ -19,6 +21,8 @@ pub enum BdevKind {
     Malloc,
     /// No storage: reads return zeroes, writes are dropped.
     Null,
+    /// SPDK's delay bdev: another bdev's storage, with a latency model of its own.
+    Delay,
 }
 
 impl BdevKind {
@@ -27,6 +31,7 @@ impl BdevKind {
         match self {
             BdevKind::Malloc => "Malloc disk",
             BdevKind::Null => "Null disk",
+            BdevKind::Delay => "delay",
         }
     }
 }
@@ -46,12 +51,14 @@ pub struct Bdev {
     num_blocks: u64,
     /// `block_size * num_blocks`, checked at creation.
     size: u64,
-    /// `Some` for Malloc (exactly `size` bytes), `None` for Null.
-    storage: Option<Storage>,
+    /// `Some` for Malloc (exactly `size` bytes), `None` for Null; a delay bdev shares its
+    /// base's.
+    storage: Option<Arc<Storage>>,
     stats: BdevStats,
     qos: QosLimits,
     /// Operation latencies are measured (`set_timed`); off, no I/O reads the clock.
     timed: AtomicBool,
+    model: ModelSlot,
 }
 
 impl Bdev {
@@ -86,7 +93,7 @@ impl Bdev {
             block_size,
             num_blocks,
             size,
-            Some(storage),
+            Some(Arc::new(storage)),
         ))
     }
 
@@ -103,13 +110,26 @@ impl Bdev {
         ))
     }
 
+    /// A delay bdev called `name` on `base`: the same blocks (what one writes the other
+    /// reads), with its own counters, QoS limits and latency model (none until set).
+    pub fn delay(name: &str, base: &Bdev) -> Bdev {
+        Bdev::new(
+            name,
+            BdevKind::Delay,
+            base.block_size,
+            base.num_blocks,
+            base.size,
+            base.storage.clone(),
+        )
+    }
+
     fn new(
         name: &str,
         kind: BdevKind,
         block_size: u32,
         num_blocks: u64,
         size: u64,
-        storage: Option<Storage>,
+        storage: Option<Arc<Storage>>,
     ) -> Bdev {
         Bdev {
             name: name.to_owned(),
@@ -121,6 +141,7 @@ impl Bdev {
             stats: BdevStats::default(),
             qos: QosLimits::default(),
             timed: AtomicBool::new(false),
+            model: ModelSlot::default(),
         }
     }
 
@@ -132,6 +153,12 @@ impl Bdev {
     /// The QoS rate limits (`bdev_set_qos_limit`), enforced by the pollers.
     pub fn qos(&self) -> &QosLimits {
         &self.qos
+    }
+
+    /// The latency and throughput model (`bdev_delay_create`, `nvmemu_bdev_set_model`), applied
+    /// by the pollers.
+    pub fn model(&self) -> &ModelSlot {
+        &self.model
     }
 
     /// The backend kind.
@@ -156,7 +183,7 @@ impl Bdev {
 
     /// What backs a malloc bdev now (`None` for null).
     pub fn memory(&self) -> Option<MemoryReport> {
-        self.storage.as_ref().map(Storage::report)
+        self.storage.as_deref().map(Storage::report)
     }
 
     /// Measure the latency of each Read, Write and Deallocate from now on (`on`), or stop.

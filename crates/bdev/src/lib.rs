@@ -11,6 +11,9 @@
 //!   sparse mapping (MAP_NORESERVE) whose pages are committed when first written and given
 //!   back by Deallocate and large Write Zeroes.
 //! - **Null**: no storage; reads return zeroes, writes are dropped (SPDK's null bdev).
+//! - **Delay**: another bdev's storage under a new name, with a latency model (SPDK's
+//!   delay bdev). Any bdev may carry a [`model::ModelConfig`]; the pollers apply it by
+//!   posting each completion when the model says it is due.
 //!
 //! I/O goes through a [`BdevChannel`], one per user (each namespace has its own), which
 //! counts it without a locked add (see [`BdevStats`]). Data moves between the bdev and a
@@ -19,7 +22,7 @@
 //! [`BdevError`] instead of panicking.
 //!
 //! May depend on: `nvmemu-mem` (for the buffers and the storage mapping), `crossbeam-utils`
-//! (cache-line padding). Must never: parse
+//! (cache-line padding), `rand`, `rand_distr` and `rand_xoshiro` (the models' seeded draws). Must never: parse
 //! NVMe commands (the controller turns LBAs into byte ranges), hold a lock on the I/O path,
 //! or use `unsafe`.
 //!
@@ -32,6 +35,7 @@ mod channel;
 mod error;
 mod latency;
 mod malloc;
+pub mod model;
 mod qos;
 mod stats;
 

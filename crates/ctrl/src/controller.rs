@@ -107,6 +107,10 @@ pub struct Controller {
     pub(crate) qos_on: bool,
     /// Reservation notices from other controllers and this controller's log of them.
     pub(crate) resv: crate::admin::resv_log::ResvNotices,
+    /// Some attached namespace has a latency model (refreshed each pass; `model.rs`).
+    pub(crate) model_on: bool,
+    /// CQEs a model holds until they are due (`hold.rs`).
+    pub(crate) held: crate::hold::HeldCompletions,
 }
 
 impl Controller {
@@ -142,6 +146,8 @@ impl Controller {
             zeroing: Default::default(),
             qos_on: false,
             resv: crate::admin::resv_log::ResvNotices::new(config.cntlid),
+            model_on: false,
+            held: Default::default(),
             config,
         }
     }
@@ -444,6 +450,7 @@ impl Controller {
     fn tear_down(&mut self) {
         self.queues.clear();
         self.zeroing.busy = false;
+        self.held.clear();
         self.aer.reset();
         self.features = Features::new(&self.config);
         for ns in self.namespaces.iter_mut().flatten() {

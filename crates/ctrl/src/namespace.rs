@@ -22,9 +22,11 @@ pub struct Namespace {
     /// Shared by every clone: each controller the namespace is attached to gets a clone.
     reservations: Arc<Reservations>,
     /// This controller's QoS tokens for the namespace (`qos.rs`).
-    qos: crate::qos::QosBucket,
+    pub(crate) qos: crate::qos::QosBucket,
     /// Reservation Notification Mask (Features 82h) this controller set for it.
     pub(crate) notice_mask: u32,
+    /// This controller's latency model of the namespace (`model.rs`).
+    pub(crate) model: crate::model::NsModel,
 }
 
 impl Namespace {
@@ -52,6 +54,7 @@ impl Namespace {
             reservations: Arc::default(),
             qos: crate::qos::QosBucket::default(),
             notice_mask: 0,
+            model: crate::model::NsModel::default(),
         }
     }
 

@@ -37,6 +37,9 @@ impl Controller {
         self.instruments.pass_begins();
         // One load and one predictable branch when no bdev in the process has a limit.
         self.qos_on = nvmemu_bdev::any_qos_limit() && crate::qos::refill_all(&mut self.namespaces);
+        // The same for latency models (`model.rs`).
+        self.model_on =
+            nvmemu_bdev::model::any_model() && crate::model::refresh_all(&mut self.namespaces);
         let mark = thread_faults();
         let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH, mark);
         done += self.deliver_events();
@@ -48,11 +51,14 @@ impl Controller {
         if self.zeroing.busy {
             done += self.advance_zeroing();
         }
+        if self.holds_completions() {
+            done += self.post_due();
+        }
         // Faults outside a command: doorbell shadows, CQ flushes, event delivery.
         if thread_faults() != mark {
             self.memory_fault(None);
         }
-        // Every CQE is posted inside this pass and counted in `done`, so an idle pass has no
+        // Every CQE posted inside this pass is counted in `done`, so an idle pass has no
         // interrupt to raise and skips the walk over the CQs (and with IEN=0 nothing is ever
         // pending: `stage` only marks a CQ when its interrupts are enabled).
         if done > 0 {
@@ -135,6 +141,10 @@ impl Controller {
                 // Left in the SQ: fetched again once the namespace's tokens come back.
                 break;
             }
+            if self.model_on && qid != Qid::ADMIN && self.held.is_full() {
+                // Left in the SQ until held completions are posted (`hold.rs`).
+                break;
+            }
             let fetched = self
                 .instruments
                 .stamp(stamps, (qid, sqe.cid()), Stage::Fetch);
@@ -163,6 +173,14 @@ impl Controller {
             } else {
                 result
             };
+            // One predictable branch when no namespace has a model.
+            if self.model_on && qid != Qid::ADMIN && self.hold_if_modelled(qid, &sqe, result) {
+                if faulted {
+                    self.memory_fault(Some((qid, sqe.cid())));
+                    break;
+                }
+                continue;
+            }
             if self.complete(qid, &sqe, result, stamps) {
                 completed += 1;
                 self.instruments
@@ -305,9 +323,18 @@ impl Controller {
             Ok(dw0) => (Status::SUCCESS, dw0),
             Err(s) => (s, 0),
         };
-        let Some(sq) = self.queues.sq_mut(sqid) else {
+        let Some((cqid, sqhd)) = self.account(sqid, sqe, status) else {
             return false;
         };
+        self.instruments.posting(stamps, (sqid, sqe.cid()));
+        self.stage(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
+    }
+
+    /// Count the completion of `sqe` from `sqid` with `status` (commands, errors, the Error
+    /// Information log); its CQ and the SQ Head to report, None if the SQ is gone.
+    #[inline(always)]
+    pub(crate) fn account(&mut self, sqid: Qid, sqe: &Sqe, status: Status) -> Option<(Qid, u16)> {
+        let sq = self.queues.sq_mut(sqid)?;
         let sqhd = sq.head.as_u16();
         let cqid = sq.cqid;
         sq.stats.commands += 1;
@@ -321,13 +348,12 @@ impl Controller {
             self.counters.errors += 1;
             self.error_log.record(sqid, sqe, status);
         }
-        self.instruments.posting(stamps, (sqid, sqe.cid()));
-        self.stage(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
+        Some((cqid, sqhd))
     }
 
     /// Stage a CQE on `cqid` (room was checked by the caller); `flush_cq` writes the rest.
     #[inline(always)]
-    fn stage(&mut self, cqid: Qid, cqe: Cqe) -> bool {
+    pub(crate) fn stage(&mut self, cqid: Qid, cqe: Cqe) -> bool {
         let Some(cq) = self.queues.cq_mut(cqid) else {
             return false;
         };

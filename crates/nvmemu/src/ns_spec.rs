@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `--ns` values: `malloc:size=4G,lba=512`, `malloc:size=64G,lazy=on`,
-//! `malloc:size=4G,hugepages=on`, `null:size=1T,lba=4096`.
+//! `malloc:size=4G,hugepages=on`, `null:size=1T,lba=4096`, `malloc:size=1G,model=tlc,seed=7`.
 
 use nvmemu_bdev::MallocBacking;
+use nvmemu_bdev::model::{ModelConfig, PRESETS, preset};
 
 use crate::size::parse_size;
 
@@ -27,6 +28,8 @@ pub struct NsSpec {
     /// How a malloc namespace's memory is backed (`Populated` for null, where it means
     /// nothing).
     pub backing: MallocBacking,
+    /// The latency model (`model=PRESET`, seeded by `seed=N`), if any.
+    pub model: Option<ModelConfig>,
 }
 
 impl NsSpec {
@@ -52,6 +55,7 @@ impl std::str::FromStr for NsSpec {
         };
         let (mut size, mut lba) = (None, 512u32);
         let (mut lazy, mut huge) = (false, false);
+        let (mut model, mut seed) = (None, 0u64);
         for opt in opts.split(',').filter(|o| !o.is_empty()) {
             match opt.split_once('=') {
                 Some(("size", v)) => size = Some(parse_size(v)?),
@@ -64,10 +68,16 @@ impl std::str::FromStr for NsSpec {
                 }
                 Some(("lazy", v)) => lazy = on_off("lazy", v)?,
                 Some(("hugepages", v)) => huge = on_off("hugepages", v)?,
+                Some(("model", v)) => model = Some(v),
+                Some(("seed", v)) => {
+                    seed = v
+                        .parse()
+                        .map_err(|_| format!("seed={v}: the seed is a whole number"))?;
+                }
                 _ => {
                     return Err(format!(
-                        "unknown namespace option '{opt}' (use size=SIZE,lba=512|4096, and for \
-                         malloc lazy=on or hugepages=on)"
+                        "unknown namespace option '{opt}' (use size=SIZE,lba=512|4096, \
+                         model=scm|tlc|qlc,seed=N, and for malloc lazy=on or hugepages=on)"
                     ));
                 }
             }
@@ -93,11 +103,19 @@ impl std::str::FromStr for NsSpec {
             (NsKind::Malloc, true, false) => MallocBacking::Lazy,
             (NsKind::Malloc, false, true) => MallocBacking::HugePages,
         };
+        let model = match model {
+            Some(name) => Some(preset(name, seed).ok_or_else(|| {
+                let names: Vec<_> = PRESETS.iter().map(|p| p.name).collect();
+                format!("model={name}: unknown model (use {})", names.join(", "))
+            })?),
+            None => None,
+        };
         Ok(NsSpec {
             kind,
             size,
             lba,
             backing,
+            model,
         })
     }
 }
@@ -125,6 +143,7 @@ mod tests {
                 size: 4 << 30,
                 lba: 512,
                 backing: MallocBacking::Populated,
+                model: None,
             }
         );
         assert_eq!(s.num_blocks(), 8 << 20);
@@ -166,5 +185,20 @@ mod tests {
         ] {
             assert!(bad.parse::<NsSpec>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_model_preset_and_its_seed_parse_and_unknown_ones_are_refused() {
+        let m = "null:size=1G,model=qlc,seed=42"
+            .parse::<NsSpec>()
+            .unwrap()
+            .model
+            .unwrap();
+        assert_eq!((m.preset, m.seed), (Some("qlc"), 42));
+        assert_eq!(m, preset("qlc", 42).unwrap());
+        assert_eq!("malloc:size=1G".parse::<NsSpec>().unwrap().model, None);
+        let unknown = "malloc:size=1G,model=hdd".parse::<NsSpec>().unwrap_err();
+        assert!(unknown.contains("use scm, tlc, qlc"), "{unknown}");
+        assert!("malloc:size=1G,model=tlc,seed=x".parse::<NsSpec>().is_err());
     }
 }

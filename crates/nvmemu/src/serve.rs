@@ -11,11 +11,13 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use nvmemu_bdev::MallocBacking;
+use nvmemu_bdev::model::ModelConfig;
 use nvmemu_device::{Backoff, ClientBudget, Target, TargetConfig, parse_core_mask};
 use nvmemu_mem::ByteSize;
 use nvmemu_rpc::methods::bdev::{
     BdevGetBdevsParams, BdevInfo, BdevMallocCreateParams, BdevNullCreateParams,
 };
+use nvmemu_rpc::methods::delay::NvmemuBdevSetModelParams;
 use nvmemu_rpc::methods::nvmf::{
     ListenAddress, NamespaceParams, NvmfCreateSubsystemParams, NvmfCreateTransportParams,
     NvmfSubsystemAddListenerParams, NvmfSubsystemAddNsParams,
@@ -230,6 +232,10 @@ fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
                 NsKind::Null => Request::BdevNullCreate(null_params(&name, spec)?),
             })
             .with_context(|| format!("cannot create namespace {name}"))?;
+            if let Some(m) = &spec.model {
+                call(Request::NvmemuBdevSetModel(model_params(&name, m)))
+                    .with_context(|| format!("cannot set the model of namespace {name}"))?;
+            }
             call(Request::NvmfSubsystemAddNs(NvmfSubsystemAddNsParams {
                 nqn: nqn.clone(),
                 namespace: namespace_params(&name, nsid)?,
@@ -285,6 +291,16 @@ fn null_params(name: &str, spec: &NsSpec) -> serde_json::Result<BdevNullCreatePa
         serde_json::json!({"name": name, "num_blocks": spec.num_blocks(),
                                               "block_size": spec.lba}),
     )
+}
+
+/// `nvmemu_bdev_set_model` naming the preset and seed of `m` (from `--ns ...,model=`).
+fn model_params(name: &str, m: &ModelConfig) -> NvmemuBdevSetModelParams {
+    NvmemuBdevSetModelParams {
+        name: name.to_owned(),
+        preset: m.preset.map(str::to_owned),
+        seed: Some(m.seed),
+        ..NvmemuBdevSetModelParams::default()
+    }
 }
 
 fn namespace_params(bdev: &str, nsid: u32) -> serde_json::Result<NamespaceParams> {

@@ -10,8 +10,10 @@
 // Globs, so a type added to a family's file is in scope here without another list.
 use crate::cli::args::*;
 #[allow(unused_imports)] // The modules the variants' docs link to.
-use crate::methods::{bdev, framework, histogram, log, nvmf, nvmf_host, threads};
-use crate::methods::{bdev::*, framework::*, histogram::*, log::*, nvmf::*, nvmf_host::*};
+use crate::methods::{bdev, delay, framework, histogram, log, nvmf, nvmf_host, threads};
+use crate::methods::{
+    bdev::*, delay::*, framework::*, histogram::*, log::*, nvmf::*, nvmf_host::*,
+};
 
 rpc_methods! {
     /// `rpc_get_methods` → array of method names (answered by [`crate::dispatch`]).
@@ -60,6 +62,18 @@ rpc_methods! {
     /// `bdev_set_qos_limit` → `true`.
     BdevSetQosLimit = "bdev_set_qos_limit" (BdevSetQosLimitParams),
         cli(QosLimitArgs, Nothing, "Set QoS rate limit on a blockdev.");
+    /// `bdev_delay_create` → the new bdev's name.
+    BdevDelayCreate = "bdev_delay_create" (BdevDelayCreateParams),
+        cli(DelayCreateArgs, Json, "Add a delay bdev on existing bdev.");
+    /// `bdev_delay_delete` → `true`.
+    BdevDelayDelete = "bdev_delay_delete" (BdevDeleteParams),
+        cli(NameArg, Nothing, "Delete a delay bdev.");
+    /// `bdev_delay_update_latency` → `true`.
+    BdevDelayUpdateLatency = "bdev_delay_update_latency" (BdevDelayUpdateLatencyParams),
+        cli(DelayUpdateArgs, Json, "Update one of the latency values for a given delay bdev.");
+    /// `nvmemu_bdev_set_model` → `true`.
+    NvmemuBdevSetModel = "nvmemu_bdev_set_model" (NvmemuBdevSetModelParams),
+        cli(SetModelArgs, Nothing, "nvmemu: set a bdev's latency and throughput model (preset, latencies, tail, units, seed).");
     /// `nvmf_create_transport` → `true`.
     NvmfCreateTransport = "nvmf_create_transport" (NvmfCreateTransportParams),
         cli(CreateTransportArgs, Nothing, "Create NVMf transport.");

@@ -542,3 +542,57 @@ fn monitoring_methods() {
         json!({"id": 3, "max": 2})
     );
 }
+
+#[test]
+fn delay_and_model_methods() {
+    // rpc.py's flags for bdev_delay_create, its short forms, and the params it sends.
+    assert_eq!(
+        call(&[
+            "bdev_delay_create",
+            "-b",
+            "Malloc0",
+            "-d",
+            "Delay0",
+            "-r",
+            "100",
+            "-t",
+            "1000",
+            "--avg-write-latency",
+            "50",
+            "--nine-nine-write-latency",
+            "500"
+        ]),
+        (
+            "bdev_delay_create".into(),
+            json!({"base_bdev_name": "Malloc0", "name": "Delay0",
+                   "avg_read_latency": 100, "p99_read_latency": 1000,
+                   "avg_write_latency": 50, "p99_write_latency": 500}),
+            PrintStyle::Json
+        )
+    );
+    assert_eq!(
+        params(&["bdev_delay_update_latency", "Delay0", "p99_read", "2000"]),
+        json!({"delay_bdev_name": "Delay0", "latency_type": "p99_read", "latency_us": 2000})
+    );
+    assert_eq!(
+        params(&["bdev_delay_delete", "Delay0"]),
+        json!({"name": "Delay0"})
+    );
+    assert_eq!(
+        params(&[
+            "nvmemu_bdev_set_model",
+            "Malloc0",
+            "--preset",
+            "tlc",
+            "--seed",
+            "7",
+            "--units",
+            "16"
+        ]),
+        json!({"name": "Malloc0", "preset": "tlc", "seed": 7, "units": 16})
+    );
+    assert_eq!(
+        params(&["nvmemu_bdev_set_model", "Malloc0", "--remove"]),
+        json!({"name": "Malloc0", "remove": true})
+    );
+}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Abort (NVMe Base 1.4, 5.1). Every command completes synchronously within one poll, so
-//! there is never anything left to abort: the answer is always "not aborted" (DW0 bit 0).
+//! Abort (NVMe Base 1.4, 5.1). A command whose completion a model holds (`hold.rs`) is
+//! aborted there; every other command completes within the poll that takes it, so there
+//! is nothing left to abort: the answer is "not aborted" (DW0 bit 0).
 
 use nvmemu_spec::{Cid, Qid, Status};
 

@@ -72,7 +72,12 @@ impl Controller {
             } => self.create_io_sq(qid, size, pc, cqid, base),
             AdminCommand::DeleteIoSq { qid } => self.delete_io_sq(qid),
             AdminCommand::DeleteIoCq { qid } => self.delete_io_cq(qid),
-            AdminCommand::Abort { sqid, cid } => abort::abort(sqid, cid),
+            AdminCommand::Abort { sqid, cid } => {
+                if self.abort_held(sqid, cid) {
+                    return Some(Ok(0));
+                }
+                abort::abort(sqid, cid)
+            }
             // KAS is 0: no keep alive timer (as QEMU's emulated NVMe; PCIe hosts never ask
             // for one), so the command is not supported and the Commands Supported log
             // does not list it.

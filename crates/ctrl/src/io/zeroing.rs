@@ -242,11 +242,11 @@ impl Controller {
         }
     }
 
-    /// Whether a command set aside still has work or a CQE to post and the controller
-    /// processes commands (a fatal one does not until it is reset): the poller must not
-    /// back off meanwhile.
+    /// Whether a command set aside still has work or a CQE to post (here, or one a model
+    /// holds, `hold.rs`) and the controller processes commands (a fatal one does not until
+    /// it is reset): the poller must not back off meanwhile.
     pub fn has_deferred_work(&self) -> bool {
-        self.zeroing.busy && self.state.is_ready()
+        (self.zeroing.busy || self.holds_completions()) && self.state.is_ready()
     }
 }
 

@@ -138,6 +138,7 @@ impl EmbeddedTarget {
         }
         .map_err(|e| anyhow::anyhow!(nvmemu::error_chain(&e)))
         .context("cannot create the namespace")?;
+        bdev.model().set(ns.model.clone());
         let bdev = Arc::new(bdev);
         let mut dirs = Vec::new();
         let pollers = u32::try_from(placement.target_cpus.len().max(1)).unwrap_or(1);

@@ -31,6 +31,8 @@ const MAX_NAME: usize = 255;
 pub(crate) struct BdevEntry {
     pub(crate) bdev: Arc<Bdev>,
     pub(crate) uuid: String,
+    /// The bdev a delay bdev sits on (which it claims).
+    pub(crate) base: Option<String>,
 }
 
 /// Every bdev by name.
@@ -149,7 +151,20 @@ impl Registry {
                 "Metadata and protection information are not supported",
             ));
         }
-        let uuid = match n.uuid {
+        let uuid = self.new_identity(&n.name, n.uuid)?;
+        self.building.insert(n.name.clone(), uuid.clone());
+        Ok(NewBdev {
+            kind: n.kind,
+            name: n.name,
+            uuid,
+            num_blocks: n.num_blocks,
+            block_size: n.block_size,
+        })
+    }
+
+    /// Checks that `name` and the UUID asked (or a new one) are free; the UUID.
+    fn new_identity(&self, name: &str, uuid: Option<&str>) -> Result<String, RpcError> {
+        let uuid = match uuid {
             Some(u) => {
                 let bytes = ids::parse_uuid(u).ok_or_else(|| {
                     RpcError::invalid_params(format!("Invalid parameter `uuid`: {u:?}"))
@@ -158,10 +173,10 @@ impl Registry {
             }
             None => ids::new_uuid(),
         };
-        if self.taken(&n.name) {
+        if self.taken(name) {
             return Err(RpcError::errno_msg(
                 Errno::EEXIST,
-                format!("Bdev name {} already exists", n.name),
+                format!("Bdev name {name} already exists"),
             ));
         }
         let uuid_taken = |u: &String| *u == uuid;
@@ -173,14 +188,44 @@ impl Registry {
                 format!("Bdev UUID {uuid} already exists"),
             ));
         }
-        self.building.insert(n.name.clone(), uuid.clone());
-        Ok(NewBdev {
-            kind: n.kind,
-            name: n.name,
+        Ok(uuid)
+    }
+
+    /// Registers a delay bdev `name` on the registered bdev `base` (checked by the caller).
+    pub(crate) fn add_delay(
+        &mut self,
+        name: &str,
+        uuid: Option<&str>,
+        base: &str,
+    ) -> Result<&BdevEntry, RpcError> {
+        check_name(name)?;
+        let uuid = self.new_identity(name, uuid)?;
+        let base_bdev = &self
+            .map
+            .get(base)
+            .ok_or_else(|| RpcError::errno(Errno::ENODEV))?
+            .bdev;
+        let entry = BdevEntry {
+            bdev: Arc::new(Bdev::delay(name, base_bdev)),
             uuid,
-            num_blocks: n.num_blocks,
-            block_size: n.block_size,
-        })
+            base: Some(base.to_owned()),
+        };
+        tracing::info!(name, base, "delay bdev created");
+        Ok(self.map.entry(name.to_owned()).or_insert(entry))
+    }
+
+    /// Names of the bdevs a delay bdev sits on (they are claimed).
+    pub(crate) fn delay_bases(&self) -> impl Iterator<Item = &str> {
+        self.map.values().filter_map(|e| e.base.as_deref())
+    }
+
+    /// Names of the delay bdevs on `base`.
+    pub(crate) fn delays_on(&self, base: &str) -> Vec<String> {
+        self.map
+            .iter()
+            .filter(|(_, e)| e.base.as_deref() == Some(base))
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 
     /// Ends a create begun by [`Registry::malloc_create`]: frees the reserved name and, when
@@ -198,6 +243,7 @@ impl Registry {
             BdevEntry {
                 bdev: Arc::new(bdev),
                 uuid: new.uuid,
+                base: None,
             },
         );
         Ok(Value::String(new.name))
@@ -277,11 +323,18 @@ impl Registry {
     /// Each bdev's creation call, followed by its `bdev_set_qos_limit` when it has limits
     /// (as SPDK writes them).
     pub(crate) fn save_config(&self) -> Vec<Value> {
-        self.map
-            .iter()
+        // Delay bdevs after every other, so each comes after its base.
+        let (delays, plain): (Vec<_>, Vec<_>) =
+            self.map.iter().partition(|(_, e)| e.base.is_some());
+        plain
+            .into_iter()
+            .chain(delays)
             .flat_map(|(name, e)| {
                 let qos = super::qos::config_call(name, &e.bdev);
-                std::iter::once(Self::create_call(name, e)).chain(qos)
+                let model = super::delay::model_call(name, &e.bdev);
+                std::iter::once(Self::create_call(name, e))
+                    .chain(qos)
+                    .chain(model)
             })
             .collect()
     }
@@ -310,6 +363,7 @@ impl Registry {
                 "name": name, "num_blocks": b.num_blocks(), "block_size": b.block_size(),
                 "physical_block_size": b.block_size(), "uuid": e.uuid, "md_size": 0,
                 "dif_type": 0, "dif_is_head_of_md": false, "dif_pi_format": 0}}),
+            BdevKind::Delay => super::delay::create_call(name, e),
         }
     }
 }
@@ -355,14 +409,17 @@ fn info(name: &str, e: &BdevEntry, claimed: bool) -> BdevInfo {
         claim_type: claimed.then(|| "exclusive_write".to_owned()),
         zoned: false,
         supported_io_types: SupportedIoTypes::nvmemu(),
-        driver_specific: driver_specific(b),
+        driver_specific: driver_specific(name, e),
     }
 }
 
-/// `driver_specific` of `bdev_get_bdevs`: SPDK prints `{}` for malloc and null; nvmemu adds
-/// what backs a malloc bdev under `"malloc"`, so SPDK-shaped parsers still work.
-fn driver_specific(b: &Bdev) -> serde_json::Map<String, Value> {
+/// `driver_specific` of `bdev_get_bdevs`: SPDK prints `{}` for malloc and null and
+/// `"delay"` for a delay bdev; nvmemu adds what backs a malloc bdev under `"malloc"` and a
+/// latency model under `"model"`, so SPDK-shaped parsers still work.
+fn driver_specific(name: &str, e: &BdevEntry) -> serde_json::Map<String, Value> {
+    let b = &e.bdev;
     let mut map = serde_json::Map::new();
+    super::delay::describe(name, e, &mut map);
     if let Some(m) = b.memory() {
         let r = m.residency;
         map.insert(

@@ -14,6 +14,7 @@
 
 mod bdev;
 mod cpu_time;
+mod delay;
 mod framework;
 mod ids;
 mod latency;
@@ -105,7 +106,8 @@ impl NvmemuHandler {
         loop {
             {
                 let st = self.lock();
-                let claims = nvmf::claims(&st.subsystems);
+                let mut claims = nvmf::claims(&st.subsystems);
+                claims.extend(st.bdevs.delay_bases().map(str::to_owned));
                 match st.bdevs.get_bdevs(p.name.as_deref(), &claims) {
                     Err(_) if p.timeout > 0 && caller.is_gone() => {
                         return Err(RpcError::errno(Errno::ENODEV));
@@ -142,6 +144,10 @@ fn delete_bdev(
     name: &str,
 ) -> Result<Value, RpcError> {
     let name = st.bdevs.name_of(kind, name)?;
+    // A delay bdev on it goes first, as SPDK's hot remove takes it.
+    for delay in st.bdevs.delays_on(&name) {
+        delete_bdev(st, target, nvmemu_bdev::BdevKind::Delay, &delay)?;
+    }
     nvmf::remove_namespaces_of(st, target, &name);
     let r = st.bdevs.delete(&name);
     if r.is_ok() {
@@ -221,6 +227,10 @@ impl Handler for NvmemuHandler {
             R::BdevGetBdevs(p) => self.get_bdevs(p, caller),
             R::BdevGetIostat(p) => self.locked(|st| st.bdevs.iostat(&p, self.ticks())),
             R::BdevSetQosLimit(p) => self.locked(|st| qos::set_qos_limit(&st.bdevs, &p)),
+            R::BdevDelayCreate(p) => self.locked(|st| delay::create(st, &p)),
+            R::BdevDelayDelete(p) => self.locked(|st| delay::delete(st, t, &p.name)),
+            R::BdevDelayUpdateLatency(p) => self.locked(|st| delay::update_latency(&st.bdevs, &p)),
+            R::NvmemuBdevSetModel(p) => self.locked(|st| delay::set_model(&st.bdevs, &p)),
             R::NvmfCreateTransport(p) if nvmf::is_tcp(&p.trtype) => {
                 let core = self.opts.cores.first().copied();
                 self.nvmf_locked(|st| nvmf::create_tcp_transport(st, core, p))

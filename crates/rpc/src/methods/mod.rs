@@ -4,6 +4,7 @@
 //! method table (`table.rs`).
 
 pub mod bdev;
+pub mod delay;
 pub mod framework;
 pub mod histogram;
 pub mod log;
@@ -71,11 +72,20 @@ mod tests {
                 "spdk_kill_instance" => json!({"sig_name": "SIGTERM"}),
                 "framework_get_config" => json!({"name": "bdev"}),
                 "bdev_malloc_create" => json!({"num_blocks": 8, "block_size": 512}),
-                "bdev_malloc_delete" | "bdev_null_delete" | "bdev_get_histogram"
-                | "bdev_set_qos_limit" => {
+                "bdev_malloc_delete"
+                | "bdev_null_delete"
+                | "bdev_get_histogram"
+                | "bdev_set_qos_limit"
+                | "bdev_delay_delete"
+                | "nvmemu_bdev_set_model" => {
                     json!({"name": "x"})
                 }
                 "bdev_enable_histogram" => json!({"name": "x", "enable": true}),
+                "bdev_delay_create" => json!({"base_bdev_name": "b", "name": "d",
+                    "avg_read_latency": 1, "p99_read_latency": 2,
+                    "avg_write_latency": 1, "p99_write_latency": 2}),
+                "bdev_delay_update_latency" => json!({"delay_bdev_name": "d",
+                    "latency_type": "avg_read", "latency_us": 5}),
                 "bdev_null_create" => json!({"name": "n", "num_blocks": 8, "block_size": 512}),
                 "nvmf_create_transport" => json!({"trtype": "VFIOUSER"}),
                 "nvmf_create_subsystem" | "nvmf_delete_subsystem" => json!({"nqn": "q"}),

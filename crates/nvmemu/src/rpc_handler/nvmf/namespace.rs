@@ -77,6 +77,12 @@ pub(crate) fn add_ns(
             format!("Bdev {bdev_name} is already claimed by a namespace"),
         ));
     }
+    if bdevs.delay_bases().any(|b| b == bdev_name) {
+        return Err(RpcError::errno_msg(
+            Errno::EBUSY,
+            format!("Bdev {bdev_name} is claimed by a delay bdev: use the delay bdev"),
+        ));
+    }
     let max = sub.max_namespaces();
     let nsid = match p.namespace.nsid {
         0 => (1..=max)

@@ -11,6 +11,7 @@
 
 mod app;
 mod bdev;
+mod delay;
 mod histogram;
 mod monitor;
 mod nvmf;
@@ -21,6 +22,7 @@ use serde_json::Value;
 
 pub use app::*;
 pub use bdev::*;
+pub use delay::*;
 pub use histogram::*;
 pub use monitor::*;
 pub use nvmf::*;
