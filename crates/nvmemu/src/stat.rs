@@ -149,8 +149,17 @@ fn layer_means(now: &[LayerStats], then: Option<&[LayerStats]>) -> Vec<LayerMean
 
 fn report(prev: &Sample, now: &Sample) -> Report {
     let secs = now.at.duration_since(prev.at).as_secs_f64();
-    let controllers = now
-        .breakdown
+    Report {
+        interval_s: secs,
+        controllers: controller_rows(prev, now, secs),
+        namespaces: namespace_rows(prev, now, secs),
+        pollers: poller_rows(prev, now),
+    }
+}
+
+/// One row per controller: rates over the interval, mean queue depth, layer means.
+fn controller_rows(prev: &Sample, now: &Sample, secs: f64) -> Vec<CtrlRow> {
+    now.breakdown
         .controllers
         .iter()
         .map(|c| {
@@ -184,8 +193,11 @@ fn report(prev: &Sample, now: &Sample) -> Report {
                     .map(|l| l.p99_ns),
             }
         })
-        .collect();
-    // Namespaces by bdev: counters from bdev_get_iostat, layers from every controller.
+        .collect()
+}
+
+/// One row per bdev: counters from bdev_get_iostat, layers from every controller.
+fn namespace_rows(prev: &Sample, now: &Sample, secs: f64) -> Vec<NsRow> {
     let ns_layers = |b: &LatencyBreakdown| {
         let mut m: BTreeMap<String, Vec<LayerStats>> = BTreeMap::new();
         for ns in b.controllers.iter().flat_map(|c| &c.namespaces) {
@@ -203,8 +215,7 @@ fn report(prev: &Sample, now: &Sample) -> Report {
         m
     };
     let (ln, lp) = (ns_layers(&now.breakdown), ns_layers(&prev.breakdown));
-    let namespaces = now
-        .iostat
+    now.iostat
         .bdevs
         .iter()
         .map(|b| {
@@ -224,9 +235,12 @@ fn report(prev: &Sample, now: &Sample) -> Report {
                 ),
             }
         })
-        .collect();
-    let pollers = now
-        .breakdown
+        .collect()
+}
+
+/// Each poller's busy share of the interval.
+fn poller_rows(prev: &Sample, now: &Sample) -> Vec<PollerRow> {
+    now.breakdown
         .pollers
         .iter()
         .enumerate()
@@ -243,13 +257,7 @@ fn report(prev: &Sample, now: &Sample) -> Report {
                 },
             }
         })
-        .collect();
-    Report {
-        interval_s: secs,
-        controllers,
-        namespaces,
-        pollers,
-    }
+        .collect()
 }
 
 fn us(v: Option<f64>) -> String {

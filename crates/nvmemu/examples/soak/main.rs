@@ -19,10 +19,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, ensure};
 use clap::Parser;
-use nvmemu_driver::{AttachOptions, AttachedController};
-use nvmemu_spec::Lba;
+use nvmemu_driver::{AttachOptions, AttachedController, IoQpair};
+use nvmemu_spec::{Lba, Nsid};
 
 use crate::procstat::Flatness;
+use crate::random_io::IoTotals;
 use crate::shadow::Shadow;
 
 /// DLFEAT bits 2:0 = 001b: a deallocated block reads as zeroes.
@@ -95,14 +96,7 @@ fn main() -> anyhow::Result<()> {
     );
     let mut shadow = Shadow::new(ns.nsze, block);
     // Whatever an earlier client left: zeroes everywhere, as the shadow starts.
-    let mut lba = 0;
-    while lba < ns.nsze {
-        let n = (ns.nsze - lba).min(65536) as u32;
-        qpairs[0]
-            .write_zeroes_blocking(ns.nsid, Lba(lba), n)
-            .context("initial Write Zeroes")?;
-        lba += u64::from(n);
-    }
+    zero_namespace(&mut qpairs[0], ns.nsid, ns.nsze)?;
     let before_io = procstat::sample(pid)?;
     let io = random_io::run(
         &mut qpairs,
@@ -118,28 +112,7 @@ fn main() -> anyhow::Result<()> {
     c.shutdown().context("shutdown")?;
     drop(c);
     let after_io = procstat::sample(pid)?;
-    println!(
-        "soak: {} verified I/Os ({} reads, {} writes, {} Write Zeroes, {} Deallocates) on {} \
-         queues of {} entries, {} blocks of {} bytes: {} bad blocks, {} failed commands, \
-         {:.1} s, {:.0} I/Os per second; server fds {} -> {}, VmRSS {} -> {} KiB",
-        io.ios(),
-        io.reads,
-        io.writes,
-        io.zeroes,
-        io.deallocates,
-        args.queues,
-        args.depth,
-        ns.nsze,
-        block,
-        io.mismatched_blocks,
-        io.failed,
-        io.elapsed.as_secs_f64(),
-        io.ios() as f64 / io.elapsed.as_secs_f64(),
-        before_io.fds,
-        after_io.fds,
-        before_io.rss_kib,
-        after_io.rss_kib,
-    );
+    print_io(&io, &args, ns.nsze, block, &before_io, &after_io);
     let connects = cycles::connect_cycles(
         &args.socket,
         ns.nsid,
@@ -182,6 +155,51 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// Writes zeroes over the whole namespace, 65536 blocks per command.
+fn zero_namespace(qpair: &mut IoQpair, nsid: Nsid, nsze: u64) -> anyhow::Result<()> {
+    let mut lba = 0;
+    while lba < nsze {
+        let n = (nsze - lba).min(65536) as u32;
+        qpair
+            .write_zeroes_blocking(nsid, Lba(lba), n)
+            .context("initial Write Zeroes")?;
+        lba += u64::from(n);
+    }
+    Ok(())
+}
+
+fn print_io(
+    io: &IoTotals,
+    args: &Args,
+    nsze: u64,
+    block: u32,
+    before: &procstat::Sample,
+    after: &procstat::Sample,
+) {
+    println!(
+        "soak: {} verified I/Os ({} reads, {} writes, {} Write Zeroes, {} Deallocates) on {} \
+         queues of {} entries, {} blocks of {} bytes: {} bad blocks, {} failed commands, \
+         {:.1} s, {:.0} I/Os per second; server fds {} -> {}, VmRSS {} -> {} KiB",
+        io.ios(),
+        io.reads,
+        io.writes,
+        io.zeroes,
+        io.deallocates,
+        args.queues,
+        args.depth,
+        nsze,
+        block,
+        io.mismatched_blocks,
+        io.failed,
+        io.elapsed.as_secs_f64(),
+        io.ios() as f64 / io.elapsed.as_secs_f64(),
+        before.fds,
+        after.fds,
+        before.rss_kib,
+        after.rss_kib,
+    );
 }
 
 fn print_flatness(f: &Flatness, tolerance_kib: u64) {

@@ -6,10 +6,17 @@
 //! connection allows before the rest is read (so a lying PLEN never makes us buffer more
 //! than one PDU), and [`decode`] checks a whole PDU (digests, lengths, offsets) and returns
 //! a typed view borrowing the data. Every error names the FES and FEI a termination
-//! request carries.
+//! request carries. Encoding the controller's PDUs is in `encode`.
 
-use nvmemu_spec::{Cqe, Sqe};
-use zerocopy::{FromBytes, IntoBytes};
+use nvmemu_spec::Sqe;
+use zerocopy::FromBytes;
+
+mod encode;
+
+pub use encode::{
+    C2hLayout, MAX_SMALL_PDU, encode_c2h_data_header, encode_icresp, encode_r2t, encode_resp,
+    encode_term_req, finish_c2h_data, prefix_len,
+};
 
 /// Length of the common header.
 pub const CH_LEN: usize = 8;
@@ -433,183 +440,6 @@ fn split_data<'a>(pdu: &'a [u8], ch: &CommonHeader, n: &Negotiated) -> Result<&'
     }
     Ok(data)
 }
-
-/// ICResp (TCP Transport, Figure 21) into `out[..IC_HLEN]`.
-pub fn encode_icresp(out: &mut [u8; IC_HLEN], n: &Negotiated) {
-    out.fill(0);
-    CommonHeader {
-        pdu_type: pdu_type::IC_RESP,
-        flags: 0,
-        hlen: small(IC_HLEN),
-        pdo: 0,
-        plen: IC_HLEN_U32,
-    }
-    .write(out);
-    out[10] = n.cpda;
-    out[11] = u8::from(n.hdgst) | (u8::from(n.ddgst) << 1);
-    out[12..16].copy_from_slice(&n.maxh2cdata.to_le_bytes());
-}
-
-/// Lengths of a controller-to-host PDU with `data_len` bytes of data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct C2hLayout {
-    /// Header length.
-    pub hlen: usize,
-    /// Offset of the data (0 without data).
-    pub pdo: usize,
-    /// Total length.
-    pub plen: usize,
-}
-
-impl C2hLayout {
-    /// Where everything of a PDU with header `hlen` and `data_len` bytes of data goes.
-    pub fn new(hlen: usize, data_len: usize, n: &Negotiated) -> C2hLayout {
-        let header_end = hlen + n.hd_len();
-        if data_len == 0 {
-            return C2hLayout {
-                hlen,
-                pdo: 0,
-                plen: header_end,
-            };
-        }
-        let align = align_pad_max(n.hpda);
-        let pdo = header_end.div_ceil(align) * align;
-        C2hLayout {
-            hlen,
-            pdo,
-            plen: pdo + data_len + n.dd_len(),
-        }
-    }
-}
-
-/// Write the header (and header digest, and zero padding) of a controller PDU into
-/// `out[..layout.pdo or header end]`; `specific` is the header after the common header.
-fn encode_c2h(
-    out: &mut [u8],
-    ty: u8,
-    extra_flags: u8,
-    l: &C2hLayout,
-    specific: &[u8],
-    n: &Negotiated,
-) {
-    let has_data = l.pdo != 0;
-    let mut f = extra_flags;
-    if n.hdgst {
-        f |= flags::HDGSTF;
-    }
-    if n.ddgst && has_data {
-        f |= flags::DDGSTF;
-    }
-    CommonHeader {
-        pdu_type: ty,
-        flags: f,
-        hlen: small(l.hlen),
-        pdo: u8::try_from(l.pdo).unwrap_or(0),
-        plen: u32::try_from(l.plen).unwrap_or(u32::MAX),
-    }
-    .write(out);
-    if let Some(dst) = out.get_mut(CH_LEN..l.hlen) {
-        dst.fill(0);
-        let n_copy = specific.len().min(dst.len());
-        dst[..n_copy].copy_from_slice(&specific[..n_copy]);
-    }
-    let mut end = l.hlen;
-    if n.hdgst {
-        let d = crc32c::crc32c(&out[..l.hlen]).to_le_bytes();
-        out[l.hlen..l.hlen + DIGEST_LEN].copy_from_slice(&d);
-        end += DIGEST_LEN;
-    }
-    if has_data && let Some(pad) = out.get_mut(end..l.pdo) {
-        pad.fill(0);
-    }
-}
-
-/// The bytes before the data of a C2H PDU: its header, digest and padding.
-pub fn prefix_len(l: &C2hLayout, n: &Negotiated) -> usize {
-    if l.pdo != 0 {
-        l.pdo
-    } else {
-        l.hlen + n.hd_len()
-    }
-}
-
-/// A CapsuleResp into `out` (at least `C2hLayout::new(RESP_HLEN, 0, n).plen` bytes).
-pub fn encode_resp(out: &mut [u8], cqe: &Cqe, n: &Negotiated) -> usize {
-    let l = C2hLayout::new(RESP_HLEN, 0, n);
-    encode_c2h(out, pdu_type::CAPSULE_RESP, 0, &l, cqe.as_bytes(), n);
-    l.plen
-}
-
-/// An R2T asking for `len` bytes at offset `offset` of command `cccid`.
-pub fn encode_r2t(
-    out: &mut [u8],
-    cccid: u16,
-    ttag: u16,
-    offset: u32,
-    len: u32,
-    n: &Negotiated,
-) -> usize {
-    let l = C2hLayout::new(DATA_HLEN, 0, n);
-    let mut s = [0u8; 16];
-    s[0..2].copy_from_slice(&cccid.to_le_bytes());
-    s[2..4].copy_from_slice(&ttag.to_le_bytes());
-    s[4..8].copy_from_slice(&offset.to_le_bytes());
-    s[8..12].copy_from_slice(&len.to_le_bytes());
-    encode_c2h(out, pdu_type::R2T, 0, &l, &s, n);
-    l.plen
-}
-
-/// The header part of a C2HData PDU carrying `len` bytes at `offset`; the caller puts the
-/// data at `layout.pdo` and then calls [`finish_c2h_data`]. Returns the layout.
-pub fn encode_c2h_data_header(
-    out: &mut [u8],
-    cccid: u16,
-    offset: u32,
-    len: u32,
-    success: bool,
-    n: &Negotiated,
-) -> C2hLayout {
-    let l = C2hLayout::new(DATA_HLEN, len as usize, n);
-    let mut s = [0u8; 16];
-    s[0..2].copy_from_slice(&cccid.to_le_bytes());
-    s[4..8].copy_from_slice(&offset.to_le_bytes());
-    s[8..12].copy_from_slice(&len.to_le_bytes());
-    let f = flags::LAST_PDU | if success { flags::SUCCESS } else { 0 };
-    encode_c2h(out, pdu_type::C2H_DATA, f, &l, &s, n);
-    l
-}
-
-/// Append the data digest of a C2HData PDU whose data is already in place.
-pub fn finish_c2h_data(pdu: &mut [u8], l: &C2hLayout, n: &Negotiated) {
-    if n.ddgst {
-        let end = l.plen - DIGEST_LEN;
-        let d = crc32c::crc32c(&pdu[l.pdo..end]).to_le_bytes();
-        pdu[end..l.plen].copy_from_slice(&d);
-    }
-}
-
-/// A C2HTermReq reporting `err`, with up to [`TERM_DATA_MAX`] bytes of the offending header.
-/// Never digested (the host may not have negotiated yet).
-pub fn encode_term_req(out: &mut [u8], err: &PduError, offending: &[u8]) -> usize {
-    let data = &offending[..offending.len().min(TERM_DATA_MAX)];
-    let plen = DATA_HLEN + data.len();
-    CommonHeader {
-        pdu_type: pdu_type::C2H_TERM_REQ,
-        flags: 0,
-        hlen: small(DATA_HLEN),
-        pdo: 0,
-        plen: u32::try_from(plen).unwrap_or(u32::MAX),
-    }
-    .write(out);
-    out[CH_LEN..DATA_HLEN].fill(0);
-    out[8..10].copy_from_slice(&(err.fes as u16).to_le_bytes());
-    out[10..14].copy_from_slice(&err.fei.to_le_bytes());
-    out[DATA_HLEN..plen].copy_from_slice(data);
-    plen
-}
-
-/// The longest PDU [`encode_resp`], [`encode_r2t`] or [`encode_term_req`] writes.
-pub const MAX_SMALL_PDU: usize = DATA_HLEN + TERM_DATA_MAX + DIGEST_LEN;
 
 #[cfg(test)]
 #[allow(clippy::cast_possible_truncation)]
