@@ -232,6 +232,17 @@ pub(crate) fn remove_listener(
     Ok(Value::Bool(true))
 }
 
+/// After a subsystem is deleted: close the sockets of its `listeners` that no remaining
+/// subsystem listens on (its entry leaves the TCP target's table with the caller's sync).
+pub(crate) fn subsystem_deleted(st: &State, listeners: &[ListenAddress]) {
+    let Some(t) = &st.tcp else { return };
+    for addr in listeners.iter().filter_map(|l| socket_addr(l).ok()) {
+        if listeners_at(st, addr) == 0 {
+            t.target.unlisten(addr);
+        }
+    }
+}
+
 /// Mirror the subsystems (hosts, namespaces, listeners) into the TCP target's table; new
 /// Connects see the change, controllers already made keep their namespaces.
 pub(crate) fn sync(st: &State) {
