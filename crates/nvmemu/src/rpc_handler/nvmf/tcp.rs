@@ -101,6 +101,11 @@ pub(crate) fn create_transport(
     Ok(Value::Bool(true))
 }
 
+/// The poll group's counters, for `nvmf_get_stats`.
+pub(crate) fn stats(t: &TcpTransport) -> nvmemu_tcp::TcpStats {
+    t.target.stats()
+}
+
 /// The `nvmf_get_transports` entry.
 pub(crate) fn transport_info(t: &TcpTransport) -> TransportInfo {
     let o = t.target.options();
