@@ -41,6 +41,18 @@ tcp_connect() {
     [ -n "$TCP_DEV" ] && ok "$1: namespace over TCP at $TCP_DEV" || fail "$1: no block device after nvme connect"
 }
 
+# Idle for more than two Keep Alive Timeouts (the kernel's default KATO is 5 s): only Keep
+# Alive keeps the controller, and every one must succeed.
+tcp_idle() {
+    ctrl=$(grep -l '^tcp$' /sys/class/nvme/nvme*/transport 2>/dev/null | head -1)
+    sleep 12
+    check_equal "controller state after 12 s idle (Keep Alive only)" live \
+        "$(cat "${ctrl%/transport}/state" 2>/dev/null)"
+    dmesg | grep -q 'keep_alive.*error\|starting error recovery' &&
+        fail "the kernel logged a Keep Alive failure or an error recovery" ||
+        ok "no Keep Alive failure or error recovery in the kernel log"
+}
+
 # Starts nvmemu serve --tcp on 127.0.0.1 and waits for its RPC socket (created once it serves).
 tcp_serve() {
     nvmemu serve --tcp "127.0.0.1:$TCP_PORT" --ns malloc:size=64M,lba=512 -m 0x1 \
@@ -64,6 +76,7 @@ scenario_tcp() {
         { echo "$out" | tail -30; fail "nvme discover does not list $TCP_NQN"; }
 
     tcp_connect "first connection"
+    tcp_idle
     if [ -n "$TCP_DEV" ]; then
         check "fio write ${TCP_SIZE_MB}M + verify crc32c over TCP on $TCP_DEV" \
             fio --name=tcp --filename="$TCP_DEV" --ioengine=libaio --direct=1 --rw=write --bs=4k \
