@@ -9,6 +9,8 @@
 #   tests/e2e/qemu.sh shell [nvmemu|qemu-nvme]
 #                                an interactive guest (serial console on this terminal)
 #   tests/e2e/qemu.sh userspace  only the userspace-driver guests (tests/e2e/userspace.sh)
+#   tests/e2e/qemu.sh tcp        only the guest running nvmemu serve --tcp on its own loopback
+#                                with Linux's nvme-tcp initiator against it (guest/tcp.sh)
 #   tests/e2e/qemu.sh xnvme      only the guests running fio with xNVMe's uPCIe driver
 #                                (tests/e2e/xnvme.sh)
 #   tests/e2e/qemu.sh bench [nvmemu|qemu-nvme|virtio-blk]...
@@ -26,7 +28,9 @@
 # Intel IOMMU) and hand the function back to nvme (tests/e2e/userspace.sh); then the reference
 # set-up's own client, fio with xNVMe's uPCIe driver, runs randread and randwrite + verify in the
 # guest against nvmemu serve and against SPDK's nvmf_tgt in interrupt mode (tests/e2e/xnvme.sh;
-# skipped in one line outside CI when the peer binaries are absent). Any failure exits non-zero
+# skipped in one line outside CI when the peer binaries are absent); then a last guest runs
+# nvmemu serve --tcp on its own loopback and Linux's nvme-tcp initiator against it (discover,
+# connect, fio verify, disconnect, reconnect and read back: tests/e2e/guest/tcp.sh). Any failure exits non-zero
 # with the guest console in the log.
 #
 # Environment:
@@ -289,6 +293,27 @@ BENCH_SECONDS=${NVMEMU_BENCH_SECONDS:-30}"
     done
 }
 
+# run_tcp: a guest running `nvmemu serve --tcp` on its own loopback and Linux's nvme-tcp
+# initiator against it (guest/tcp.sh); no device from the host.
+run_tcp() {
+    local bin stage rc=0 t0=$SECONDS
+    bin=$(nvmemu_bin)
+    stage=$(mktemp -d "$RUN/tcp.XXXXXX")
+    mkdir -p "$stage/usr/bin" "$stage/e2e"
+    install -m 0755 "$bin" "$stage/usr/bin/nvmemu" || die "cannot stage $bin"
+    install -m 0644 "$E2E_DIR/guest/tcp.sh" "$stage/e2e/tcp.sh" || die "cannot stage guest/tcp.sh"
+    make_initrd "$RUN/initrd-tcp" "E2E_SCENARIO=tcp"
+    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >>"$RUN/initrd-tcp" ||
+        die "cannot pack the tcp scenario's files"
+    rm -rf "$stage"
+    us_modules_cpio "$RUN/tcp-modules.cpio" nvme_tcp
+    cat "$RUN/tcp-modules.cpio" >>"$RUN/initrd-tcp" || die "cannot append the nvme-tcp modules"
+    log "guest tcp: nvmemu serve --tcp on the guest's loopback, Linux nvme-tcp against it"
+    run_guest tcp "$LIMIT" "$RUN/initrd-tcp" -no-reboot || rc=$?
+    expect_phases tcp "$rc" tcp || return 1
+    log "guest tcp: $(grep -a 'E2E-TCP seconds=' "$RUN/tcp.console" | tr -d '\r') in the guest, $((SECONDS - t0)) s with the boot"
+}
+
 # run_shell KIND: the guest's console on this terminal (Ctrl-a x quits QEMU).
 run_shell() {
     local kind=${1:-nvmemu} dev=()
@@ -313,7 +338,7 @@ main() {
     case $mode in
     nvmemu | reference)
         [[ $mode == reference ]] && mode=qemu-nvme
-        if run_flow "$mode" && { [[ $mode != nvmemu ]] || { run_userspace && run_xnvme; }; }; then
+        if run_flow "$mode" && { [[ $mode != nvmemu ]] || { run_userspace && run_xnvme && run_tcp; }; }; then
             log "PASS: e2e against $mode in $((SECONDS - T_START)) s"
         else
             log "FAIL: e2e against $mode after $((SECONDS - T_START)) s"
@@ -325,6 +350,14 @@ main() {
             log "PASS: userspace driver in the guest in $((SECONDS - T_START)) s"
         else
             log "FAIL: userspace driver in the guest after $((SECONDS - T_START)) s"
+            exit 1
+        fi
+        ;;
+    tcp)
+        if run_tcp; then
+            log "PASS: Linux nvme-tcp against nvmemu serve --tcp in the guest in $((SECONDS - T_START)) s"
+        else
+            log "FAIL: Linux nvme-tcp against nvmemu serve --tcp in the guest after $((SECONDS - T_START)) s"
             exit 1
         fi
         ;;
@@ -349,7 +382,7 @@ main() {
         shift
         run_latency "$@" || exit 1
         ;;
-    *) die "usage: $0 [reference | userspace | xnvme | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]... | latency [SVG]]" ;;
+    *) die "usage: $0 [reference | userspace | xnvme | tcp | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]... | latency [SVG]]" ;;
     esac
 }
 

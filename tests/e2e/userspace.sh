@@ -10,9 +10,13 @@
 
 US_MODULES="uio_pci_generic vfio_iommu_type1 vfio_pci"
 
-# us_modules_cpio OUT: an archive adding /e2e/modules/* (decompressed, in load order).
+# us_modules_cpio OUT [MODULE...]: an archive adding /e2e/modules/* (the MODULEs, default
+# US_MODULES, with their dependencies; decompressed, in load order).
 us_modules_cpio() {
     local out=$1 stage moddir rel name
+    shift
+    # shellcheck disable=SC2086 # US_MODULES is a list of words
+    (($#)) || set -- $US_MODULES
     moddir=$(ls -d "$PROV"/kernel/usr/lib/modules/*/ | head -1)
     stage=$(mktemp -d "$RUN/usmod.XXXXXX")
     mkdir -p "$stage/e2e/modules"
@@ -30,13 +34,13 @@ us_modules_cpio() {
         xz -dc "$moddir/$1" >"$stage/e2e/modules/$base" || die "cannot unpack $1"
         echo "$base" >>"$stage/e2e/modules/order"
     }
-    for name in $US_MODULES; do
+    for name in "$@"; do
         rel=$(awk -F: -v n="$name" '{ f = $1; sub(/.*\//, "", f); sub(/\.ko(\.xz)?$/, "", f)
             gsub(/-/, "_", f); if (f == n) { print $1; exit } }' "$moddir/modules.dep")
         [[ -n "$rel" ]] || die "module $name not in the guest kernel's modules.dep"
         us_add "$rel"
     done
-    log "userspace modules: $(tr '\n' ' ' <"$stage/e2e/modules/order")"
+    log "guest modules: $(tr '\n' ' ' <"$stage/e2e/modules/order")"
     (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$out" ||
         die "cannot pack the userspace modules"
     rm -rf "$stage"

@@ -378,7 +378,7 @@ fn abort_of_an_unknown_command() {
 }
 
 #[test]
-fn keep_alive_is_not_offered_anywhere() {
+fn keep_alive_is_not_offered_on_pcie() {
     let mut h = TestHost::new();
     h.enable();
     assert_eq!(id_ctrl(&mut h).kas, 0);

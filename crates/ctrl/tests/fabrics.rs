@@ -3,7 +3,7 @@
 //! queues made by Connect rather than by Create I/O CQ/SQ.
 #![allow(clippy::unwrap_used)]
 
-use nvmemu_ctrl::test_utils::{TestHost, identify, layout, set_feature};
+use nvmemu_ctrl::test_utils::{TestHost, bare, identify, layout, set_feature};
 use nvmemu_ctrl::{ControllerConfig, FabricsIdentity};
 use nvmemu_spec::{Qid, Status};
 
@@ -68,4 +68,11 @@ fn connect_io_queue_is_refused_while_disabled() {
         h.ctrl.connect_io_queue(Qid(1), 16, sq, cq),
         Err(Status::COMMAND_SEQUENCE_ERROR)
     );
+}
+
+#[test]
+fn keep_alive_succeeds_on_a_fabrics_controller() {
+    // Linux's nvme-tcp sends it every KATO/2 and resets the controller when it fails.
+    let mut h = fabrics_host();
+    assert_eq!(h.admin(bare(0x18)).status(), Status::SUCCESS);
 }

@@ -30,8 +30,9 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-#[test]
-fn data_written_over_one_transport_reads_back_over_the_other() {
+/// A handler serving Malloc0 in subsystem [`NQN`] over vfio-user (in the returned
+/// directory) and TCP (on the returned loopback port).
+fn both_transports() -> (NvmemuHandler, tempfile::TempDir, u16) {
     let target = common::test_target(Default::default(), Default::default());
     let h = NvmemuHandler::new(
         Arc::new(target),
@@ -84,7 +85,12 @@ fn data_written_over_one_transport_reads_back_over_the_other() {
         .unwrap();
     let port: u16 = tcp["address"]["trsvcid"].as_str().unwrap().parse().unwrap();
     assert_ne!(port, 0, "the listener shows the port it got");
+    (h, dir, port)
+}
 
+#[test]
+fn data_written_over_one_transport_reads_back_over_the_other() {
+    let (_h, dir, port) = both_transports();
     // Written over vfio-user.
     let mut vfu = AttachedController::attach(
         dir.path(),
@@ -117,4 +123,66 @@ fn data_written_over_one_transport_reads_back_over_the_other() {
     let mut back = vec![0u8; 8192];
     buf.copy_to(0, &mut back).unwrap();
     assert!(back == b, "vfio-user reads what TCP wrote");
+}
+
+/// Poll group 0's `nvmf_get_stats` entry once its qpair and command counts reach the
+/// wanted ones (the TCP poll group publishes its counters at the end of each pass).
+fn stats_reaching(h: &NvmemuHandler, io_qpairs: u64, commands: u64) -> Value {
+    for _ in 0..500 {
+        let s = call(h, "nvmf_get_stats", json!({}));
+        let g = &s["poll_groups"][0];
+        if g["current_io_qpairs"] == io_qpairs && g["completed_nvme_io"].as_u64() >= Some(commands)
+        {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    call(h, "nvmf_get_stats", json!({}))
+}
+
+#[test]
+fn nvmf_get_stats_shows_the_tcp_poll_group_as_spdk_does() {
+    let (h, _dir, port) = both_transports();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (admin, mut io) = connect_pair(addr, NQN, HOST, false, 32);
+    for lba in 0..4 {
+        let (c, _) = io.exec(rw(0x02, lba, 1, sgl(0x5A, 512)), &[], &[], 0);
+        assert_eq!(c.status(), Status::SUCCESS);
+    }
+    let s = stats_reaching(&h, 1, 4);
+    for g in s["poll_groups"].as_array().unwrap() {
+        let tcp: Vec<&Value> = g["transports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["trtype"] == "TCP")
+            .collect();
+        // SPDK's TCP transport dumps no counters of its own: the entry is its type alone.
+        assert_eq!(tcp, [&json!({"trtype": "TCP"})], "{g}");
+    }
+    let g = &s["poll_groups"][0];
+    assert_eq!(
+        (
+            &g["admin_qpairs"],
+            &g["io_qpairs"],
+            &g["current_admin_qpairs"]
+        ),
+        (&json!(1), &json!(1), &json!(1)),
+        "{g}"
+    );
+    assert_eq!(g["current_io_qpairs"], 1, "{g}");
+    assert!(g["completed_nvme_io"].as_u64() >= Some(4), "{g}");
+
+    drop((admin, io));
+    let s = stats_reaching(&h, 0, 4);
+    let g = &s["poll_groups"][0];
+    assert_eq!(
+        (&g["current_admin_qpairs"], &g["current_io_qpairs"]),
+        (&json!(0), &json!(0)),
+        "the qpairs closed: {g}"
+    );
+    assert_eq!(
+        (&g["admin_qpairs"], &g["io_qpairs"]),
+        (&json!(1), &json!(1))
+    );
 }

@@ -103,6 +103,9 @@ pub(crate) struct Conn {
     pub(crate) state: ConnState,
     /// Since when a partial PDU sits in `rx` or unsent bytes in `tx` without progress.
     pub(crate) stalled_since: Option<Instant>,
+    /// The qpair a Connect made of this connection, for the poll group's live counts:
+    /// Some(true) an admin queue, Some(false) an I/O queue.
+    pub(crate) qpair_admin: Option<bool>,
 }
 
 /// How the handling of one command capsule ended.
@@ -204,6 +207,7 @@ impl Conn {
             neg,
             state: ConnState::AwaitIcReq { deadline },
             stalled_since: None,
+            qpair_admin: None,
         }
     }
 

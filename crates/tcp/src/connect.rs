@@ -91,7 +91,13 @@ impl PollGroup {
             ) => {
                 let sqfc_off = sqe.cdw11 & (1 << 18) != 0;
                 match self.connect(conn, recfmt, qid, sqsize, kato, sqfc_off, data, now) {
-                    Ok(cntlid) => (Status::SUCCESS, u32::from(cntlid), 0),
+                    Ok(cntlid) => {
+                        if conn.qpair_admin.is_none() {
+                            conn.qpair_admin = Some(qid == 0);
+                            self.counts.qpair_connected(qid == 0);
+                        }
+                        (Status::SUCCESS, u32::from(cntlid), 0)
+                    }
                     Err((status, dw0)) => {
                         tracing::debug!(target: "guest", peer = %conn.peer, ?status, dw0, "Connect refused");
                         (status, dw0, 0)

@@ -23,6 +23,7 @@ use crate::controllers::{FabricsCtrl, NoInterrupts};
 use crate::discovery::Answer;
 use crate::fabrics::FabricsCommand;
 use crate::pdu::{self, H2cPdu, Negotiated, Phase};
+use crate::stats::{SharedStats, TcpStats};
 
 /// Passes without work before the group sleeps in poll(2).
 const SPIN_PASSES: u32 = 2_000;
@@ -54,6 +55,9 @@ pub(crate) struct PollGroup {
     pub(crate) ctrls: BTreeMap<u16, FabricsCtrl>,
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
+    /// Counted here, published once per pass.
+    pub(crate) counts: TcpStats,
+    published: SharedStats,
 }
 
 impl PollGroup {
@@ -62,6 +66,7 @@ impl PollGroup {
         subsystems: Subsystems,
         control: Receiver<Control>,
         stop: Arc<AtomicBool>,
+        published: SharedStats,
     ) -> PollGroup {
         PollGroup {
             opts,
@@ -73,6 +78,8 @@ impl PollGroup {
             ctrls: BTreeMap::new(),
             control,
             stop,
+            counts: TcpStats::default(),
+            published,
         }
     }
 
@@ -111,6 +118,8 @@ impl PollGroup {
                 work += self.send(i, now);
             }
             self.expire_controllers(now);
+            self.counts.polls += 1;
+            self.published.publish(&self.counts);
             if work > 0 {
                 idle = 0;
             } else {
@@ -329,6 +338,7 @@ impl PollGroup {
             return Outcome::Done;
         };
         c.touch(now);
+        self.counts.commands += 1;
         let db = Arc::clone(&c.doorbells);
         conn.queue_command(sqe, data, &db, &c.block_shifts)
     }
@@ -382,6 +392,9 @@ impl PollGroup {
     fn close(&mut self, i: usize, conn: Conn) {
         self.open = self.open.saturating_sub(1);
         self.free.push(i);
+        if let Some(admin) = conn.qpair_admin {
+            self.counts.qpair_closed(admin);
+        }
         let (cntlid, q) = match conn.state {
             ConnState::Queue { cntlid, q }
             | ConnState::Closing {

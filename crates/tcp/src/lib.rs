@@ -24,6 +24,7 @@ pub mod fabrics;
 mod group;
 pub mod pdu;
 mod queue;
+mod stats;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
 
@@ -36,6 +37,7 @@ use std::thread::JoinHandle;
 
 pub use config::{Subsystems, TcpOptions, TcpSubsystem};
 pub use discovery::DISCOVERY_NQN;
+pub use stats::TcpStats;
 
 use group::{Control, PollGroup};
 
@@ -47,6 +49,7 @@ pub struct TcpTarget {
     thread: Option<JoinHandle<()>>,
     subsystems: Subsystems,
     options: TcpOptions,
+    stats: stats::SharedStats,
 }
 
 impl TcpTarget {
@@ -58,7 +61,14 @@ impl TcpTarget {
     ) -> io::Result<TcpTarget> {
         let (control, rx) = channel();
         let stop = Arc::new(AtomicBool::new(false));
-        let group = PollGroup::new(options.clone(), subsystems.clone(), rx, Arc::clone(&stop));
+        let stats = stats::SharedStats::default();
+        let group = PollGroup::new(
+            options.clone(),
+            subsystems.clone(),
+            rx,
+            Arc::clone(&stop),
+            Arc::clone(&stats),
+        );
         let thread = std::thread::Builder::new()
             .name("nvmemu-tcp".into())
             .spawn(move || {
@@ -77,6 +87,7 @@ impl TcpTarget {
             thread: Some(thread),
             subsystems,
             options,
+            stats,
         })
     }
 
@@ -100,6 +111,11 @@ impl TcpTarget {
     /// The subsystems served (shared with the poll group).
     pub fn subsystems(&self) -> &Subsystems {
         &self.subsystems
+    }
+
+    /// The poll group's counters, as of its last pass.
+    pub fn stats(&self) -> TcpStats {
+        self.stats.read()
     }
 
     /// The transport options in effect.

@@ -104,7 +104,8 @@ pub enum Val {
     Nqn(u8),
     TrType(bool),
     ListenAddress {
-        vfio: bool,
+        /// VFIOUSER, vfiouser or TCP.
+        trtype: u8,
         dir: u8,
         extra: Option<(Key, Box<Val>)>,
     },
@@ -154,12 +155,10 @@ impl Val {
             }
             Val::Nqn(i) => json!(format!("nqn.2016-06.io.spdk:cnode{}", i % 3)),
             Val::TrType(v) => json!(if *v { "VFIOUSER" } else { "TCP" }),
-            Val::ListenAddress { vfio, dir, extra } => {
+            Val::ListenAddress { trtype, dir, extra } => {
                 let mut m = Map::new();
-                m.insert(
-                    "trtype".into(),
-                    json!(if *vfio { "VFIOUSER" } else { "vfiouser" }),
-                );
+                let t = ["VFIOUSER", "vfiouser", "TCP"][usize::from(*trtype) % 3];
+                m.insert("trtype".into(), json!(t));
                 m.insert("traddr".into(), json!(format!("{sandbox}/l{}", dir % 4)));
                 if let Some((k, v)) = extra {
                     m.insert(k.get(), v.json(sandbox, d));

@@ -134,6 +134,7 @@ impl Server {
 }
 
 /// Keep a request from reaching outside the harness: listener paths go under the sandbox,
+/// a TCP listener (an object whose `trtype` is TCP, in any case) binds loopback port 0 only,
 /// waits are short, the check's bdev name stays free, and malloc bdevs between [`MAX_MALLOC_BYTES`] and [`ABSURD`] shrink
 /// (the handler may create those; they would take the machine's memory).
 pub fn confine(v: &mut Value) {
@@ -166,6 +167,14 @@ pub fn confine(v: &mut Value) {
                     }
                     _ => confine(inner),
                 }
+            }
+            let tcp = m
+                .get("trtype")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.eq_ignore_ascii_case("tcp"));
+            if tcp {
+                m.insert("traddr".into(), Value::from("127.0.0.1"));
+                m.insert("trsvcid".into(), Value::from("0"));
             }
         }
         Value::String(s) if s == CHECK_NAME => s.push('_'),

@@ -319,3 +319,5 @@ scenario_shell() {
 [ -f /e2e/userspace.sh ] && . /e2e/userspace.sh
 # fio with xNVMe's uPCIe driver, when the host packed it (tests/e2e/xnvme.sh).
 [ -f /e2e/xnvme.sh ] && . /e2e/xnvme.sh
+# Linux's NVMe/TCP initiator against nvmemu serve --tcp in the guest (tcp.sh, host run_tcp).
+[ -f /e2e/tcp.sh ] && . /e2e/tcp.sh

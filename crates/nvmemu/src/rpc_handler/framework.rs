@@ -9,7 +9,10 @@ use nvmemu_rpc::RpcError;
 use nvmemu_rpc::methods::framework::{
     LwThreadInfo, ReactorInfo, ReactorsInfo, VersionFields, VersionInfo,
 };
-use nvmemu_rpc::methods::nvmf::{NvmfStats, PollGroupStats, PollGroupTransportStats};
+use nvmemu_rpc::methods::nvmf::{
+    NvmfStats, PollGroupStats, PollGroupTransportStats, TransportPollGroupStats,
+};
+use nvmemu_tcp::TcpStats;
 use serde_json::{Value, json};
 
 use super::bdev::TICK_RATE;
@@ -89,9 +92,11 @@ pub(super) fn cpumask(core: usize) -> String {
 /// One poll group per poller; `completed_nvme_io` counts the commands it completed, the
 /// qpair counts add up its controllers' queues (created so far, and live now) as SPDK counts
 /// the qpairs of a poll group. Controllers removed since are no longer counted.
-pub(crate) fn nvmf_stats(target: &Target) -> Result<Value, RpcError> {
+/// With the TCP transport, every poll group lists it (as SPDK's do), and the TCP poll
+/// group's qpairs and commands count in the first, whose core its thread shares.
+pub(crate) fn nvmf_stats(target: &Target, tcp: Option<TcpStats>) -> Result<Value, RpcError> {
     let controllers = target.controller_stats();
-    let poll_groups = target
+    let mut poll_groups: Vec<PollGroupStats> = target
         .poller_stats()
         .into_iter()
         .enumerate()
@@ -105,19 +110,38 @@ pub(crate) fn nvmf_stats(target: &Target) -> Result<Value, RpcError> {
                 current_io_qpairs: mine().map(ControllerStats::current_io_qpairs).sum(),
                 pending_bdev_io: 0,
                 completed_nvme_io: s.commands,
-                transports: vec![PollGroupTransportStats {
+                transports: vec![TransportPollGroupStats::VfioUser(PollGroupTransportStats {
                     trtype: nvmf::VFIOUSER.into(),
                     polls: s.passes,
                     poll_reqs: s.commands,
                     ..PollGroupTransportStats::default()
-                }],
+                })],
             }
         })
         .collect();
+    if let Some(t) = tcp {
+        add_tcp(&mut poll_groups, &t);
+    }
     to_value(NvmfStats {
         tick_rate: TICK_RATE,
         poll_groups,
     })
+}
+
+/// The TCP transport in every poll group; its counters in the first.
+fn add_tcp(poll_groups: &mut [PollGroupStats], t: &TcpStats) {
+    for g in poll_groups.iter_mut() {
+        g.transports.push(TransportPollGroupStats::Tcp {
+            trtype: nvmf::TCP.into(),
+        });
+    }
+    if let Some(g) = poll_groups.first_mut() {
+        g.admin_qpairs += t.admin_qpairs;
+        g.io_qpairs += t.io_qpairs;
+        g.current_admin_qpairs += t.current_admin_qpairs;
+        g.current_io_qpairs += t.current_io_qpairs;
+        g.completed_nvme_io += t.commands;
+    }
 }
 
 /// The bdevs' calls, then `bdev_wait_for_examine`, which SPDK's ends with so that a replay

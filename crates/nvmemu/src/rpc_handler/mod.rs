@@ -264,7 +264,9 @@ impl Handler for NvmemuHandler {
             R::NvmfSubsystemRemoveListener(p) => {
                 self.nvmf_locked(|st| nvmf::remove_listener(st, t, p))
             }
-            R::NvmfGetStats(_) => self.locked(|_| framework::nvmf_stats(t)),
+            R::NvmfGetStats(_) => {
+                self.locked(|st| framework::nvmf_stats(t, st.tcp.as_ref().map(nvmf::tcp_stats)))
+            }
             R::NvmfSubsystemAddHost(p) => self.nvmf_locked(|st| nvmf::add_host(st, p)),
             R::NvmfSubsystemRemoveHost(p) => self.nvmf_locked(|st| nvmf::remove_host(st, &p)),
             R::NvmfSubsystemAllowAnyHost(p) => self.nvmf_locked(|st| nvmf::allow_any_host(st, &p)),

@@ -428,7 +428,22 @@ pub struct PollGroupStats {
     pub current_io_qpairs: u64,
     pub pending_bdev_io: u64,
     pub completed_nvme_io: u64,
-    pub transports: Vec<PollGroupTransportStats>,
+    pub transports: Vec<TransportPollGroupStats>,
+}
+
+/// A poll group's entry for one transport: SPDK's VFIOUSER transport dumps its counters;
+/// its TCP transport has none of its own (its qpairs and commands count in the poll group),
+/// so the entry is the transport type alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TransportPollGroupStats {
+    /// `trtype: "VFIOUSER"` with its counters.
+    VfioUser(PollGroupTransportStats),
+    /// `trtype: "TCP"`.
+    Tcp {
+        /// Transport type.
+        trtype: String,
+    },
 }
 
 /// Per-transport entry of a [`PollGroupStats`]: SPDK's VFIOUSER counters. nvmemu's pollers

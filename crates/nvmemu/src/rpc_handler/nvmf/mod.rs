@@ -31,8 +31,8 @@ pub(crate) use listener::{add_listener, remove_listener};
 pub(crate) use namespace::{add_ns, remove_namespaces_of, remove_ns};
 pub(crate) use subsystem::{create_subsystem, delete_subsystem, get_subsystems};
 pub(crate) use tcp::{
-    TcpTransport, add_listener as add_tcp_listener, create_transport as create_tcp_transport,
-    is_tcp, remove_listener as remove_tcp_listener, sync as sync_tcp,
+    TCP, TcpTransport, add_listener as add_tcp_listener, create_transport as create_tcp_transport,
+    is_tcp, remove_listener as remove_tcp_listener, stats as tcp_stats, sync as sync_tcp,
 };
 pub(crate) use transport::{create_transport, get_transports};
 

@@ -80,6 +80,7 @@ pub(crate) fn delete_subsystem(
             tracing::warn!(nqn, "removing controller of deleted subsystem: {e}");
         }
     }
+    super::tcp::subsystem_deleted(st, &sub.tcp_listeners);
     tracing::info!(nqn, "subsystem deleted");
     Ok(Value::Bool(true))
 }

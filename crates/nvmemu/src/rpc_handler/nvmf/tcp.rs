@@ -101,6 +101,11 @@ pub(crate) fn create_transport(
     Ok(Value::Bool(true))
 }
 
+/// The poll group's counters, for `nvmf_get_stats`.
+pub(crate) fn stats(t: &TcpTransport) -> nvmemu_tcp::TcpStats {
+    t.target.stats()
+}
+
 /// The `nvmf_get_transports` entry.
 pub(crate) fn transport_info(t: &TcpTransport) -> TransportInfo {
     let o = t.target.options();
@@ -230,6 +235,17 @@ pub(crate) fn remove_listener(
     }
     sync(st);
     Ok(Value::Bool(true))
+}
+
+/// After a subsystem is deleted: close the sockets of its `listeners` that no remaining
+/// subsystem listens on (its entry leaves the TCP target's table with the caller's sync).
+pub(crate) fn subsystem_deleted(st: &State, listeners: &[ListenAddress]) {
+    let Some(t) = &st.tcp else { return };
+    for addr in listeners.iter().filter_map(|l| socket_addr(l).ok()) {
+        if listeners_at(st, addr) == 0 {
+            t.target.unlisten(addr);
+        }
+    }
 }
 
 /// Mirror the subsystems (hosts, namespaces, listeners) into the TCP target's table; new

@@ -171,3 +171,50 @@ fn subsystem_parameters_are_validated() {
         -19
     );
 }
+
+/// Whether something listens on `port` of 127.0.0.1: the poll group closes a socket on its
+/// next pass, so a closed one is waited for (bounded), an open one is seen at once.
+fn port_free_within(port: u16, tries: u32) -> bool {
+    (0..tries).any(|_| {
+        let free = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if !free {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        free
+    })
+}
+
+#[test]
+fn deleting_the_last_subsystem_on_a_tcp_address_closes_its_socket() {
+    let (h, _) = handler();
+    call(&h, "nvmf_create_transport", json!({"trtype": "TCP"})).unwrap();
+    let other = "nqn.2016-06.io.spdk:other";
+    for nqn in [NQN, other] {
+        call(&h, "nvmf_create_subsystem", json!({"nqn": nqn})).unwrap();
+    }
+    let listen = |nqn: &str, port: &str| {
+        call(
+            &h,
+            "nvmf_subsystem_add_listener",
+            json!({"nqn": nqn, "listen_address":
+                {"trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": port}}),
+        )
+        .unwrap();
+        let l = call(&h, "nvmf_subsystem_get_listeners", json!({"nqn": nqn})).unwrap();
+        l[0]["address"]["trsvcid"].as_str().unwrap().to_owned()
+    };
+    let port = listen(NQN, "0");
+    assert_eq!(listen(other, &port), port);
+    let port: u16 = port.parse().unwrap();
+
+    call(&h, "nvmf_delete_subsystem", json!({"nqn": NQN})).unwrap();
+    assert!(
+        !port_free_within(port, 1),
+        "the socket stays while another subsystem listens there"
+    );
+    call(&h, "nvmf_delete_subsystem", json!({"nqn": other})).unwrap();
+    assert!(
+        port_free_within(port, 500),
+        "the socket closes with the last subsystem listening there"
+    );
+}

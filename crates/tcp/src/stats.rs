@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The poll group's counters, as SPDK's `nvmf_get_stats` reports a poll group: qpairs made
+//! (and live), commands taken, passes. The poll group counts in plain integers and
+//! publishes them once per pass; the control plane reads a [`TcpStats`] snapshot.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A snapshot of the poll group's counters since the target started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpStats {
+    /// Poll group passes.
+    pub polls: u64,
+    /// NVMe commands taken from the connections (Fabrics commands aside).
+    pub commands: u64,
+    /// Admin queues connected (discovery controllers' too).
+    pub admin_qpairs: u64,
+    /// I/O queues connected.
+    pub io_qpairs: u64,
+    /// Admin queues connected now.
+    pub current_admin_qpairs: u64,
+    /// I/O queues connected now.
+    pub current_io_qpairs: u64,
+}
+
+impl TcpStats {
+    /// A Connect made an admin (`admin`) or I/O queue.
+    pub(crate) fn qpair_connected(&mut self, admin: bool) {
+        if admin {
+            self.admin_qpairs += 1;
+            self.current_admin_qpairs += 1;
+        } else {
+            self.io_qpairs += 1;
+            self.current_io_qpairs += 1;
+        }
+    }
+
+    /// A connection that was an admin (`admin`) or I/O queue closed.
+    pub(crate) fn qpair_closed(&mut self, admin: bool) {
+        let live = if admin {
+            &mut self.current_admin_qpairs
+        } else {
+            &mut self.current_io_qpairs
+        };
+        *live = live.saturating_sub(1);
+    }
+}
+
+/// Where the poll group publishes its counters.
+#[derive(Debug, Default)]
+pub(crate) struct Published([AtomicU64; 6]);
+
+impl Published {
+    /// Called by the poll group only (the one writer), once per pass.
+    pub(crate) fn publish(&self, s: &TcpStats) {
+        let values = [
+            s.polls,
+            s.commands,
+            s.admin_qpairs,
+            s.io_qpairs,
+            s.current_admin_qpairs,
+            s.current_io_qpairs,
+        ];
+        for (slot, v) in self.0.iter().zip(values) {
+            slot.store(v, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn read(&self) -> TcpStats {
+        let [
+            polls,
+            commands,
+            admin_qpairs,
+            io_qpairs,
+            current_admin_qpairs,
+            current_io_qpairs,
+        ] = self.0.each_ref().map(|a| a.load(Ordering::Relaxed));
+        TcpStats {
+            polls,
+            commands,
+            admin_qpairs,
+            io_qpairs,
+            current_admin_qpairs,
+            current_io_qpairs,
+        }
+    }
+}
+
+/// The shared end the control plane keeps.
+pub(crate) type SharedStats = Arc<Published>;
