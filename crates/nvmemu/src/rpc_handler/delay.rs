@@ -57,15 +57,18 @@ pub(crate) fn create(st: &mut State, p: &BdevDelayCreateParams) -> Result<Value,
             ),
         ));
     }
-    let e = st.bdevs.add_delay(&p.name, p.uuid.as_deref(), &base)?;
+    let e = st
+        .bdevs
+        .add_stacked(BdevKind::Delay, &p.name, p.uuid.as_deref(), &base)?;
     e.bdev.model().set(Some(model));
     st.log.notify("bdev_register", &p.name);
     Ok(Value::String(p.name.clone()))
 }
 
-/// Whether a namespace or another delay bdev uses `name`.
+/// Whether a namespace or a delay or error bdev uses `name`.
 pub(crate) fn is_claimed(st: &State, name: &str) -> bool {
-    super::nvmf::claims(&st.subsystems).contains(name) || st.bdevs.delay_bases().any(|b| b == name)
+    super::nvmf::claims(&st.subsystems).contains(name)
+        || st.bdevs.stacked_bases().any(|b| b == name)
 }
 
 /// `bdev_delay_update_latency`: SPDK's answers (-32602 for no such bdev, -32600 for one
@@ -185,7 +188,7 @@ fn apply(m: &mut ModelConfig, p: &NvmemuBdevSetModelParams) -> Result<(), RpcErr
 /// with a model (nvmemu's).
 pub(crate) fn describe(name: &str, e: &BdevEntry, map: &mut serde_json::Map<String, Value>) {
     let model = e.bdev.model().get();
-    if let Some(base) = &e.base {
+    if let Some(base) = e.base.as_ref().filter(|_| e.bdev.kind() == BdevKind::Delay) {
         map.insert("delay".into(), delay_params(name, base, model.as_ref()));
     }
     if let Some(m) = model {
