@@ -7,7 +7,7 @@
 //! the count is shared across controllers (`num` 3 fails three commands in all). Nothing is
 //! allocated or locked per command.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Armed injections, process-wide. A poller reads it once per pass and skips every fault
 /// step while it is zero.
@@ -60,6 +60,20 @@ pub enum FaultKind {
     Pending = 2,
     /// The command is refused for now and taken again later (SPDK's ENOMEM retry).
     Nomem = 3,
+    /// The command runs, but one byte of its data is changed: a write's before it is
+    /// stored, a read's after it is read ([`Hit::corrupt_offset`], [`Hit::corrupt_value`]).
+    CorruptData = 4,
+}
+
+/// One command's injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit {
+    /// What to do.
+    pub kind: FaultKind,
+    /// `CorruptData`: the byte of the command's data to change (none if past its end).
+    pub corrupt_offset: u64,
+    /// `CorruptData`: what that byte is XORed with (1-255).
+    pub corrupt_value: u8,
 }
 
 impl FaultKind {
@@ -69,14 +83,20 @@ impl FaultKind {
             FaultKind::Failure => "failure",
             FaultKind::Pending => "pending",
             FaultKind::Nomem => "nomem",
+            FaultKind::CorruptData => "corrupt_data",
         }
     }
 
     /// The kind SPDK calls `name`.
     pub fn from_name(name: &str) -> Option<FaultKind> {
-        [FaultKind::Failure, FaultKind::Pending, FaultKind::Nomem]
-            .into_iter()
-            .find(|k| k.name() == name)
+        [
+            FaultKind::Failure,
+            FaultKind::Pending,
+            FaultKind::Nomem,
+            FaultKind::CorruptData,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
     }
 
     fn from_u32(v: u32) -> Option<FaultKind> {
@@ -84,7 +104,19 @@ impl FaultKind {
             1 => Some(FaultKind::Failure),
             2 => Some(FaultKind::Pending),
             3 => Some(FaultKind::Nomem),
+            4 => Some(FaultKind::CorruptData),
             _ => None,
+        }
+    }
+}
+
+impl Hit {
+    /// A hit of `kind` that corrupts nothing.
+    pub fn new(kind: FaultKind) -> Hit {
+        Hit {
+            kind,
+            corrupt_offset: 0,
+            corrupt_value: 0,
         }
     }
 }
@@ -94,6 +126,8 @@ impl FaultKind {
 struct Armed {
     kind: AtomicU32,
     remaining: AtomicU32,
+    corrupt_offset: AtomicU64,
+    corrupt_value: AtomicU8,
 }
 
 /// A bdev's injections, one per [`FaultIo`].
@@ -103,11 +137,14 @@ pub struct FaultSlot {
 }
 
 impl FaultSlot {
-    /// Arm `kind` for the next `num` commands of type `io` (`num` 0 disarms it), replacing
+    /// Arm `hit` for the next `num` commands of type `io` (`num` 0 disarms it), replacing
     /// what was armed for that type.
-    pub fn arm(&self, io: FaultIo, kind: FaultKind, num: u32) {
+    pub fn arm(&self, io: FaultIo, hit: Hit, num: u32) {
         let a = &self.by_io[io as usize];
-        a.kind.store(kind as u32, Ordering::Relaxed);
+        a.kind.store(hit.kind as u32, Ordering::Relaxed);
+        a.corrupt_offset
+            .store(hit.corrupt_offset, Ordering::Relaxed);
+        a.corrupt_value.store(hit.corrupt_value, Ordering::Relaxed);
         let before = a.remaining.swap(num, Ordering::AcqRel);
         Self::count(before, num);
     }
@@ -133,16 +170,20 @@ impl FaultSlot {
         }
     }
 
-    /// Take one hit for a command of type `io`: the kind to apply, or None (nothing armed,
-    /// or its count is spent).
-    pub fn take(&self, io: FaultIo) -> Option<FaultKind> {
+    /// Take one hit for a command of type `io`: what to apply, or None (nothing armed, or
+    /// its count is spent).
+    pub fn take(&self, io: FaultIo) -> Option<Hit> {
         let a = &self.by_io[io as usize];
         let before = a
             .remaining
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
             .ok()?;
         Self::count(before, before - 1);
-        FaultKind::from_u32(a.kind.load(Ordering::Relaxed))
+        Some(Hit {
+            kind: FaultKind::from_u32(a.kind.load(Ordering::Relaxed))?,
+            corrupt_offset: a.corrupt_offset.load(Ordering::Relaxed),
+            corrupt_value: a.corrupt_value.load(Ordering::Relaxed),
+        })
     }
 
     /// What is armed for `io` and how many hits are left (shown by `bdev_get_bdevs`).
@@ -167,15 +208,17 @@ mod tests {
     #[test]
     fn an_injection_hits_exactly_num_commands_of_its_type() {
         let slot = FaultSlot::default();
-        slot.arm(FaultIo::Write, FaultKind::Failure, 2);
+        slot.arm(FaultIo::Write, Hit::new(FaultKind::Failure), 2);
         assert!(any_fault());
         assert_eq!(slot.take(FaultIo::Read), None, "reads are not armed");
-        assert_eq!(slot.take(FaultIo::Write), Some(FaultKind::Failure));
+        let hit = slot.take(FaultIo::Write).map(|h| h.kind);
+        assert_eq!(hit, Some(FaultKind::Failure));
         assert_eq!(slot.armed(FaultIo::Write), Some((FaultKind::Failure, 1)));
-        assert_eq!(slot.take(FaultIo::Write), Some(FaultKind::Failure));
+        let hit = slot.take(FaultIo::Write).map(|h| h.kind);
+        assert_eq!(hit, Some(FaultKind::Failure));
         assert_eq!(slot.take(FaultIo::Write), None, "the count is spent");
         assert_eq!(slot.armed(FaultIo::Write), None);
-        slot.arm(FaultIo::Flush, FaultKind::Pending, 5);
+        slot.arm(FaultIo::Flush, Hit::new(FaultKind::Pending), 5);
         slot.clear();
         assert_eq!(slot.take(FaultIo::Flush), None);
     }

@@ -147,13 +147,15 @@ impl Controller {
                 // Left in the SQ until held completions are posted (`hold.rs`).
                 break;
             }
-            // One predictable branch when no bdev in the process has an injection armed.
-            let fault = if self.faults_on && qid != Qid::ADMIN {
+            // One load and one predictable branch when no bdev in the process has an
+            // injection armed; per command, so an injection armed before the host rings a
+            // doorbell hits the commands it rings in, even in a pass that began earlier.
+            let fault = if qid != Qid::ADMIN && nvmemu_bdev::fault::any_fault() {
                 crate::fault::take(&self.namespaces, &sqe)
             } else {
                 None
             };
-            if fault == Some(FaultKind::Nomem) {
+            if fault.is_some_and(|h| h.kind == FaultKind::Nomem) {
                 // Left in the SQ: taken again next pass (`fault.rs`).
                 break;
             }
@@ -165,8 +167,8 @@ impl Controller {
                 sq.consume();
             }
             taken += 1;
-            let result = if let Some(kind) = fault {
-                self.inject(qid, &sqe, kind)
+            let result = if let Some(hit) = fault {
+                self.inject(qid, &sqe, hit)
             } else if qid == Qid::ADMIN {
                 self.exec_admin(&sqe)
             } else {

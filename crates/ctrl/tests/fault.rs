@@ -1,16 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Injected errors (SPDK's error bdev) through real queues: `failure` completes without
 //! executing, with Internal Error and an Error Information log entry; `pending` is never
-//! completed until Abort or Delete SQ; `nomem` leaves the command in its SQ; each
-//! injection hits exactly `num` commands of its type.
+//! completed until Abort or Delete SQ; `nomem` leaves the command in its SQ;
+//! `corrupt_data` changes one byte of the data read or stored; each injection hits exactly
+//! `num` commands of its type.
 
-use nvmemu_bdev::fault::{FaultIo, FaultKind};
+use nvmemu_bdev::fault::{FaultIo, FaultKind, Hit};
 use nvmemu_ctrl::test_utils::{TestHost, bare, delete_sq, get_log, layout, pattern, rw};
 use nvmemu_spec::Status;
 
 fn arm(h: &TestHost, io: FaultIo, kind: FaultKind, num: u32) {
     let ns = h.ctrl.namespaces().next().expect("namespace 1");
-    ns.bdev().faults().arm(io, kind, num);
+    ns.bdev().faults().arm(io, Hit::new(kind), num);
+}
+
+fn arm_corrupt(h: &TestHost, io: FaultIo, offset: u64, value: u8) {
+    let ns = h.ctrl.namespaces().next().expect("namespace 1");
+    let hit = Hit {
+        kind: FaultKind::CorruptData,
+        corrupt_offset: offset,
+        corrupt_value: value,
+    };
+    ns.bdev().faults().arm(io, hit, 1);
 }
 
 fn write(h: &TestHost, slba: u64) -> nvmemu_spec::Sqe {
@@ -104,4 +115,37 @@ fn nomem_leaves_the_command_in_its_sq_until_the_hits_are_spent() {
     h.poll();
     let c = h.reap(1).expect("taken once the hits are spent");
     assert_eq!((c.cid, c.status()), (cid.0, Status::SUCCESS));
+}
+
+#[test]
+fn corrupt_data_changes_one_byte_of_what_a_read_returns_not_what_is_stored() {
+    let mut h = TestHost::ready(64);
+    let data = pattern(8192, 3);
+    assert_eq!(h.write_blocks(1, 8, &data), Status::SUCCESS);
+    // In the second page (PRP2's piece), not the first.
+    arm_corrupt(&h, FaultIo::Read, 5000, 0x5A);
+    let (status, back) = h.read_blocks(1, 8, 16);
+    assert_eq!(status, Status::SUCCESS, "a corrupted read succeeds");
+    let mut want = data.clone();
+    want[5000] ^= 0x5A;
+    assert_eq!(back, want);
+    let (_, again) = h.read_blocks(1, 8, 16);
+    assert_eq!(again, data, "the stored data is intact");
+}
+
+#[test]
+fn corrupt_data_on_a_write_stores_the_changed_byte_and_leaves_the_host_buffer() {
+    let mut h = TestHost::ready(64);
+    let data = pattern(512, 4);
+    arm_corrupt(&h, FaultIo::Write, 0, 0xFF);
+    assert_eq!(h.write_blocks(1, 2, &data), Status::SUCCESS);
+    assert_eq!(
+        h.mem.read_vec(layout::DATA, 512),
+        data,
+        "the host's buffer is restored"
+    );
+    let (_, stored) = h.read_blocks(1, 2, 1);
+    let mut want = data.clone();
+    want[0] ^= 0xFF;
+    assert_eq!(stored, want);
 }

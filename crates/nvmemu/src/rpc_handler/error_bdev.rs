@@ -4,7 +4,7 @@
 //! SPDK's does; the pollers apply what is armed (`nvmemu_ctrl`'s `fault.rs`).
 
 use nvmemu_bdev::BdevKind;
-use nvmemu_bdev::fault::{FaultIo, FaultKind};
+use nvmemu_bdev::fault::{FaultIo, FaultKind, Hit};
 use nvmemu_device::Target;
 use nvmemu_rpc::methods::error_bdev::{BdevErrorCreateParams, BdevErrorInjectErrorParams};
 use nvmemu_rpc::{Errno, RpcError};
@@ -53,8 +53,8 @@ pub(crate) fn delete(st: &mut State, target: &Target, name: &str) -> Result<Valu
 
 /// `bdev_error_inject_error`, with SPDK's answers: an unknown `io_type` or `error_type`
 /// fails decoding (-32603), no such error bdev is ENODEV, `corrupt_data` without a
-/// `corrupt_value` EINVAL. nvmemu does not do `corrupt_data` or `queue_depth` yet: ENOTSUP,
-/// so a script that relies on them stops rather than passes untested.
+/// `corrupt_value` EINVAL. nvmemu does not do `queue_depth` yet: ENOTSUP, so a script that
+/// relies on it stops rather than passes untested.
 pub(crate) fn inject(reg: &Registry, p: &BdevErrorInjectErrorParams) -> Result<Value, RpcError> {
     let decode_failed = || RpcError::internal("spdk_json_decode_object failed");
     let types: &[FaultIo] = match p.io_type.as_str() {
@@ -64,26 +64,18 @@ pub(crate) fn inject(reg: &Registry, p: &BdevErrorInjectErrorParams) -> Result<V
             std::slice::from_ref(io.ok_or_else(decode_failed)?)
         }
     };
-    let kind = match p.error_type.as_str() {
-        "corrupt_data" => None,
-        other => Some(FaultKind::from_name(other).ok_or_else(decode_failed)?),
-    };
+    let kind = FaultKind::from_name(&p.error_type).ok_or_else(decode_failed)?;
     let (name, e) = reg
         .get(&p.name)
         .filter(|(_, e)| e.bdev.kind() == BdevKind::Error)
         .ok_or_else(|| RpcError::errno(Errno::ENODEV))?;
-    let Some(kind) = kind else {
-        if p.corrupt_value.unwrap_or(0) == 0 {
-            return Err(RpcError::errno_msg(
-                Errno::EINVAL,
-                "corrupt_data needs a corrupt_value from 1 to 255",
-            ));
-        }
+    let corrupt_value = p.corrupt_value.unwrap_or(0);
+    if kind == FaultKind::CorruptData && corrupt_value == 0 {
         return Err(RpcError::errno_msg(
-            Errno::ENOTSUP,
-            "error_type corrupt_data is not supported by nvmemu yet: use failure, pending or nomem",
+            Errno::EINVAL,
+            "corrupt_data needs a corrupt_value from 1 to 255",
         ));
-    };
+    }
     if p.queue_depth.unwrap_or(0) != 0 {
         return Err(RpcError::errno_msg(
             Errno::ENOTSUP,
@@ -97,8 +89,13 @@ pub(crate) fn inject(reg: &Registry, p: &BdevErrorInjectErrorParams) -> Result<V
         return Ok(Value::Bool(true));
     }
     let num = p.num.unwrap_or(1);
+    let hit = Hit {
+        kind,
+        corrupt_offset: p.corrupt_offset.unwrap_or(0),
+        corrupt_value,
+    };
     for &io in types {
-        faults.arm(io, kind, num);
+        faults.arm(io, hit, num);
     }
     tracing::info!(name, io_type = %p.io_type, error_type = kind.name(), num, "error injection armed");
     Ok(Value::Bool(true))
@@ -172,6 +169,11 @@ mod tests {
         null(&h, "b0");
         call(&h, "bdev_error_create", json!({"base_name": "b0"})).unwrap();
         let p = |io: &str, kind: &str| json!({"name": "EE_b0", "io_type": io, "error_type": kind});
+        let faults = || {
+            let st = h.lock();
+            let (_, e) = st.bdevs.get("EE_b0").unwrap();
+            FaultIo::ALL.map(|io| e.bdev.faults().armed(io))
+        };
         assert_eq!(inject(&h, p("trim", "failure")), Err(-32603));
         assert_eq!(inject(&h, p("read", "explode")), Err(-32603));
         let not_error = json!({"name": "b0", "io_type": "read", "error_type": "failure"});
@@ -179,21 +181,21 @@ mod tests {
         assert_eq!(inject(&h, p("read", "corrupt_data")), Err(-22));
         let mut corrupt = p("read", "corrupt_data");
         corrupt["corrupt_value"] = json!(1);
-        assert_eq!(inject(&h, corrupt), Err(-95));
+        assert_eq!(inject(&h, corrupt), Ok(json!(true)));
+        assert_eq!(faults()[0], Some((FaultKind::CorruptData, 1)));
         let mut qd = p("read", "failure");
         qd["queue_depth"] = json!(8);
         assert_eq!(inject(&h, qd), Err(-95));
 
-        let faults = || {
-            let st = h.lock();
-            let (_, e) = st.bdevs.get("EE_b0").unwrap();
-            FaultIo::ALL.map(|io| e.bdev.faults().armed(io))
-        };
         let mut three = p("write", "pending");
         three["num"] = json!(3);
         assert_eq!(inject(&h, three), Ok(json!(true)));
         assert_eq!(faults()[1], Some((FaultKind::Pending, 3)));
-        assert_eq!(faults()[0], None);
+        assert_eq!(
+            faults()[0],
+            Some((FaultKind::CorruptData, 1)),
+            "reads keep theirs"
+        );
         assert_eq!(inject(&h, p("all", "nomem")), Ok(json!(true)));
         assert_eq!(
             faults(),

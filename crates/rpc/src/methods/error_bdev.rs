@@ -34,7 +34,7 @@ pub struct BdevErrorInjectErrorParams {
     /// Hit only at this queue depth (SPDK; not supported by nvmemu: 0 or absent only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_depth: Option<u64>,
-    /// `corrupt_data`: the byte offset to change (not supported by nvmemu yet).
+    /// `corrupt_data`: the byte of each hit command's data to change (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrupt_offset: Option<u64>,
     /// `corrupt_data`: the value to XOR it with, 1-255.
