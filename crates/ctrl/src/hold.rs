@@ -5,6 +5,7 @@
 //! by due time and then by arrival, allocated once with room for [`MAX_HELD`]; a full
 //! heap stops fetching (the commands wait in their SQs), so a host cannot make it grow.
 //! Nothing per command but a heap push and pop: no thread, timer, syscall or allocation.
+//! An injected `pending` command (`fault.rs`) is held the same way, never due.
 //!
 //! What the host sees: the CQE's SQ Head is the one at posting time. A CQ without room
 //! keeps every later-due CQE waiting too, until the host frees entries. Deleting an SQ
