@@ -16,8 +16,9 @@
 //!   changes nothing; other commands just run.
 
 use nvmemu_bdev::fault::{FaultIo, FaultKind, Hit};
+use nvmemu_bdev::model::OpClass;
 use nvmemu_mem::Access;
-use nvmemu_spec::{IoOpcode, Qid, ReadWrite, Sqe, Status};
+use nvmemu_spec::{Qid, ReadWrite, Sqe, Status};
 
 use crate::Namespace;
 use crate::dptr::{Chunk, walk};
@@ -29,12 +30,11 @@ pub(crate) const FAILURE_STATUS: Status = Status::INTERNAL_ERROR;
 /// Take one hit for `sqe` from its namespace's bdev: the kind to apply, or None (nothing
 /// armed for its type, an opcode no injection covers, or no such namespace).
 pub(crate) fn take(namespaces: &[Option<Namespace>], sqe: &Sqe) -> Option<Hit> {
-    let io = match IoOpcode::from(sqe.opcode()) {
-        IoOpcode::Read | IoOpcode::Compare => FaultIo::Read,
-        IoOpcode::Write => FaultIo::Write,
-        IoOpcode::Flush => FaultIo::Flush,
-        IoOpcode::WriteZeroes | IoOpcode::DatasetManagement => FaultIo::Unmap,
-        _ => return None,
+    let io = match crate::model::op_class(sqe)? {
+        OpClass::Read => FaultIo::Read,
+        OpClass::Write => FaultIo::Write,
+        OpClass::Flush => FaultIo::Flush,
+        OpClass::Trim => FaultIo::Unmap,
     };
     let slot = usize::try_from(sqe.nsid).ok()?.checked_sub(1)?;
     let ns = namespaces.get(slot)?.as_ref()?;

@@ -267,22 +267,12 @@ mod tests {
     use nvmemu_rpc::load_config;
     use serde_json::{Value, json};
 
-    use super::super::NvmemuHandler;
-    use super::super::tests::{call, code, handler};
-
-    fn null(h: &NvmemuHandler, name: &str) {
-        let p = json!({"name": name, "num_blocks": 64, "block_size": 512});
-        call(h, "bdev_null_create", p).unwrap();
-    }
+    use super::super::tests::{bdev, call, code, handler, null, saved_bdev_methods};
 
     fn delay(base: &str, name: &str, read: (u64, u64), write: (u64, u64)) -> Value {
         json!({"base_bdev_name": base, "name": name,
                "avg_read_latency": read.0, "p99_read_latency": read.1,
                "avg_write_latency": write.0, "p99_write_latency": write.1})
-    }
-
-    fn bdev(h: &NvmemuHandler, name: &str) -> Value {
-        call(h, "bdev_get_bdevs", json!({"name": name})).unwrap()[0].clone()
     }
 
     #[test]
@@ -415,12 +405,7 @@ mod tests {
         let model = json!({"name": "m0", "preset": "scm", "seed": 4});
         call(&a, "nvmemu_bdev_set_model", model).unwrap();
         let saved = call(&a, "save_config", json!({})).unwrap();
-        let calls: Vec<_> = saved["subsystems"][0]["config"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["method"].as_str().unwrap().to_owned())
-            .collect();
+        let calls = saved_bdev_methods(&saved);
         assert_eq!(
             calls,
             [

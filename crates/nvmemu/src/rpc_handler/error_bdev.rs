@@ -115,16 +115,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::super::NvmemuHandler;
-    use super::super::tests::{call, code, handler};
-
-    fn null(h: &NvmemuHandler, name: &str) {
-        let p = json!({"name": name, "num_blocks": 64, "block_size": 512});
-        call(h, "bdev_null_create", p).unwrap();
-    }
-
-    fn bdev(h: &NvmemuHandler, name: &str) -> Value {
-        call(h, "bdev_get_bdevs", json!({"name": name})).unwrap()[0].clone()
-    }
+    use super::super::tests::{bdev, call, code, handler, null, saved_bdev_methods};
 
     fn inject(h: &NvmemuHandler, p: Value) -> Result<Value, i32> {
         call(h, "bdev_error_inject_error", p).map_err(|e| e.0)
@@ -212,12 +203,7 @@ mod tests {
         null(&a, "b0");
         call(&a, "bdev_error_create", json!({"base_name": "b0"})).unwrap();
         let saved = call(&a, "save_config", json!({})).unwrap();
-        let calls: Vec<_> = saved["subsystems"][0]["config"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["method"].as_str().unwrap().to_owned())
-            .collect();
+        let calls = saved_bdev_methods(&saved);
         assert_eq!(
             calls,
             [
