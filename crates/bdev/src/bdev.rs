@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use nvmemu_mem::{MemError, MmapRegion, Progress};
 
+use crate::fault::FaultSlot;
 use crate::malloc::{MallocBacking, MemoryReport, Storage, WRITE_ZEROES_DISCARD_THRESHOLD};
 use crate::model::ModelSlot;
 use crate::{BdevError, BdevOp, BdevStats, QosLimits};
@@ -23,6 +24,8 @@ pub enum BdevKind {
     Null,
     /// SPDK's delay bdev: another bdev's storage, with a latency model of its own.
     Delay,
+    /// SPDK's error bdev: another bdev's storage, where errors can be injected.
+    Error,
 }
 
 impl BdevKind {
@@ -32,6 +35,7 @@ impl BdevKind {
             BdevKind::Malloc => "Malloc disk",
             BdevKind::Null => "Null disk",
             BdevKind::Delay => "delay",
+            BdevKind::Error => "Error Injection Disk",
         }
     }
 }
@@ -59,6 +63,7 @@ pub struct Bdev {
     /// Operation latencies are measured (`set_timed`); off, no I/O reads the clock.
     timed: AtomicBool,
     model: ModelSlot,
+    faults: FaultSlot,
 }
 
 impl Bdev {
@@ -113,9 +118,19 @@ impl Bdev {
     /// A delay bdev called `name` on `base`: the same blocks (what one writes the other
     /// reads), with its own counters, QoS limits and latency model (none until set).
     pub fn delay(name: &str, base: &Bdev) -> Bdev {
+        Bdev::stacked(name, BdevKind::Delay, base)
+    }
+
+    /// An error bdev called `name` on `base`: the same blocks, with errors injected by
+    /// [`Bdev::faults`] (the slot exists on every bdev; only error bdevs are armed over RPC).
+    pub fn error(name: &str, base: &Bdev) -> Bdev {
+        Bdev::stacked(name, BdevKind::Error, base)
+    }
+
+    fn stacked(name: &str, kind: BdevKind, base: &Bdev) -> Bdev {
         Bdev::new(
             name,
-            BdevKind::Delay,
+            kind,
             base.block_size,
             base.num_blocks,
             base.size,
@@ -142,6 +157,7 @@ impl Bdev {
             qos: QosLimits::default(),
             timed: AtomicBool::new(false),
             model: ModelSlot::default(),
+            faults: FaultSlot::default(),
         }
     }
 
@@ -159,6 +175,11 @@ impl Bdev {
     /// by the pollers.
     pub fn model(&self) -> &ModelSlot {
         &self.model
+    }
+
+    /// The injected errors (`bdev_error_inject_error`), applied by the pollers.
+    pub fn faults(&self) -> &FaultSlot {
+        &self.faults
     }
 
     /// The backend kind.

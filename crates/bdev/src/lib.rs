@@ -33,6 +33,7 @@
 mod bdev;
 mod channel;
 mod error;
+pub mod fault;
 mod latency;
 mod malloc;
 pub mod model;

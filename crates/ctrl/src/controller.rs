@@ -111,6 +111,8 @@ pub struct Controller {
     pub(crate) model_on: bool,
     /// CQEs a model holds until they are due (`hold.rs`).
     pub(crate) held: crate::hold::HeldCompletions,
+    /// Some bdev in the process has an injection armed (refreshed each pass; `fault.rs`).
+    pub(crate) faults_on: bool,
 }
 
 impl Controller {
@@ -148,6 +150,7 @@ impl Controller {
             resv: crate::admin::resv_log::ResvNotices::new(config.cntlid),
             model_on: false,
             held: Default::default(),
+            faults_on: false,
             config,
         }
     }

@@ -5,6 +5,7 @@
 //! by due time and then by arrival, allocated once with room for [`MAX_HELD`]; a full
 //! heap stops fetching (the commands wait in their SQs), so a host cannot make it grow.
 //! Nothing per command but a heap push and pop: no thread, timer, syscall or allocation.
+//! An injected `pending` command (`fault.rs`) is held the same way, never due.
 //!
 //! What the host sees: the CQE's SQ Head is the one at posting time. A CQ without room
 //! keeps every later-due CQE waiting too, until the host frees entries. Deleting an SQ
@@ -21,6 +22,10 @@ use crate::Controller;
 
 /// Most CQEs one controller holds at once (the internal command slots of the device).
 pub const MAX_HELD: usize = 4096;
+
+/// The due time of a completion that is never due (an injected `pending` command): only
+/// Abort, Delete I/O SQ or a reset ends it.
+pub(crate) const NEVER: u64 = u64::MAX;
 
 /// One held CQE.
 #[derive(Debug, Clone, Copy)]
@@ -118,6 +123,18 @@ impl Controller {
             Err(s) => (s, 0),
         };
         self.account(sqid, sqe, status);
+        self.hold_unaccounted(sqid, sqe, (status, dw0), due);
+    }
+
+    /// Hold a CQE for `sqe` with `status` and `dw0` until `due`, counting nothing (also an
+    /// injected `pending` command, which never runs and is not counted).
+    pub(crate) fn hold_unaccounted(
+        &mut self,
+        sqid: Qid,
+        sqe: &Sqe,
+        (status, dw0): (Status, u32),
+        due: u64,
+    ) {
         let held = &mut self.held;
         if held.heap.capacity() == 0 {
             // Once per controller, the first time a model holds a command.

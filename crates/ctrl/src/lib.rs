@@ -26,6 +26,7 @@ mod controller;
 mod doorbell;
 mod dptr;
 mod fabrics;
+mod fault;
 mod fetch;
 mod hold;
 mod instruments;

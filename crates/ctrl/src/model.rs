@@ -34,17 +34,23 @@ pub(crate) fn refresh_all(namespaces: &mut [Option<Namespace>]) -> bool {
     any
 }
 
-/// When the completion of `sqe` is due on the global clock (ns), or None to post it now:
-/// its namespace has no model, or the command is of no class a model times (reservations,
-/// a Flush of every namespace, one for a namespace not attached).
-pub(crate) fn due(namespaces: &mut [Option<Namespace>], sqe: &Sqe) -> Option<u64> {
-    let op = match IoOpcode::from(sqe.opcode()) {
+/// The class a model times `sqe` in (and an injection hits it as, `fault.rs`): None for
+/// commands of no class (reservations).
+pub(crate) fn op_class(sqe: &Sqe) -> Option<OpClass> {
+    Some(match IoOpcode::from(sqe.opcode()) {
         IoOpcode::Read | IoOpcode::Compare => OpClass::Read,
         IoOpcode::Write => OpClass::Write,
         IoOpcode::Flush => OpClass::Flush,
         IoOpcode::WriteZeroes | IoOpcode::DatasetManagement => OpClass::Trim,
         _ => return None,
-    };
+    })
+}
+
+/// When the completion of `sqe` is due on the global clock (ns), or None to post it now:
+/// its namespace has no model, or the command is of no class a model times (reservations,
+/// a Flush of every namespace, one for a namespace not attached).
+pub(crate) fn due(namespaces: &mut [Option<Namespace>], sqe: &Sqe) -> Option<u64> {
+    let op = op_class(sqe)?;
     let slot = usize::try_from(sqe.nsid).ok()?.checked_sub(1)?;
     let ns = namespaces.get_mut(slot)?.as_mut()?;
     let shift = ns.block_shift();

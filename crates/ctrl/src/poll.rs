@@ -2,6 +2,7 @@
 //! The poll loop: doorbells, SQE fetch, dispatch, completion posting and interrupts
 //! (NVMe Base 1.4, 4.1 and 7.2 "Command Processing").
 
+use nvmemu_bdev::fault::FaultKind;
 use nvmemu_mem::thread_faults;
 use nvmemu_spec::log_page::AsyncEvent;
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
@@ -40,6 +41,7 @@ impl Controller {
         // The same for latency models (`model.rs`).
         self.model_on =
             nvmemu_bdev::model::any_model() && crate::model::refresh_all(&mut self.namespaces);
+        self.faults_on = nvmemu_bdev::fault::any_fault();
         let mark = thread_faults();
         let mut done = self.poll_sq(Qid::ADMIN, ADMIN_BATCH, mark);
         done += self.deliver_events();
@@ -141,8 +143,20 @@ impl Controller {
                 // Left in the SQ: fetched again once the namespace's tokens come back.
                 break;
             }
-            if self.model_on && qid != Qid::ADMIN && self.held.is_full() {
+            if (self.model_on || self.faults_on) && qid != Qid::ADMIN && self.held.is_full() {
                 // Left in the SQ until held completions are posted (`hold.rs`).
+                break;
+            }
+            // One load and one predictable branch when no bdev in the process has an
+            // injection armed; per command, so an injection armed before the host rings a
+            // doorbell hits the commands it rings in, even in a pass that began earlier.
+            let fault = if qid != Qid::ADMIN && nvmemu_bdev::fault::any_fault() {
+                crate::fault::take(&self.namespaces, &sqe)
+            } else {
+                None
+            };
+            if fault.is_some_and(|h| h.kind == FaultKind::Nomem) {
+                // Left in the SQ: taken again next pass (`fault.rs`).
                 break;
             }
             let fetched = self
@@ -153,12 +167,15 @@ impl Controller {
                 sq.consume();
             }
             taken += 1;
-            let result = if qid == Qid::ADMIN {
+            let result = if let Some(hit) = fault {
+                self.inject(qid, &sqe, hit)
+            } else if qid == Qid::ADMIN {
                 self.exec_admin(&sqe)
             } else {
                 self.exec_io(qid, &sqe)
             };
-            // None: held (Asynchronous Event Request) or set aside (see `io/zeroing.rs`).
+            // None: held (Asynchronous Event Request, an injected `pending`) or set aside
+            // (see `io/zeroing.rs`).
             let Some(result) = result else {
                 slot_busy = self.zeroing.busy;
                 continue;

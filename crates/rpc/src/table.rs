@@ -10,9 +10,11 @@
 // Globs, so a type added to a family's file is in scope here without another list.
 use crate::cli::args::*;
 #[allow(unused_imports)] // The modules the variants' docs link to.
-use crate::methods::{bdev, delay, framework, histogram, log, nvmf, nvmf_host, threads};
 use crate::methods::{
-    bdev::*, delay::*, framework::*, histogram::*, log::*, nvmf::*, nvmf_host::*,
+    bdev, delay, error_bdev, framework, histogram, log, nvmf, nvmf_host, threads,
+};
+use crate::methods::{
+    bdev::*, delay::*, error_bdev::*, framework::*, histogram::*, log::*, nvmf::*, nvmf_host::*,
 };
 
 rpc_methods! {
@@ -71,6 +73,15 @@ rpc_methods! {
     /// `bdev_delay_update_latency` → `true`.
     BdevDelayUpdateLatency = "bdev_delay_update_latency" (BdevDelayUpdateLatencyParams),
         cli(DelayUpdateArgs, Json, "Update one of the latency values for a given delay bdev.");
+    /// `bdev_error_create` → `true` (the bdev is `EE_<base_name>`).
+    BdevErrorCreate = "bdev_error_create" (BdevErrorCreateParams),
+        cli(ErrorCreateArgs, Json, "Add bdev with error injection backend");
+    /// `bdev_error_delete` → `true`.
+    BdevErrorDelete = "bdev_error_delete" (BdevDeleteParams),
+        cli(NameArg, Nothing, "Delete an error bdev");
+    /// `bdev_error_inject_error` → `true`.
+    BdevErrorInjectError = "bdev_error_inject_error" (BdevErrorInjectErrorParams),
+        cli(ErrorInjectArgs, Nothing, "bdev inject error");
     /// `nvmemu_bdev_set_model` → `true`.
     NvmemuBdevSetModel = "nvmemu_bdev_set_model" (NvmemuBdevSetModelParams),
         cli(SetModelArgs, Nothing, "nvmemu: set a bdev's latency and throughput model (preset, latencies, tail, units, seed).");

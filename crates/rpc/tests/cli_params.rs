@@ -596,3 +596,47 @@ fn delay_and_model_methods() {
         json!({"name": "Malloc0", "remove": true})
     );
 }
+
+#[test]
+fn error_bdev_methods() {
+    // rpc.py's arguments for the error bdev methods and the params it sends.
+    assert_eq!(
+        call(&["bdev_error_create", "Malloc0", "--uuid", "u-1"]),
+        (
+            "bdev_error_create".into(),
+            json!({"base_name": "Malloc0", "uuid": "u-1"}),
+            PrintStyle::Json
+        )
+    );
+    assert_eq!(
+        params(&["bdev_error_delete", "EE_Malloc0"]),
+        json!({"name": "EE_Malloc0"})
+    );
+    assert_eq!(
+        params(&[
+            "bdev_error_inject_error",
+            "EE_Malloc0",
+            "read",
+            "failure",
+            "-n",
+            "5"
+        ]),
+        json!({"name": "EE_Malloc0", "io_type": "read", "error_type": "failure", "num": 5})
+    );
+    assert_eq!(
+        params(&[
+            "bdev_error_inject_error",
+            "EE_Malloc0",
+            "all",
+            "corrupt_data",
+            "--queue-depth",
+            "4",
+            "-o",
+            "8",
+            "-v",
+            "255"
+        ]),
+        json!({"name": "EE_Malloc0", "io_type": "all", "error_type": "corrupt_data",
+               "queue_depth": 4, "corrupt_offset": 8, "corrupt_value": 255})
+    );
+}

@@ -31,7 +31,7 @@ const MAX_NAME: usize = 255;
 pub(crate) struct BdevEntry {
     pub(crate) bdev: Arc<Bdev>,
     pub(crate) uuid: String,
-    /// The bdev a delay bdev sits on (which it claims).
+    /// The bdev a delay or error bdev sits on (which it claims).
     pub(crate) base: Option<String>,
 }
 
@@ -191,9 +191,11 @@ impl Registry {
         Ok(uuid)
     }
 
-    /// Registers a delay bdev `name` on the registered bdev `base` (checked by the caller).
-    pub(crate) fn add_delay(
+    /// Registers a delay or error bdev (`kind`) `name` on the registered bdev `base`
+    /// (checked by the caller).
+    pub(crate) fn add_stacked(
         &mut self,
+        kind: BdevKind,
         name: &str,
         uuid: Option<&str>,
         base: &str,
@@ -206,25 +208,34 @@ impl Registry {
             .ok_or_else(|| RpcError::errno(Errno::ENODEV))?
             .bdev;
         let entry = BdevEntry {
-            bdev: Arc::new(Bdev::delay(name, base_bdev)),
+            bdev: Arc::new(if kind == BdevKind::Error {
+                Bdev::error(name, base_bdev)
+            } else {
+                Bdev::delay(name, base_bdev)
+            }),
             uuid,
             base: Some(base.to_owned()),
         };
-        tracing::info!(name, base, "delay bdev created");
+        tracing::info!(
+            name,
+            base,
+            kind = kind.product_name(),
+            "stacked bdev created"
+        );
         Ok(self.map.entry(name.to_owned()).or_insert(entry))
     }
 
-    /// Names of the bdevs a delay bdev sits on (they are claimed).
-    pub(crate) fn delay_bases(&self) -> impl Iterator<Item = &str> {
+    /// Names of the bdevs a delay or error bdev sits on (they are claimed).
+    pub(crate) fn stacked_bases(&self) -> impl Iterator<Item = &str> {
         self.map.values().filter_map(|e| e.base.as_deref())
     }
 
-    /// Names of the delay bdevs on `base`.
-    pub(crate) fn delays_on(&self, base: &str) -> Vec<String> {
+    /// The delay and error bdevs on `base`, with their kinds.
+    pub(crate) fn stacked_on(&self, base: &str) -> Vec<(String, BdevKind)> {
         self.map
             .iter()
             .filter(|(_, e)| e.base.as_deref() == Some(base))
-            .map(|(n, _)| n.clone())
+            .map(|(n, e)| (n.clone(), e.bdev.kind()))
             .collect()
     }
 
@@ -323,7 +334,7 @@ impl Registry {
     /// Each bdev's creation call, followed by its `bdev_set_qos_limit` when it has limits
     /// (as SPDK writes them).
     pub(crate) fn save_config(&self) -> Vec<Value> {
-        // Delay bdevs after every other, so each comes after its base.
+        // Delay and error bdevs after every other, so each comes after its base.
         let (delays, plain): (Vec<_>, Vec<_>) =
             self.map.iter().partition(|(_, e)| e.base.is_some());
         plain
@@ -364,6 +375,7 @@ impl Registry {
                 "physical_block_size": b.block_size(), "uuid": e.uuid, "md_size": 0,
                 "dif_type": 0, "dif_is_head_of_md": false, "dif_pi_format": 0}}),
             BdevKind::Delay => super::delay::create_call(name, e),
+            BdevKind::Error => super::error_bdev::create_call(e),
         }
     }
 }

@@ -57,15 +57,18 @@ pub(crate) fn create(st: &mut State, p: &BdevDelayCreateParams) -> Result<Value,
             ),
         ));
     }
-    let e = st.bdevs.add_delay(&p.name, p.uuid.as_deref(), &base)?;
+    let e = st
+        .bdevs
+        .add_stacked(BdevKind::Delay, &p.name, p.uuid.as_deref(), &base)?;
     e.bdev.model().set(Some(model));
     st.log.notify("bdev_register", &p.name);
     Ok(Value::String(p.name.clone()))
 }
 
-/// Whether a namespace or another delay bdev uses `name`.
+/// Whether a namespace or a delay or error bdev uses `name`.
 pub(crate) fn is_claimed(st: &State, name: &str) -> bool {
-    super::nvmf::claims(&st.subsystems).contains(name) || st.bdevs.delay_bases().any(|b| b == name)
+    super::nvmf::claims(&st.subsystems).contains(name)
+        || st.bdevs.stacked_bases().any(|b| b == name)
 }
 
 /// `bdev_delay_update_latency`: SPDK's answers (-32602 for no such bdev, -32600 for one
@@ -185,7 +188,7 @@ fn apply(m: &mut ModelConfig, p: &NvmemuBdevSetModelParams) -> Result<(), RpcErr
 /// with a model (nvmemu's).
 pub(crate) fn describe(name: &str, e: &BdevEntry, map: &mut serde_json::Map<String, Value>) {
     let model = e.bdev.model().get();
-    if let Some(base) = &e.base {
+    if let Some(base) = e.base.as_ref().filter(|_| e.bdev.kind() == BdevKind::Delay) {
         map.insert("delay".into(), delay_params(name, base, model.as_ref()));
     }
     if let Some(m) = model {
@@ -264,22 +267,12 @@ mod tests {
     use nvmemu_rpc::load_config;
     use serde_json::{Value, json};
 
-    use super::super::NvmemuHandler;
-    use super::super::tests::{call, code, handler};
-
-    fn null(h: &NvmemuHandler, name: &str) {
-        let p = json!({"name": name, "num_blocks": 64, "block_size": 512});
-        call(h, "bdev_null_create", p).unwrap();
-    }
+    use super::super::tests::{bdev, call, code, handler, null, saved_bdev_methods};
 
     fn delay(base: &str, name: &str, read: (u64, u64), write: (u64, u64)) -> Value {
         json!({"base_bdev_name": base, "name": name,
                "avg_read_latency": read.0, "p99_read_latency": read.1,
                "avg_write_latency": write.0, "p99_write_latency": write.1})
-    }
-
-    fn bdev(h: &NvmemuHandler, name: &str) -> Value {
-        call(h, "bdev_get_bdevs", json!({"name": name})).unwrap()[0].clone()
     }
 
     #[test]
@@ -412,12 +405,7 @@ mod tests {
         let model = json!({"name": "m0", "preset": "scm", "seed": 4});
         call(&a, "nvmemu_bdev_set_model", model).unwrap();
         let saved = call(&a, "save_config", json!({})).unwrap();
-        let calls: Vec<_> = saved["subsystems"][0]["config"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["method"].as_str().unwrap().to_owned())
-            .collect();
+        let calls = saved_bdev_methods(&saved);
         assert_eq!(
             calls,
             [

@@ -15,6 +15,7 @@
 mod bdev;
 mod cpu_time;
 mod delay;
+mod error_bdev;
 mod framework;
 mod ids;
 mod latency;
@@ -107,7 +108,7 @@ impl NvmemuHandler {
             {
                 let st = self.lock();
                 let mut claims = nvmf::claims(&st.subsystems);
-                claims.extend(st.bdevs.delay_bases().map(str::to_owned));
+                claims.extend(st.bdevs.stacked_bases().map(str::to_owned));
                 match st.bdevs.get_bdevs(p.name.as_deref(), &claims) {
                     Err(_) if p.timeout > 0 && caller.is_gone() => {
                         return Err(RpcError::errno(Errno::ENODEV));
@@ -144,9 +145,9 @@ fn delete_bdev(
     name: &str,
 ) -> Result<Value, RpcError> {
     let name = st.bdevs.name_of(kind, name)?;
-    // A delay bdev on it goes first, as SPDK's hot remove takes it.
-    for delay in st.bdevs.delays_on(&name) {
-        delete_bdev(st, target, nvmemu_bdev::BdevKind::Delay, &delay)?;
+    // A delay or error bdev on it goes first, as SPDK's hot remove takes it.
+    for (stacked, kind) in st.bdevs.stacked_on(&name) {
+        delete_bdev(st, target, kind, &stacked)?;
     }
     nvmf::remove_namespaces_of(st, target, &name);
     let r = st.bdevs.delete(&name);
@@ -230,6 +231,9 @@ impl Handler for NvmemuHandler {
             R::BdevDelayCreate(p) => self.locked(|st| delay::create(st, &p)),
             R::BdevDelayDelete(p) => self.locked(|st| delay::delete(st, t, &p.name)),
             R::BdevDelayUpdateLatency(p) => self.locked(|st| delay::update_latency(&st.bdevs, &p)),
+            R::BdevErrorCreate(p) => self.locked(|st| error_bdev::create(st, &p)),
+            R::BdevErrorDelete(p) => self.locked(|st| error_bdev::delete(st, t, &p.name)),
+            R::BdevErrorInjectError(p) => self.locked(|st| error_bdev::inject(&st.bdevs, &p)),
             R::NvmemuBdevSetModel(p) => self.locked(|st| delay::set_model(&st.bdevs, &p)),
             R::NvmfCreateTransport(p) if nvmf::is_tcp(&p.trtype) => {
                 let core = self.opts.cores.first().copied();

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod configure;
+mod errors;
 mod hotplug;
 mod malloc;
 mod server;

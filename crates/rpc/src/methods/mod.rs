@@ -5,6 +5,7 @@
 
 pub mod bdev;
 pub mod delay;
+pub mod error_bdev;
 pub mod framework;
 pub mod histogram;
 pub mod log;
@@ -77,6 +78,7 @@ mod tests {
                 | "bdev_get_histogram"
                 | "bdev_set_qos_limit"
                 | "bdev_delay_delete"
+                | "bdev_error_delete"
                 | "nvmemu_bdev_set_model" => {
                     json!({"name": "x"})
                 }
@@ -84,6 +86,9 @@ mod tests {
                 "bdev_delay_create" => json!({"base_bdev_name": "b", "name": "d",
                     "avg_read_latency": 1, "p99_read_latency": 2,
                     "avg_write_latency": 1, "p99_write_latency": 2}),
+                "bdev_error_create" => json!({"base_name": "b"}),
+                "bdev_error_inject_error" => json!({"name": "EE_b", "io_type": "all",
+                    "error_type": "failure"}),
                 "bdev_delay_update_latency" => json!({"delay_bdev_name": "d",
                     "latency_type": "avg_read", "latency_us": 5}),
                 "bdev_null_create" => json!({"name": "n", "num_blocks": 8, "block_size": 512}),

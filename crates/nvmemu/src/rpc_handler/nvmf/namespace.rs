@@ -77,10 +77,10 @@ pub(crate) fn add_ns(
             format!("Bdev {bdev_name} is already claimed by a namespace"),
         ));
     }
-    if bdevs.delay_bases().any(|b| b == bdev_name) {
+    if bdevs.stacked_bases().any(|b| b == bdev_name) {
         return Err(RpcError::errno_msg(
             Errno::EBUSY,
-            format!("Bdev {bdev_name} is claimed by a delay bdev: use the delay bdev"),
+            format!("Bdev {bdev_name} is claimed by a delay or error bdev: use that bdev instead"),
         ));
     }
     let max = sub.max_namespaces();

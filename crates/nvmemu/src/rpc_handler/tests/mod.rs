@@ -50,6 +50,27 @@ pub(super) fn code(r: Result<Value, (i32, String)>) -> i32 {
     r.expect_err("an error").0
 }
 
+/// A 64-block null bdev `name`.
+pub(super) fn null(h: &NvmemuHandler, name: &str) {
+    let p = json!({"name": name, "num_blocks": 64, "block_size": 512});
+    call(h, "bdev_null_create", p).unwrap();
+}
+
+/// `bdev_get_bdevs` of `name` alone.
+pub(super) fn bdev(h: &NvmemuHandler, name: &str) -> Value {
+    call(h, "bdev_get_bdevs", json!({"name": name})).unwrap()[0].clone()
+}
+
+/// The methods of `save_config`'s bdev subsystem, in order.
+pub(super) fn saved_bdev_methods(saved: &Value) -> Vec<String> {
+    saved["subsystems"][0]["config"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["method"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 pub(super) fn setup(h: &NvmemuHandler, traddr: &str) {
     call(
         h,

@@ -12,6 +12,7 @@
 mod app;
 mod bdev;
 mod delay;
+mod error_bdev;
 mod histogram;
 mod monitor;
 mod nvmf;
@@ -23,6 +24,7 @@ use serde_json::Value;
 pub use app::*;
 pub use bdev::*;
 pub use delay::*;
+pub use error_bdev::*;
 pub use histogram::*;
 pub use monitor::*;
 pub use nvmf::*;

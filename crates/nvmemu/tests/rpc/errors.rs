@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+//! SPDK's error bdev end to end: `nvmemu rpc bdev_error_*` on the real server, and the
+//! userspace driver over vfio-user meeting what was injected.
+
+use super::*;
+use nvmemu_spec::Sqe;
+
+/// The reference set-up with the namespace on `EE_Malloc0` instead of `Malloc0`.
+fn start_on_error_bdev() -> Server {
+    let s = Server::start(&[]);
+    s.ok(&["bdev_malloc_create", "64", "512", "-b", "Malloc0"]);
+    assert_eq!(s.ok(&["bdev_error_create", "Malloc0"]), "true\n");
+    let traddr = s.traddr();
+    let traddr = traddr.to_str().expect("utf-8 path");
+    s.ok(&["nvmf_create_transport", "-t", "VFIOUSER"]);
+    s.ok(&["nvmf_create_subsystem", NQN, "-a"]);
+    s.ok(&["nvmf_subsystem_add_ns", NQN, "EE_Malloc0"]);
+    let listener = [
+        "nvmf_subsystem_add_listener",
+        NQN,
+        "-t",
+        "VFIOUSER",
+        "-a",
+        traddr,
+    ];
+    s.ok(&[&listener[..], &["-s", "0"]].concat());
+    s
+}
+
+/// Abort (admin opcode 08h) of command `cid` on SQ `sqid`.
+fn abort(sqid: u16, cid: u16) -> Sqe {
+    Sqe {
+        cdw0: 0x08,
+        cdw10: u32::from(sqid) | (u32::from(cid) << 16),
+        ..Sqe::default()
+    }
+}
+
+#[test]
+fn a_driver_meets_failures_corrupt_reads_and_a_pending_command_it_aborts() {
+    let s = start_on_error_bdev();
+    let mut c = attach(&s.traddr());
+    let mut q = c.take_qpair().unwrap();
+    let buf = c.alloc_dma(4096).unwrap();
+    let data: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+    buf.copy_from(0, &data).unwrap();
+    q.write_blocking(Nsid(1), Lba(0), 8, &buf).unwrap();
+
+    // failure: Internal Error, DNR clear, once.
+    s.ok(&["bdev_error_inject_error", "EE_Malloc0", "write", "failure"]);
+    let w = q
+        .execute_raw(
+            sqe::rw(IoOpcode::Write, Nsid(1), Lba(8), 1),
+            Some((&buf, 512)),
+        )
+        .unwrap();
+    assert_eq!(w.status(), Status::INTERNAL_ERROR, "DNR clear too");
+    q.write_blocking(Nsid(1), Lba(8), 1, &buf).unwrap();
+
+    // corrupt_data: the read succeeds with one byte changed; reading again is right.
+    let args = [
+        "EE_Malloc0",
+        "read",
+        "corrupt_data",
+        "-o",
+        "100",
+        "-v",
+        "255",
+    ];
+    s.ok(&[&["bdev_error_inject_error"][..], &args].concat());
+    let back = c.alloc_dma(4096).unwrap();
+    q.read_blocking(Nsid(1), Lba(0), 8, &back).unwrap();
+    let mut got = vec![0u8; 4096];
+    back.copy_to(0, &mut got).unwrap();
+    let differ: Vec<usize> = (0..4096).filter(|&i| got[i] != data[i]).collect();
+    assert_eq!(differ, [100]);
+    assert_eq!(got[100], data[100] ^ 0xFF);
+    q.read_blocking(Nsid(1), Lba(0), 8, &back).unwrap();
+    back.copy_to(0, &mut got).unwrap();
+    assert_eq!(got, data, "the stored data is intact");
+
+    // pending: never completes; the host's Abort ends it with Command Abort Requested.
+    s.ok(&["bdev_error_inject_error", "EE_Malloc0", "read", "pending"]);
+    let rd = sqe::rw(IoOpcode::Read, Nsid(1), Lba(0), 1);
+    q.submit_raw(rd, Some((&back, 512)), 77).unwrap();
+    q.ring().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut seen = Vec::new();
+    q.poll_completions(8, |t, r| seen.push((t, r.map_err(|e| e.to_string()))))
+        .unwrap();
+    assert!(seen.is_empty(), "a pending command completed: {seen:?}");
+    // The driver picks the CID: abort each until one was outstanding (DW0 bit 0 clear).
+    let sqid = q.qid().0;
+    let aborted = (0..32u16).find(|&cid| c.admin_raw(abort(sqid, cid)).unwrap().dw0 & 1 == 0);
+    assert!(aborted.is_some(), "no command was aborted");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.is_empty() {
+        q.poll_completions(8, |t, r| seen.push((t, r.map_err(|e| e.to_string()))))
+            .unwrap();
+        assert!(
+            Instant::now() < deadline,
+            "the aborted command never completed"
+        );
+    }
+    let abort_requested = format!("command failed with status {}", Status::ABORT_REQUESTED);
+    assert_eq!(seen, [(77, Err(abort_requested))]);
+    q.read_blocking(Nsid(1), Lba(0), 8, &back).unwrap();
+
+    // The failure is in the Error Information log (count 1).
+    let log = c.get_log_page(0x01, Nsid(0xFFFF_FFFF), 64, 0).unwrap();
+    assert_eq!(u64::from_le_bytes(log[0..8].try_into().unwrap()), 1);
+    drop(q);
+    c.shutdown().unwrap();
+    s.kill();
+}
