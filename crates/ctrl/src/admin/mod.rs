@@ -78,6 +78,9 @@ impl Controller {
                 }
                 abort::abort(sqid, cid)
             }
+            // A fabrics transport keeps the timer (KAS set): any command restarts it, so
+            // Keep Alive itself only has to succeed.
+            AdminCommand::KeepAlive if self.config.fabrics.is_some_and(|f| f.kas != 0) => Ok(0),
             // KAS is 0: no keep alive timer (as QEMU's emulated NVMe; PCIe hosts never ask
             // for one), so the command is not supported and the Commands Supported log
             // does not list it.
