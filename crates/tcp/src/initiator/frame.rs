@@ -77,7 +77,7 @@ impl Framer {
                 "ICResp MAXH2CDATA below 4096 or unaligned",
             ));
         }
-        let out_cap = crate::pdu::CMD_HLEN + 2 * DIGEST_LEN + 8192.max(opts.max_transfer as usize);
+        let out_cap = crate::pdu::CMD_HLEN + 2 * DIGEST_LEN + 8192.max(opts.max_transfer);
         Ok(Framer {
             sock,
             hdgst: resp[11] & 1 != 0,

@@ -28,7 +28,7 @@ use crate::pdu::{flags, pdu_type as ty};
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     /// The socket failed or the target closed it.
-    #[error("NVMe/TCP connection: {0}")]
+    #[error("NVMe/TCP connection")]
     Io(#[from] io::Error),
     /// The target sent something the TCP binding does not allow.
     #[error("NVMe/TCP target sent a bad PDU: {0}")]
@@ -61,7 +61,7 @@ pub struct HostOptions {
     /// How long a read from the target may block.
     pub timeout: Duration,
     /// The largest transfer one command moves (sizes the receive buffer).
-    pub max_transfer: u32,
+    pub max_transfer: usize,
 }
 
 impl Default for HostOptions {
