@@ -2,12 +2,13 @@
 //! PDU framing on the host side: ICReq/ICResp, sending PDUs with their digests, and
 //! receiving the controller's PDUs checked field by field.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 use nvmemu_spec::Cqe;
 
-use super::{HostError, HostOptions, read_cqe};
+use super::{CommandBuffers, HostError, HostOptions, read_cqe};
 use crate::pdu::{CH_LEN, DATA_HLEN, DIGEST_LEN, IC_HLEN, RESP_HLEN, flags, pdu_type as ty};
 
 /// R2T header length (common header, CID, TTAG, offset, length, reserved).
@@ -22,14 +23,32 @@ const MAX_HEADER: usize = IC_HLEN + DIGEST_LEN;
 
 /// What one received PDU meant.
 #[derive(Debug)]
-pub(super) enum Received {
+pub enum Received {
     /// A CapsuleResp.
     Response(Cqe),
-    /// C2HData of `len` bytes placed in the caller's buffer; `last_success` when the
-    /// target completed the command with it (no CapsuleResp follows).
-    Data { len: usize, last_success: bool },
-    /// The target asks for `len` bytes of write data from `offset`.
-    R2t { ttag: u16, offset: u32, len: u32 },
+    /// C2HData of `len` bytes placed at `offset` in command `cid`'s buffer;
+    /// `last_success` when the target completed the command with it (no CapsuleResp).
+    Data {
+        /// The command.
+        cid: u16,
+        /// Where in its buffer.
+        offset: usize,
+        /// How many bytes.
+        len: usize,
+        /// SUCCESS: the command is complete.
+        last_success: bool,
+    },
+    /// The target asks for `len` bytes of command `cid`'s write data from `offset`.
+    R2t {
+        /// The command.
+        cid: u16,
+        /// The transfer tag the H2CData PDUs carry back.
+        ttag: u16,
+        /// First byte asked for.
+        offset: u32,
+        /// Bytes asked for.
+        len: u32,
+    },
 }
 
 /// One connection's socket and what ICReq/ICResp negotiated.
@@ -42,6 +61,8 @@ pub(super) struct Framer {
     /// Outgoing PDU, reused (its capacity is reached once, at the largest PDU sent).
     out: Vec<u8>,
     header: [u8; MAX_HEADER],
+    /// How long the rest of a begun PDU, or room to send one, may take.
+    timeout: Duration,
 }
 
 impl Framer {
@@ -85,6 +106,7 @@ impl Framer {
             maxh2cdata,
             out: Vec::with_capacity(out_cap),
             header: [0; MAX_HEADER],
+            timeout: opts.timeout,
         })
     }
 
@@ -131,14 +153,34 @@ impl Framer {
         if dd > 0 {
             out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
         }
-        self.sock.write_all(out)?;
+        write_spin(&mut self.sock, out, self.timeout)?;
         Ok(())
     }
 
-    /// Receive one PDU for command `cid`; C2HData goes into `into` at its offset.
-    pub(super) fn recv(&mut self, cid: u16, into: &mut [u8]) -> Result<Received, HostError> {
+    /// Receive one PDU if one has begun to arrive (`None`: nothing yet, on a
+    /// non-blocking socket). C2HData goes into `bufs`' buffer of its CID, at its offset.
+    pub(super) fn poll(
+        &mut self,
+        bufs: &mut dyn CommandBuffers,
+    ) -> Result<Option<Received>, HostError> {
         let mut ch = [0u8; CH_LEN];
-        self.sock.read_exact(&mut ch)?;
+        let got = match self.sock.read(&mut ch) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        read_spin(&mut self.sock, &mut ch[got..], self.timeout)?;
+        self.recv_rest(ch, bufs).map(Some)
+    }
+
+    /// The PDU after its common header `ch`.
+    fn recv_rest(
+        &mut self,
+        ch: [u8; CH_LEN],
+        bufs: &mut dyn CommandBuffers,
+    ) -> Result<Received, HostError> {
         let (pdu_type, f, hlen, pdo) = (ch[0], ch[1], usize::from(ch[2]), usize::from(ch[3]));
         let plen = u32::from_le_bytes([ch[4], ch[5], ch[6], ch[7]]) as usize;
         let want_hlen = match pdu_type {
@@ -162,7 +204,11 @@ impl Framer {
             return Err(HostError::Protocol("PLEN shorter than the header"));
         }
         self.header[..CH_LEN].copy_from_slice(&ch);
-        self.sock.read_exact(&mut self.header[CH_LEN..hlen + hd])?;
+        read_spin(
+            &mut self.sock,
+            &mut self.header[CH_LEN..hlen + hd],
+            self.timeout,
+        )?;
         if hd > 0 {
             let c = crc32c::crc32c(&self.header[..hlen]);
             if self.header[hlen..hlen + hd] != c.to_le_bytes() {
@@ -179,10 +225,11 @@ impl Framer {
                 Ok(Received::Response(cqe))
             }
             ty::R2T => {
-                if plen != hlen + hd || u16::from_le_bytes([h[0], h[1]]) != cid {
-                    return Err(HostError::Protocol("R2T with data or for another CID"));
+                if plen != hlen + hd {
+                    return Err(HostError::Protocol("R2T with data"));
                 }
                 Ok(Received::R2t {
+                    cid: u16::from_le_bytes([h[0], h[1]]),
                     ttag: u16::from_le_bytes([h[2], h[3]]),
                     offset: u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
                     len: u32::from_le_bytes([h[8], h[9], h[10], h[11]]),
@@ -192,25 +239,21 @@ impl Framer {
                 fes: u16::from_le_bytes([h[0], h[1]]),
                 fei: u32::from_le_bytes([h[2], h[3], h[4], h[5]]),
             }),
-            _ => self.recv_data(cid, f, (hlen + hd, pdo, plen), into),
+            _ => self.recv_data(f, (hlen + hd, pdo, plen), bufs),
         }
     }
 
     /// The rest of a C2HData PDU whose header (`hend` bytes with digest) is in `self.header`.
     fn recv_data(
         &mut self,
-        cid: u16,
         f: u8,
         (hend, pdo, plen): (usize, usize, usize),
-        into: &mut [u8],
+        bufs: &mut dyn CommandBuffers,
     ) -> Result<Received, HostError> {
         let h = &self.header[CH_LEN..DATA_HLEN];
-        let dcid = u16::from_le_bytes([h[0], h[1]]);
+        let cid = u16::from_le_bytes([h[0], h[1]]);
         let offset = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
         let len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
-        if dcid != cid {
-            return Err(HostError::Protocol("C2HData for a CID not outstanding"));
-        }
         if self.ddgst != (f & flags::DDGSTF != 0) {
             return Err(HostError::Protocol(
                 "DDGSTF differs from what ICResp negotiated",
@@ -221,14 +264,17 @@ impl Framer {
         if pdo != hend || plen != pdo + len + dd || len == 0 {
             return Err(HostError::Protocol("C2HData PDO, PLEN and DATAL disagree"));
         }
+        let into = bufs
+            .buffer(cid)
+            .ok_or(HostError::Protocol("C2HData for a CID not outstanding"))?;
         let dst = offset
             .checked_add(len)
             .and_then(|end| into.get_mut(offset..end))
             .ok_or(HostError::Protocol("C2HData beyond the command's buffer"))?;
-        self.sock.read_exact(dst)?;
+        read_spin(&mut self.sock, dst, self.timeout)?;
         if dd > 0 {
             let mut d = [0u8; DIGEST_LEN];
-            self.sock.read_exact(&mut d)?;
+            read_spin(&mut self.sock, &mut d, self.timeout)?;
             if d != crc32c::crc32c(dst).to_le_bytes() {
                 return Err(HostError::Protocol("data digest mismatch"));
             }
@@ -239,8 +285,53 @@ impl Framer {
             return Err(HostError::Protocol("C2HData SUCCESS without LAST_PDU"));
         }
         Ok(Received::Data {
+            cid,
+            offset,
             len,
             last_success: success,
         })
     }
+}
+
+/// Fill `buf` from `sock`, waiting out a non-blocking socket's empty moments (the rest of
+/// a PDU that has begun is on its way) up to `timeout`.
+fn read_spin(sock: &mut TcpStream, buf: &mut [u8], timeout: Duration) -> io::Result<()> {
+    let mut at = 0;
+    let mut since: Option<Instant> = None;
+    while at < buf.len() {
+        match sock.read(&mut buf[at..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if since.get_or_insert_with(Instant::now).elapsed() > timeout {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                std::hint::spin_loop();
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Write all of `buf`, waiting out a full send buffer up to `timeout`.
+fn write_spin(sock: &mut TcpStream, buf: &[u8], timeout: Duration) -> io::Result<()> {
+    let mut at = 0;
+    let mut since: Option<Instant> = None;
+    while at < buf.len() {
+        match sock.write(&buf[at..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if since.get_or_insert_with(Instant::now).elapsed() > timeout {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                std::hint::spin_loop();
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -20,7 +20,8 @@ use nvmemu_spec::{Cqe, Sqe, Status};
 use zerocopy::{FromBytes, IntoBytes};
 
 pub use controller::{HostController, HostIdentity};
-use frame::{Framer, Received};
+use frame::Framer;
+pub use frame::Received;
 
 use crate::pdu::{flags, pdu_type as ty};
 
@@ -128,55 +129,35 @@ impl HostQueue {
 
     /// Run one command to its completion (its CID is set here). A write's data goes
     /// in-capsule when it fits, otherwise in H2CData PDUs as the target asks by R2T.
-    pub fn exec(&mut self, mut sqe: Sqe, mut data: Transfer<'_>) -> Result<Cqe, HostError> {
+    pub fn exec(&mut self, sqe: Sqe, data: Transfer<'_>) -> Result<Cqe, HostError> {
         self.next_cid = self.next_cid.wrapping_add(1);
         let cid = self.next_cid;
-        sqe.cdw0 = (sqe.cdw0 & 0xFFFF & !(3 << 14)) | PSDT_SGL | (u32::from(cid) << 16);
-        let (len, in_capsule) = match &data {
-            Transfer::None => (0, false),
-            Transfer::Out(d) => (d.len(), d.len() <= self.icd_max as usize),
-            Transfer::In(d) => (d.len(), false),
+        let (out, mut into): (&[u8], &mut [u8]) = match data {
+            Transfer::None => (&[], &mut []),
+            Transfer::Out(d) => (d, &mut []),
+            Transfer::In(d) => (&[], d),
         };
-        let len = u32::try_from(len).map_err(|_| HostError::Protocol("transfer too long"))?;
-        let id = if in_capsule {
-            SGL_INCAPSULE
-        } else {
-            SGL_TRANSPORT
-        };
-        sqe.dptr1 = 0;
-        sqe.dptr2 = u64::from(len) | (u64::from(id) << 56);
-        let icd: &[u8] = match (&data, in_capsule) {
-            (Transfer::Out(d), true) => d,
-            _ => &[],
-        };
-        self.framer.send(ty::CAPSULE_CMD, 0, sqe.as_bytes(), icd)?;
-        self.await_completion(cid, &mut data, in_capsule)
-    }
-
-    fn await_completion(
-        &mut self,
-        cid: u16,
-        data: &mut Transfer<'_>,
-        sent: bool,
-    ) -> Result<Cqe, HostError> {
-        // `sent`: the write data went in-capsule, so no R2T may come.
+        let len = out.len().max(into.len());
+        let in_capsule = self.submit(cid, sqe, len, (!out.is_empty()).then_some(out))?;
         let mut received = 0usize;
         loop {
-            let into: &mut [u8] = match data {
-                Transfer::In(d) => d,
-                _ => &mut [],
-            };
-            match self.framer.recv(cid, into)? {
-                Received::Response(cqe) => {
+            let mut one = OneBuffer { cid, buf: into };
+            let event = self.poll(&mut one)?;
+            into = one.buf;
+            match event {
+                None => {}
+                Some(Received::Response(cqe)) => {
                     if cqe.cid != cid {
                         return Err(HostError::Protocol("response for a CID not outstanding"));
                     }
                     return Ok(cqe);
                 }
-                Received::Data { len, last_success } => {
+                Some(Received::Data {
+                    len, last_success, ..
+                }) => {
                     received += len;
                     if last_success {
-                        if received != into_len(data) {
+                        if received != into.len() {
                             return Err(HostError::Protocol("SUCCESS before all the data"));
                         }
                         return Ok(Cqe {
@@ -185,21 +166,63 @@ impl HostQueue {
                         });
                     }
                 }
-                Received::R2t { ttag, offset, len } => {
-                    let Transfer::Out(out) = data else {
-                        return Err(HostError::Protocol("R2T for a command with no write data"));
-                    };
-                    if sent {
-                        return Err(HostError::Protocol("R2T for data sent in-capsule"));
+                Some(Received::R2t {
+                    cid: rcid,
+                    ttag,
+                    offset,
+                    len,
+                }) => {
+                    if rcid != cid || in_capsule {
+                        return Err(HostError::Protocol("R2T for no write data outstanding"));
                     }
-                    self.answer_r2t(cid, ttag, out, offset, len)?;
+                    self.send_data(cid, ttag, out, offset, len)?;
                 }
             }
         }
     }
 
-    /// Send `out[offset..offset + len]` in H2CData PDUs of at most MAXH2CDATA bytes.
-    fn answer_r2t(
+    /// Send command `cid` (the SGL and CID are set here) moving `len` bytes; write data
+    /// `out` goes in-capsule when it fits. Returns whether it did (no R2T may follow).
+    pub fn submit(
+        &mut self,
+        cid: u16,
+        mut sqe: Sqe,
+        len: usize,
+        out: Option<&[u8]>,
+    ) -> Result<bool, HostError> {
+        let in_capsule = out.is_some_and(|d| d.len() <= self.icd_max as usize);
+        let len = u32::try_from(len).map_err(|_| HostError::Protocol("transfer too long"))?;
+        let id = if in_capsule {
+            SGL_INCAPSULE
+        } else {
+            SGL_TRANSPORT
+        };
+        sqe.cdw0 = (sqe.cdw0 & 0xFFFF & !(3 << 14)) | PSDT_SGL | (u32::from(cid) << 16);
+        sqe.dptr1 = 0;
+        sqe.dptr2 = u64::from(len) | (u64::from(id) << 56);
+        let icd = if in_capsule {
+            out.unwrap_or_default()
+        } else {
+            &[]
+        };
+        self.framer.send(ty::CAPSULE_CMD, 0, sqe.as_bytes(), icd)?;
+        Ok(in_capsule)
+    }
+
+    /// The next PDU from the target, if one has begun to arrive (`None` only in
+    /// non-blocking mode). C2HData lands in `bufs`' buffer of its command.
+    pub fn poll(&mut self, bufs: &mut dyn CommandBuffers) -> Result<Option<Received>, HostError> {
+        self.framer.poll(bufs)
+    }
+
+    /// Non-blocking: [`HostQueue::poll`] returns `None` when nothing has arrived.
+    pub fn set_nonblocking(&mut self, on: bool) -> Result<(), HostError> {
+        Ok(self.framer.sock.set_nonblocking(on)?)
+    }
+
+    /// Answer an R2T: `out[offset..offset + len]` in H2CData PDUs of at most MAXH2CDATA
+    /// bytes.
+    pub fn send_data(
         &mut self,
         cid: u16,
         ttag: u16,
@@ -237,10 +260,21 @@ impl HostQueue {
     }
 }
 
-fn into_len(t: &Transfer<'_>) -> usize {
-    match t {
-        Transfer::In(d) => d.len(),
-        _ => 0,
+/// The data buffers of the commands in flight on a queue, by CID.
+pub trait CommandBuffers {
+    /// Command `cid`'s buffer for C2HData, if it is outstanding and reads data.
+    fn buffer(&mut self, cid: u16) -> Option<&mut [u8]>;
+}
+
+/// The one command [`HostQueue::exec`] runs.
+struct OneBuffer<'a> {
+    cid: u16,
+    buf: &'a mut [u8],
+}
+
+impl CommandBuffers for OneBuffer<'_> {
+    fn buffer(&mut self, cid: u16) -> Option<&mut [u8]> {
+        (cid == self.cid).then_some(&mut *self.buf)
     }
 }
 
