@@ -198,7 +198,12 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
         bail!("--nsid must be 1 or more");
     }
     if let Some(addr) = args.tcp.tcp {
-        let mut ctrl = args.tcp.connect(addr, args.reply_timeout, IDENTIFY_BYTES)?;
+        let mut ctrl = args.tcp.connect(
+            addr,
+            args.reply_timeout,
+            IDENTIFY_BYTES,
+            crate::tcp_host::KATO,
+        )?;
         let pages = crate::identify_tcp::read_pages(&mut ctrl, args.nsid);
         if let Err(e) = ctrl.disconnect() {
             tracing::warn!("controller shutdown: {}", error_chain(&e));

@@ -12,8 +12,8 @@ use nvmemu::error_chain;
 
 /// The host NQN used when neither `--hostnqn` nor `/etc/nvme/hostnqn` gives one.
 const DEFAULT_HOSTNQN: &str = "nqn.2019-07.io.nvmemu:host";
-/// Keep Alive Timeout asked for at Connect (Linux's default is 5 s too).
-const KATO: Duration = Duration::from_secs(5);
+/// Keep Alive Timeout for a short session such as `identify` (Linux's default too).
+pub const KATO: Duration = Duration::from_secs(5);
 
 /// Where an NVMe/TCP target is and who the host is.
 #[derive(Debug, Clone, clap::Args)]
@@ -47,12 +47,14 @@ impl TcpHostArgs {
             .unwrap_or_else(|| DEFAULT_HOSTNQN.to_owned())
     }
 
-    /// Connect and enable the controller at `addr` (`--tcp`).
+    /// Connect and enable the controller at `addr` (`--tcp`), asking for Keep Alive
+    /// Timeout `kato` (zero: none).
     pub fn connect(
         &self,
         addr: SocketAddr,
         timeout: Duration,
         max_transfer: usize,
+        kato: Duration,
     ) -> Result<HostController> {
         let subnqn = self.subnqn.as_deref().unwrap_or_default();
         let hostnqn = self.hostnqn();
@@ -66,7 +68,7 @@ impl TcpHostArgs {
             timeout,
             max_transfer,
         };
-        HostController::connect(addr, subnqn, host, KATO, opts).map_err(|e| {
+        HostController::connect(addr, subnqn, host, kato, opts).map_err(|e| {
             anyhow!(
                 "cannot connect to {subnqn} at {addr} over NVMe/TCP: {}{}",
                 error_chain(&e),

@@ -93,3 +93,97 @@ fn identify_over_tcp_of_an_unknown_subsystem_is_one_clear_line() {
     assert!(line.contains("cannot connect to nqn.x:none"), "{line}");
     assert!(line.contains("Connect failed"), "{line}");
 }
+
+/// `nvmemu bench --tcp` on the test target with `extra` options; its JSON report.
+fn bench(addr: SocketAddr, extra: &[&str]) -> serde_json::Value {
+    let a = addr.to_string();
+    let mut args = vec![
+        "bench",
+        "--tcp",
+        &a,
+        "--subnqn",
+        NQN,
+        "--size",
+        "2M",
+        "--output-format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let out = stdout_ok(&nvmemu(&args));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn job(v: &serde_json::Value) -> &serde_json::Value {
+    let j = &v["jobs"][0];
+    assert_eq!(j["error"], 0, "{j}");
+    j
+}
+
+#[test]
+fn bench_over_tcp_writes_and_verifies_every_block_size_and_depth() {
+    let (_t, addr) = target();
+    for (bs, depth) in [("512", "1"), ("512", "32"), ("128k", "1"), ("128k", "32")] {
+        let v = bench(
+            addr,
+            &[
+                "--rw",
+                "randwrite",
+                "--bs",
+                bs,
+                "--iodepth",
+                depth,
+                "--verify",
+                "crc32c",
+            ],
+        );
+        let j = job(&v);
+        assert_eq!(j["write"]["io_bytes"], 2 << 20, "bs {bs} QD{depth}: {j}");
+        assert_eq!(
+            j["read"]["io_bytes"],
+            2 << 20,
+            "verify read back, bs {bs} QD{depth}: {j}"
+        );
+    }
+}
+
+#[test]
+fn bench_over_tcp_reads_at_every_block_size_and_depth_with_digests() {
+    let (_t, addr) = target();
+    for (bs, depth) in [("512", "1"), ("512", "32"), ("128k", "1"), ("128k", "32")] {
+        let v = bench(
+            addr,
+            &[
+                "--rw",
+                "randread",
+                "--bs",
+                bs,
+                "--iodepth",
+                depth,
+                "--hdr-digest",
+                "--data-digest",
+            ],
+        );
+        let j = job(&v);
+        assert_eq!(j["read"]["io_bytes"], 2 << 20, "bs {bs} QD{depth}: {j}");
+        assert!(j["read"]["clat_ns"]["mean"].as_f64().unwrap() > 0.0, "{j}");
+    }
+}
+
+#[test]
+fn bench_over_tcp_refuses_a_depth_the_target_cannot_queue() {
+    let (_t, addr) = target();
+    let a = addr.to_string();
+    let out = nvmemu(&[
+        "bench",
+        "--tcp",
+        &a,
+        "--subnqn",
+        NQN,
+        "--size",
+        "1M",
+        "--iodepth",
+        "4096",
+    ]);
+    let line = common::one_line_failure(&out);
+    assert!(line.contains("iodepth"), "{line}");
+}
