@@ -227,6 +227,11 @@ impl IoQueue for TcpQueue {
     }
 
     fn setup(&mut self, slots: usize, slot_bytes: usize) -> Result<(), EngineError> {
+        if self.slots.state.len() == slots
+            && self.slots.bufs.first().map(Vec::len) == Some(slot_bytes)
+        {
+            return Ok(());
+        }
         if slots > self.capacity {
             return Err(EngineError::Transport {
                 reason: format!(
@@ -272,6 +277,9 @@ impl IoQueue for TcpQueue {
                 .is_none_or(|end| end > g.num_blocks)
         {
             return Err(EngineError::OutOfRange { lba, blocks });
+        }
+        if self.slots.state.get(slot).is_none_or(|s| s.busy) {
+            return Err(EngineError::InvalidSlot { slot });
         }
         let cid = u16::try_from(slot).map_err(|_| EngineError::InvalidSlot { slot })?;
         let len =

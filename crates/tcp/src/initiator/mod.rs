@@ -61,7 +61,7 @@ pub struct HostOptions {
     pub ddgst: bool,
     /// How long a read from the target may block.
     pub timeout: Duration,
-    /// The largest transfer one command moves (sizes the receive buffer).
+    /// The largest transfer one command moves (sizes the send buffer once).
     pub max_transfer: usize,
 }
 
@@ -91,8 +91,8 @@ pub enum Transfer<'a> {
 #[derive(Debug)]
 pub struct HostQueue {
     framer: Framer,
-    /// Largest data a capsule may carry (the controller's IOCCSZ less the SQE; 8 KiB on
-    /// the admin queue until Identify says otherwise).
+    /// Largest data a capsule may carry: 8 KiB on the admin queue, the controller's
+    /// IOCCSZ less the SQE on an I/O queue (set by [`HostController`]).
     icd_max: u32,
     next_cid: u16,
 }
