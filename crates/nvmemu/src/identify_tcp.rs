@@ -11,7 +11,7 @@ use crate::identify::IdentifyPages;
 use nvmemu::error_chain;
 
 /// Identify (06h) with `cns` for `nsid`; the 4 KiB page.
-fn identify_page(ctrl: &mut HostController, cns: u8, nsid: u32) -> Result<Vec<u8>, HostError> {
+pub fn identify_page(ctrl: &mut HostController, cns: u8, nsid: u32) -> Result<Vec<u8>, HostError> {
     let mut page = vec![0u8; IDENTIFY_BYTES];
     let sqe = sqe::identify(cns, Nsid(nsid));
     let cqe = ctrl.admin_exec(sqe, Transfer::In(&mut page))?;

@@ -11,15 +11,15 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, bail};
 use nvmemu::error_chain;
 use nvmemu_bench::{BenchOptions, BenchResult, Geometry, IoQueue, NoTarget, run_stage};
-use nvmemu_driver::sqe::{self, cns};
-use nvmemu_spec::Nsid;
-use nvmemu_tcp::initiator::{HostController, HostError, Transfer};
+use nvmemu_driver::sqe::cns;
+use nvmemu_tcp::initiator::HostController;
 
 use super::args::BenchArgs;
 use super::checks::{check_depth, check_queues};
 use super::jobs::RunPlan;
 use super::stages::{stage_jobs, stage_needs};
 use super::tcp_queue::TcpQueue;
+use crate::identify_tcp::identify_page as identify;
 
 /// Runs every stage against `--subnqn` at `addr`; a stop (Ctrl-C) ends the current stage
 /// and skips the rest.
@@ -43,20 +43,6 @@ pub fn run_on_tcp(
         runs.push(result?);
     }
     BenchResult::merge_stages(runs).ok_or_else(|| anyhow!("stopped before any job ran"))
-}
-
-/// Identify `cns` for `nsid`: the 4 KiB page.
-fn identify(ctrl: &mut HostController, cns: u8, nsid: u32) -> Result<Vec<u8>, HostError> {
-    let mut page = vec![0u8; 4096];
-    let cqe = ctrl.admin_exec(sqe::identify(cns, Nsid(nsid)), Transfer::In(&mut page))?;
-    let status = cqe.status();
-    if !status.is_success() {
-        return Err(HostError::Status {
-            what: "Identify",
-            status,
-        });
-    }
-    Ok(page)
 }
 
 fn le(page: &[u8], at: usize, width: usize) -> u64 {

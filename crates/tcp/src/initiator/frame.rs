@@ -296,32 +296,32 @@ impl Framer {
 /// Fill `buf` from `sock`, waiting out a non-blocking socket's empty moments (the rest of
 /// a PDU that has begun is on its way) up to `timeout`.
 fn read_spin(sock: &mut TcpStream, buf: &mut [u8], timeout: Duration) -> io::Result<()> {
-    let mut at = 0;
-    let mut since: Option<Instant> = None;
-    while at < buf.len() {
-        match sock.read(&mut buf[at..]) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => at += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if since.get_or_insert_with(Instant::now).elapsed() > timeout {
-                    return Err(io::ErrorKind::TimedOut.into());
-                }
-                std::hint::spin_loop();
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    let total = buf.len();
+    spin(total, timeout, io::ErrorKind::UnexpectedEof, |at| {
+        sock.read(&mut buf[at..])
+    })
 }
 
 /// Write all of `buf`, waiting out a full send buffer up to `timeout`.
 fn write_spin(sock: &mut TcpStream, buf: &[u8], timeout: Duration) -> io::Result<()> {
+    spin(buf.len(), timeout, io::ErrorKind::WriteZero, |at| {
+        sock.write(&buf[at..])
+    })
+}
+
+/// Repeat `op(done so far)` until `total` bytes are moved; `WouldBlock` is retried until
+/// `timeout` passes, a zero-byte move is the error `zero`.
+fn spin(
+    total: usize,
+    timeout: Duration,
+    zero: io::ErrorKind,
+    mut op: impl FnMut(usize) -> io::Result<usize>,
+) -> io::Result<()> {
     let mut at = 0;
     let mut since: Option<Instant> = None;
-    while at < buf.len() {
-        match sock.write(&buf[at..]) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+    while at < total {
+        match op(at) {
+            Ok(0) => return Err(zero.into()),
             Ok(n) => at += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
