@@ -28,6 +28,9 @@
 #               128, -P 4: IOPS > 0, no errors
 #   tcp-bdevperf  bdevperf with bdev_nvme_attach_controller -t tcp: -w verify and -w reset,
 #               0 failed I/O
+#   tcp-driver  nvmemu's own NVMe/TCP host against SPDK's nvmf_tgt TCP target: identify --tcp
+#               sees its controller and namespace; bench --tcp randwrite with crc32c verify
+#               and randread, 512 B to 128 KiB, QD 1 and 32, with and without digests: no errors
 # Each check gets a fresh server. Prints each check's time and "N passed, N failed".
 #
 # Usage: tests/peers/spdk.sh [path/to/nvmemu]   (default: cargo build --release -p nvmemu)
@@ -495,6 +498,33 @@ J
   done
 }
 
+check_tcp_driver() {
+  nvmf_tgt tcp-tgt
+  local s=$WORK/tcp-tgt.sock addr=127.0.0.1:$TCP_PORT rw bs qd extra
+  rpcpy "$s" framework_wait_init
+  rpcpy "$s" bdev_malloc_create 64 512 -b Malloc0 >/dev/null
+  rpcpy "$s" nvmf_create_transport -t TCP
+  rpcpy "$s" nvmf_create_subsystem "$NQN" -s SPDK00 -a
+  rpcpy "$s" nvmf_subsystem_add_ns "$NQN" Malloc0
+  rpcpy "$s" nvmf_subsystem_add_listener "$NQN" -t TCP -a 127.0.0.1 -s "$TCP_PORT" -f ipv4
+  run_bounded 60 tcp-driver-identify "$BIN" identify --tcp "$addr" --subnqn "$NQN"
+  grep -q "^mn *: SPDK bdev Controller" "$WORK/tcp-driver-identify.log"
+  grep -q "^nsze *: 0x20000$" "$WORK/tcp-driver-identify.log"
+  while read -r rw bs qd extra; do
+    # shellcheck disable=SC2086  # $extra is zero or more options
+    run_bounded 120 "tcp-driver-$rw-$bs-qd$qd" "$BIN" bench --tcp "$addr" --subnqn "$NQN" \
+      --rw "$rw" --bs "$bs" --iodepth "$qd" --size 16M $extra
+    grep -q "err= 0" "$WORK/tcp-driver-$rw-$bs-qd$qd.log"
+    echo "bench --tcp $rw $bs QD$qd $extra: $(grep -m1 -o 'IOPS=[^,]*' "$WORK/tcp-driver-$rw-$bs-qd$qd.log")"
+  done <<JOBS
+randwrite 512 32 --verify=crc32c
+randwrite 128k 1 --verify=crc32c --hdr-digest --data-digest
+randread 512 1
+randread 128k 32 --hdr-digest --data-digest
+randread 4k 32
+JOBS
+}
+
 check checkers check_checkers
 check identify check_identify
 check waiting check_waiting
@@ -511,6 +541,7 @@ check config-from-spdk check_config_from_spdk
 check tcp-identify check_tcp_identify
 check tcp-perf check_tcp_perf
 check tcp-bdevperf check_tcp_bdevperf
+check tcp-driver check_tcp_driver
 
 echo "--- SPDK peer checks: ${#PASSED[@]} passed, ${#FAILED[@]} failed ($((SECONDS - t0)) s)"
 if [ ${#FAILED[@]} -gt 0 ]; then

@@ -27,12 +27,15 @@ pub enum IdFormat {
 #[derive(Debug, clap::Args)]
 pub struct IdentifyArgs {
     /// The vfio-user NVMe server at DIR/cntrl (nvmemu serve or SPDK).
-    #[arg(long, value_name = "DIR", required_unless_present = "device")]
+    #[arg(long, value_name = "DIR", required_unless_present_any = ["device", "tcp"])]
     pub socket: Option<PathBuf>,
     /// The NVMe PCI function at ADDR (e.g. 0000:01:00.0) of this machine, bound to
     /// uio_pci_generic or vfio-pci (see `nvmemu bind`).
-    #[arg(long, value_name = "ADDR", conflicts_with = "socket")]
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["socket", "tcp"])]
     pub device: Option<nvmemu_driver::PciAddress>,
+    /// The NVMe/TCP target to identify (with --subnqn).
+    #[command(flatten)]
+    pub tcp: crate::tcp_host::TcpHostArgs,
     /// Only this namespace (default: every active namespace).
     #[arg(long)]
     pub nsid: Option<u32>,
@@ -194,10 +197,24 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
     if args.nsid == Some(0) {
         bail!("--nsid must be 1 or more");
     }
+    if let Some(addr) = args.tcp.tcp {
+        let mut ctrl = args.tcp.connect(
+            addr,
+            args.reply_timeout,
+            IDENTIFY_BYTES,
+            crate::tcp_host::KATO,
+        )?;
+        let pages = crate::identify_tcp::read_pages(&mut ctrl, args.nsid);
+        if let Err(e) = ctrl.disconnect() {
+            tracing::warn!("controller shutdown: {}", error_chain(&e));
+        }
+        print!("{}", render(&pages?, args.output_format));
+        return Ok(());
+    }
     let mut ctrl = match (args.device, &args.socket) {
         (Some(addr), _) => attach_pci(addr, 1, 2, 8 << 20)?,
         (None, Some(socket)) => attach_socket(socket, args.reply_timeout)?,
-        (None, None) => bail!("give --socket DIR or --device ADDR"),
+        (None, None) => bail!("give --socket DIR, --device ADDR or --tcp ADDR --subnqn NQN"),
     };
     let pages = read_pages(&mut ctrl, args.nsid);
     if let Err(e) = ctrl.shutdown() {

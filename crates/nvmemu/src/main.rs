@@ -6,12 +6,14 @@ mod bench;
 mod bind;
 mod id_print;
 mod identify;
+mod identify_tcp;
 mod ns_spec;
 mod plot_cmd;
 mod serve;
 mod signals;
 mod size;
 mod stat;
+mod tcp_host;
 
 use nvmemu::rpc_handler;
 

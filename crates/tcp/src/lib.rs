@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! NVMe over TCP (NVMe over Fabrics 1.1 with the TCP Transport Binding 1.0), the target
-//! side.
+//! NVMe over TCP (NVMe over Fabrics 1.1 with the TCP Transport Binding 1.0): the target,
+//! and the host side ([`initiator`]) that nvmemu's `identify` and `bench` use.
 //!
 //! Owns: the PDU codec ([`pdu`], pure and fuzzable), the Fabrics command decode
 //! ([`fabrics`]), and a target ([`TcpTarget`]) whose poll group thread owns its listeners,
@@ -22,6 +22,7 @@ mod controllers;
 mod discovery;
 pub mod fabrics;
 mod group;
+pub mod initiator;
 pub mod pdu;
 mod queue;
 mod stats;

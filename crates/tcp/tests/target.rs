@@ -233,3 +233,11 @@ fn admin_connect_fits_in_the_capsule_whatever_the_io_in_capsule_size() {
         "IOCCSZ: the SQE only"
     );
 }
+
+#[test]
+fn keep_alive_succeeds_on_a_controller_that_advertises_kas() {
+    let (_t, addr, _) = target(TcpOptions::default());
+    let (mut admin, _io) = connected(addr, false);
+    let (c, _) = admin.exec(sqe(0x18, sgl(0x5A, 0)), &[], &[], 0);
+    assert_eq!(c.status(), Status::SUCCESS, "Keep Alive");
+}

@@ -78,12 +78,12 @@ impl Controller {
                 }
                 abort::abort(sqid, cid)
             }
-            // A fabrics controller reports KAS and its transport runs the timer (any command
-            // restarts it): Keep Alive only has to succeed.
-            AdminCommand::KeepAlive if self.config.fabrics.is_some() => Ok(0),
-            // A PCIe controller's KAS is 0: no keep alive timer (as QEMU's emulated NVMe;
-            // PCIe hosts never ask for one), so the command is not supported and the
-            // Commands Supported log does not list it.
+            // A fabrics transport keeps the timer (KAS set): any command restarts it, so
+            // Keep Alive itself only has to succeed.
+            AdminCommand::KeepAlive if self.config.fabrics.is_some_and(|f| f.kas != 0) => Ok(0),
+            // KAS is 0: no keep alive timer (as QEMU's emulated NVMe; PCIe hosts never ask
+            // for one), so the command is not supported and the Commands Supported log
+            // does not list it.
             AdminCommand::KeepAlive => {
                 tracing::debug!(target: "guest", "Keep Alive without keep alive support");
                 Err(Status::INVALID_OPCODE)

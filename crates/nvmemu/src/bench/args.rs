@@ -39,12 +39,16 @@ pub struct BenchArgs {
     pub status_interval: Option<Duration>,
     /// Drive the vfio-user NVMe server at DIR/cntrl (nvmemu serve or SPDK) instead of an
     /// in-process target.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "tcp")]
     pub socket: Option<PathBuf>,
     /// Drive the NVMe PCI function at ADDR (e.g. 0000:01:00.0) of this machine, bound to
     /// uio_pci_generic or vfio-pci (see `nvmemu bind`), instead of an in-process target.
-    #[arg(long, value_name = "ADDR", conflicts_with = "socket")]
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["socket", "tcp"])]
     pub device: Option<nvmemu_driver::PciAddress>,
+    /// Drive the NVMe/TCP target at --tcp ADDR (subsystem --subnqn NQN; nvmemu serve --tcp
+    /// or SPDK's nvmf_tgt) instead of an in-process target.
+    #[command(flatten)]
+    pub tcp: crate::tcp_host::TcpHostArgs,
     /// Namespace to run against.
     #[arg(long, default_value_t = 1)]
     pub nsid: u32,

@@ -21,6 +21,8 @@ mod output;
 mod spread_queue;
 mod stages;
 mod target;
+mod tcp;
+mod tcp_queue;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -55,10 +57,10 @@ fn check_inputs(args: &BenchArgs, opts: &BenchOptions) -> Result<()> {
     let allowed = allowed_cpus();
     let cpus_allowed = opts.cpus_allowed.as_ref().map(|c| c.0.as_slice());
     check_cpus("--cpus_allowed", cpus_allowed, &allowed)?;
-    let external = args.socket.is_some() || args.device.is_some();
+    let external = args.socket.is_some() || args.device.is_some() || args.tcp.tcp.is_some();
     if external {
         if args.lat_breakdown {
-            bail!("--lat-breakdown needs the in-process target (drop --socket)");
+            bail!("--lat-breakdown needs the in-process target (drop --socket, --device or --tcp)");
         }
     } else {
         let target_cpus = args.target_cpus.as_ref().map(|c| c.0.as_slice());
@@ -84,7 +86,7 @@ fn warn_shared_cpus(args: &BenchArgs, plan: &RunPlan) {
             .first()
             .and_then(|j| j.args.opts.cpus_allowed.as_ref())
             .map(|c| c.0.as_slice());
-        let external = args.socket.is_some() || args.device.is_some();
+        let external = args.socket.is_some() || args.device.is_some() || args.tcp.tcp.is_some();
         let job_cpus = match (cpus_allowed, external) {
             (Some(c), _) => c.to_vec(),
             (None, true) => allowed.clone(),
@@ -146,6 +148,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         String::new()
     };
     let mut result = match &lead.socket {
+        _ if let Some(addr) = lead.tcp.tcp => tcp::run_on_tcp(&lead, &plan, addr, &stop)?,
         _ if let Some(addr) = lead.device => {
             run_stages(&plan, &stop, &lead, &addr.to_string(), |needs| {
                 attach::attach_device(addr, needs)
@@ -197,6 +200,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 fn namespace_of(args: &BenchArgs) -> String {
     if let Some(addr) = &args.device {
         return format!("nsid {} on PCI {addr}", args.nsid);
+    }
+    if let (Some(addr), Some(nqn)) = (&args.tcp.tcp, &args.tcp.subnqn) {
+        return format!("nsid {} of {nqn} over NVMe/TCP at {addr}", args.nsid);
     }
     match &args.socket {
         Some(dir) => format!("nsid {} at {}", args.nsid, dir.join("cntrl").display()),
