@@ -102,6 +102,11 @@ impl Controller {
         self.apply(CtrlEvent::Fault, None);
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "the I/O path's fetch-execute-complete loop: one function keeps its batch state \
+                  (stamps, slot_busy, counts) in registers, and each gate is a short early break"
+    )]
     fn poll_sq(&mut self, qid: Qid, batch: usize, mark: u64) -> usize {
         if !self.state.is_ready() || self.queues.sq(qid).is_none_or(|sq| sq.ring.paused) {
             return 0;
