@@ -7,14 +7,14 @@
 //! error (a completion the device should not have posted) fail every command
 //! still in flight, so a job never waits for completions that cannot come.
 //! The same happens when the device stops completing: after the queue's stall
-//! timeout (`--reply-timeout`) without a completion (or [`STOP_STALL_TIMEOUT`] once
+//! timeout (`--reply-timeout`) without a completion (or [`super::stall::STOP_STALL_TIMEOUT`] once
 //! the run was asked to stop), every command in flight fails with
 //! [`EngineError::Stalled`] and the queue is given up. The clock is read only
 //! during such a stall, once per [`STALL_CHECK_POLLS`] empty polls.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use nvmemu_bench::{EngineError, Geometry, IoQueue, LatBreakdown, Op};
 use nvmemu_ctrl::LatencyTable;
@@ -22,11 +22,7 @@ use nvmemu_driver::{DmaBuf, DmaPool, IoQpair, NvmeError};
 use nvmemu_mem::TscClock;
 use nvmemu_spec::{Lba, Nsid};
 
-/// The longest wait for any completion while commands are in flight, once the run
-/// was asked to stop (Ctrl-C, SIGTERM).
-pub const STOP_STALL_TIMEOUT: Duration = Duration::from_secs(1);
-/// Empty polls between two clock reads during a stall.
-const STALL_CHECK_POLLS: u32 = 1024;
+use super::stall::StallWatch;
 
 /// Why a [`DriverQueue`] cannot be built for a namespace.
 #[derive(Debug, thiserror::Error)]
@@ -49,14 +45,8 @@ pub struct DriverQueue {
     in_flight: Vec<bool>,
     /// Set once the queue pair is unusable; later calls fail with it.
     fatal: Option<EngineError>,
-    /// The run's stop flag: a stall is given up sooner once it is set.
-    stop: Arc<AtomicBool>,
-    /// The longest wait for any completion while commands are in flight.
-    stall_timeout: Duration,
-    /// Consecutive polls that found nothing while commands were in flight.
-    empty_polls: u32,
-    /// When the current stall was first noticed.
-    stall_since: Option<Instant>,
+    /// When to give up waiting for completions.
+    stall: StallWatch,
     /// Per-command tracing for `--lat-breakdown` (None: no clock read, no table access).
     trace: Option<Box<Trace>>,
 }
@@ -113,10 +103,7 @@ impl DriverQueue {
             slot_bytes: 0,
             in_flight: Vec::new(),
             fatal: None,
-            stop,
-            stall_timeout,
-            empty_polls: 0,
-            stall_since: None,
+            stall: StallWatch::new(stop, stall_timeout),
             trace: None,
         })
     }
@@ -148,28 +135,6 @@ impl DriverQueue {
             }
         }
         n
-    }
-
-    /// Called after a poll that found nothing: the stall check described in the module docs.
-    fn stalled(&mut self) -> Option<Duration> {
-        if self.qp.outstanding() == 0 {
-            self.empty_polls = 0;
-            self.stall_since = None;
-            return None;
-        }
-        self.empty_polls += 1;
-        if self.empty_polls < STALL_CHECK_POLLS {
-            return None;
-        }
-        self.empty_polls = 0;
-        let since = *self.stall_since.get_or_insert_with(Instant::now);
-        let limit = if self.stop.load(Ordering::Relaxed) {
-            STOP_STALL_TIMEOUT.min(self.stall_timeout)
-        } else {
-            self.stall_timeout
-        };
-        let waited = since.elapsed();
-        (waited >= limit).then_some(waited)
     }
 }
 
@@ -300,7 +265,10 @@ impl IoQueue for DriverQueue {
             done(slot, res.map(|_| ()).map_err(engine_error));
         });
         match polled {
-            Ok(0) => match self.stalled() {
+            Ok(0) => match self
+                .stall
+                .after_empty_poll(usize::from(self.qp.outstanding()))
+            {
                 Some(waited) => {
                     let err = EngineError::Stalled {
                         qid: self.qp.qid().0,
@@ -312,8 +280,7 @@ impl IoQueue for DriverQueue {
                 None => 0,
             },
             Ok(n) => {
-                self.empty_polls = 0;
-                self.stall_since = None;
+                self.stall.progress();
                 n
             }
             Err(e) => {

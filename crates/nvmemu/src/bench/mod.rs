@@ -20,6 +20,7 @@ mod jobs;
 mod output;
 mod spread_queue;
 mod stages;
+mod stall;
 mod target;
 mod tcp;
 mod tcp_queue;

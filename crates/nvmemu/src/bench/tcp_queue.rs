@@ -8,18 +8,16 @@
 //! batch behind, so `ring` does nothing), the reads `reap` makes, no allocation.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use nvmemu_bench::{EngineError, Geometry, IoQueue, Op};
 use nvmemu_driver::sqe;
 use nvmemu_spec::{Cqe, IoOpcode, Lba, Nsid};
 use nvmemu_tcp::initiator::{CommandBuffers, HostError, HostQueue, Received};
 
-use super::driver_queue::STOP_STALL_TIMEOUT;
+use super::stall::StallWatch;
 
-/// Empty polls between two clock reads while commands are in flight.
-const STALL_CHECK_POLLS: u32 = 1024;
 /// Bytes of one Dataset Management range.
 const DSM_RANGE: usize = 16;
 
@@ -64,10 +62,7 @@ pub struct TcpQueue {
     slots: Slots,
     in_flight: usize,
     fatal: Option<EngineError>,
-    stop: Arc<AtomicBool>,
-    stall_timeout: Duration,
-    empty_polls: u32,
-    stall_since: Option<Instant>,
+    stall: StallWatch,
 }
 
 fn transport(e: &HostError) -> EngineError {
@@ -97,10 +92,7 @@ impl TcpQueue {
             slots: Slots::default(),
             in_flight: 0,
             fatal: None,
-            stop,
-            stall_timeout,
-            empty_polls: 0,
-            stall_since: None,
+            stall: StallWatch::new(stop, stall_timeout),
         })
     }
 
@@ -120,28 +112,6 @@ impl TcpQueue {
         }
         self.in_flight = 0;
         n
-    }
-
-    /// After an empty poll: how long commands have waited, once past the stall limit.
-    fn stalled(&mut self) -> Option<Duration> {
-        if self.in_flight == 0 {
-            self.empty_polls = 0;
-            self.stall_since = None;
-            return None;
-        }
-        self.empty_polls += 1;
-        if self.empty_polls < STALL_CHECK_POLLS {
-            return None;
-        }
-        self.empty_polls = 0;
-        let since = *self.stall_since.get_or_insert_with(Instant::now);
-        let limit = if self.stop.load(Ordering::Relaxed) {
-            STOP_STALL_TIMEOUT.min(self.stall_timeout)
-        } else {
-            self.stall_timeout
-        };
-        let waited = since.elapsed();
-        (waited >= limit).then_some(waited)
     }
 
     /// Slot `slot` completed with `cqe`'s status (None: C2HData with SUCCESS).
@@ -340,9 +310,8 @@ impl IoQueue for TcpQueue {
             }
         }
         if n > 0 {
-            self.empty_polls = 0;
-            self.stall_since = None;
-        } else if let Some(waited) = self.stalled() {
+            self.stall.progress();
+        } else if let Some(waited) = self.stall.after_empty_poll(self.in_flight) {
             let err = EngineError::Stalled {
                 qid: self.qid,
                 waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
