@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 
+from lib import md_sections
 from lib.bench_report import machine_rows, render
 from lib.bench_results import Runs, fio_summary, parse_json, probe_summary
 from lib.serve import Server, ServeError
@@ -375,8 +376,11 @@ def main():
     b.run_plot()
     goals, ctrl_rows = b.goals(), b.ctrl_rows()
     machine = machine_rows(args, start, load_start, load_end)
+    kept = md_sections.read_sections(args.out)
     with open(args.out, "w") as f:
         f.write(render(b, goals, ctrl_rows, machine))
+        for section in kept:
+            f.write("\n" + section)
     log(f"wrote {args.out}")
 
 
