@@ -21,7 +21,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         icd_max: 4096,
         maxh2cdata: 8192,
     };
-    let phase = if knobs & 0x80 != 0 { Phase::Initializing } else { Phase::Established };
+    let phase = if knobs & 0x80 != 0 {
+        Phase::Initializing
+    } else {
+        Phase::Established
+    };
     if let Some(head) = rest.get(..pdu::CH_LEN) {
         let ch = CommonHeader::parse(head.try_into().unwrap_or(&[0; 8]));
         if let Ok(plen) = pdu::check_header(&ch, phase, &n) {

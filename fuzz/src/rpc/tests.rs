@@ -46,12 +46,18 @@ fn tcp_listeners_bind_loopback_port_zero_only() {
         {"trtype": "tcp", "traddr": "0.0.0.0", "trsvcid": "4420", "adrfam": "IPv4"}}});
     confine(&mut v);
     let a = &v["params"]["listen_address"];
-    assert_eq!((&a["traddr"], &a["trsvcid"]), (&json!("127.0.0.1"), &json!("0")));
+    assert_eq!(
+        (&a["traddr"], &a["trsvcid"]),
+        (&json!("127.0.0.1"), &json!("0"))
+    );
     // Without an address or port of its own, it still gets them.
     let mut v = json!({"listen_address": {"trtype": "TCP", "trsvcid": 4420}});
     confine(&mut v);
     let a = &v["listen_address"];
-    assert_eq!((&a["traddr"], &a["trsvcid"]), (&json!("127.0.0.1"), &json!("0")));
+    assert_eq!(
+        (&a["traddr"], &a["trsvcid"]),
+        (&json!("127.0.0.1"), &json!("0"))
+    );
 }
 
 #[test]
