@@ -16,7 +16,7 @@
 # medians relative to nvmet + null_blk. Heavy: run it under flock /tmp/nvmemu-heavy.lock on a
 # shared machine.
 #
-# Environment: TB_SECONDS (8 s per run), TB_ROUNDS (3), TB_JOBS (2), TB_SIZE_MB (128),
+# Environment: TB_SECONDS (8 s per run), TB_ROUNDS (5), TB_JOBS (2), TB_SIZE_MB (128),
 # TB_ENGINE (io_uring), NVMEMU_BIN (default: cargo build --release -p nvmemu),
 # BENCHMARKS (the file to write, default BENCHMARKS.md at the top of the tree).
 set -euo pipefail
@@ -34,7 +34,7 @@ esac
 
 results=$(mktemp "${TMPDIR:-/tmp}/nvmemu-guest-tcp.XXXXXX")
 trap 'rm -f "$results"' EXIT
-command="scripts/guest-tcp-bench.sh  # TB_SECONDS=${TB_SECONDS:-8} TB_ROUNDS=${TB_ROUNDS:-3} TB_JOBS=${TB_JOBS:-2} TB_SIZE_MB=${TB_SIZE_MB:-128} TB_ENGINE=${TB_ENGINE:-io_uring}"
+command="scripts/guest-tcp-bench.sh  # TB_SECONDS=${TB_SECONDS:-8} TB_ROUNDS=${TB_ROUNDS:-5} TB_JOBS=${TB_JOBS:-2} TB_SIZE_MB=${TB_SIZE_MB:-128} TB_ENGINE=${TB_ENGINE:-io_uring}"
 load_before=$(cut -d' ' -f1 /proc/loadavg)
 "$QEMU_SH" tcp-bench full "$results"
 load_after=$(cut -d' ' -f1 /proc/loadavg)

@@ -8,14 +8,14 @@
 # disk that carries fio's JSON results back.
 #
 # Sizes and times (the guest's config): TB_SIZE_MB (128 MiB namespaces; 32 in check mode),
-# TB_VERIFY_MB (8), TB_SECONDS (8), TB_ROUNDS (3), TB_JOBS (2), TB_ENGINE (io_uring).
+# TB_VERIFY_MB (8), TB_SECONDS (8), TB_ROUNDS (5), TB_JOBS (2), TB_ENGINE (io_uring).
 
 TB_MODULES="nvme_tcp nvmet_tcp null_blk brd"
 
 # run_tcp_bench MODE [OUT]: MODE "check" (connect all three, verify each namespace) or "full"
 # (then the interleaved rounds; fio's results go to the file OUT, "=== NAME" before each).
 run_tcp_bench() {
-    local mode=${1:-check} out=${2:-} bin timeout_s rc=0 rounds=${TB_ROUNDS:-3} seconds=${TB_SECONDS:-8}
+    local mode=${1:-check} out=${2:-} bin timeout_s rc=0 rounds=${TB_ROUNDS:-5} seconds=${TB_SECONDS:-8}
     local size=${TB_SIZE_MB:-128}
     case $mode in
     check) size=${TB_SIZE_MB:-32} ;;
