@@ -18,7 +18,8 @@
 #
 # Environment: TB_SECONDS (8 s per run), TB_ROUNDS (5), TB_JOBS (2), TB_SIZE_MB (128),
 # TB_ENGINE (io_uring), NVMEMU_BIN (default: cargo build --release -p nvmemu),
-# BENCHMARKS (the file to write, default BENCHMARKS.md at the top of the tree).
+# BENCHMARKS (the file to write, default BENCHMARKS.md at the top of the tree). The guest's
+# results (fio's JSON of every run) stay in target/bench-results/guest-tcp-<time>.txt.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 QEMU_SH=$ROOT/tests/e2e/qemu.sh
@@ -32,8 +33,8 @@ case "${1:-}" in
     ;;
 esac
 
-results=$(mktemp "${TMPDIR:-/tmp}/nvmemu-guest-tcp.XXXXXX")
-trap 'rm -f "$results"' EXIT
+results=${CARGO_TARGET_DIR:-$ROOT/target}/bench-results/guest-tcp-$(date -u +%Y%m%dT%H%M%SZ).txt
+mkdir -p "$(dirname "$results")"
 command="scripts/guest-tcp-bench.sh  # TB_SECONDS=${TB_SECONDS:-8} TB_ROUNDS=${TB_ROUNDS:-5} TB_JOBS=${TB_JOBS:-2} TB_SIZE_MB=${TB_SIZE_MB:-128} TB_ENGINE=${TB_ENGINE:-io_uring}"
 load_before=$(cut -d' ' -f1 /proc/loadavg)
 "$QEMU_SH" tcp-bench full "$results"
@@ -41,4 +42,4 @@ load_after=$(cut -d' ' -f1 /proc/loadavg)
 prov=$("$ROOT/tests/e2e/provision.sh")
 qemu_ver=$(sed -n "s/^QEMU_VER='\(.*\)'$/\1/p" "$prov/env")
 python3 "$ROOT/scripts/guest_tcp_report.py" "$results" --command "$command" --qemu "$qemu_ver" \
-    --load "$load_before" "$load_after" --splice "${BENCHMARKS:-$ROOT/BENCHMARKS.md}"
+    --load "$load_before" "$load_after" --raw "${results#"$ROOT"/}" --splice "${BENCHMARKS:-$ROOT/BENCHMARKS.md}"

@@ -133,9 +133,14 @@ def table(runs, jobs):
 
 def markdown(files, runs, a):
     g = meta(files.get("guest.meta", ""))
-    queues = "; ".join(f"{label}: {meta(files.get(t + '.meta', '')).get('queue_count', '?')} queues"
-                       f" (admin + I/O) of {int(meta(files.get(t + '.meta', '')).get('sqsize', '0')) + 1}"
-                       for t, label in TARGETS)
+    queues = {label: meta(files.get(t + ".meta", "")) for t, label in TARGETS}
+    shapes = {label: f"{int(m.get('queue_count', 1)) - 1} I/O queues of {int(m.get('sqsize', -1)) + 1} entries"
+              for label, m in queues.items()}
+    if len(set(shapes.values())) == 1:
+        queues = f"{next(iter(shapes.values()))} to each target"
+    else:
+        queues = "; ".join(f"{label}: {shape}" for label, shape in shapes.items())
+    raw = f"\nfio's JSON of every run: `{a.raw}` (not committed).\n" if a.raw else ""
     load = f" (load average {a.load[0]} at the start, {a.load[1]} at the end)" if a.load else ""
     return f"""## Inside a QEMU guest: Linux nvmet-tcp (null_blk, brd) vs nvmemu serve --tcp
 
@@ -161,12 +166,12 @@ verified (crc32c) before the runs.
   then again). IOPS and latencies are medians of the rounds; each ratio is the median of the
   rounds' ratios (a target against nvmet + null_blk of the same round). clat is fio's
   completion latency.
-- The initiator's queues: {queues}.
+- nvme-tcp made {queues} (nvme connect's defaults: one per vCPU, 128 deep).
 - Host: 2 CPUs shared with other builds and tests{load}; the
   figures move with that load, which is why the runs interleave.
 
 {table(runs, g.get('jobs', '?'))}
-
+{raw}
 {DIFFERENCES}
 """
 
@@ -177,6 +182,7 @@ def main(argv=None):
     p.add_argument("--command", required=True, help="the command line, shown above the table")
     p.add_argument("--qemu", default="", help="QEMU's version line")
     p.add_argument("--load", nargs=2, metavar=("BEFORE", "AFTER"), help="host load averages")
+    p.add_argument("--raw", help="where the results file is kept, named under the table")
     p.add_argument("--splice", metavar="BENCHMARKS_MD", help="write the section into this file")
     a = p.parse_args(argv)
     try:

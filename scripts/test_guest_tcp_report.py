@@ -44,7 +44,7 @@ def results(drop=None, end=True):
 
 
 ARGS = types.SimpleNamespace(command="scripts/guest-tcp-bench.sh", qemu="QEMU 11.1.3",
-                             load=("3.1", "4.2"))
+                             load=("3.1", "4.2"), raw=None)
 
 
 class Report(unittest.TestCase):
@@ -63,7 +63,7 @@ class Report(unittest.TestCase):
                       "| 2.00 | 0.50 | 0.50 | 2.0 K / 2.4 K / 1.5 K |", rows)
         self.assertIn("Linux 6.12.117+deb13-amd64, 2 vCPUs under TCG", md)
         self.assertIn("load average 3.1 at the start, 4.2 at the end", md)
-        self.assertIn("3 queues (admin + I/O) of 128", md)
+        self.assertIn("nvme-tcp made 2 I/O queues of 128 entries to each target", md)
 
     def test_cut_short_results_are_refused(self):
         with self.assertRaisesRegex(ValueError, "without '=== END'"):
