@@ -120,3 +120,19 @@ expect_phases() {
     fi
     log "PASS $name: phases $* ($(grep -c 'E2E-CHECK ok' "$console") checks ok)"
 }
+
+# files_cpio OUT SRC=DEST...: an archive of host files at guest paths (DEST relative to /),
+# executables 0755 and the rest 0644, to append to an initramfs after make_initrd's.
+files_cpio() {
+    local out=$1 stage pair mode
+    shift
+    stage=$(mktemp -d "$RUN/files.XXXXXX") || die "cannot make a directory in $RUN"
+    for pair in "$@"; do
+        mode=0644
+        [[ -x "${pair%%=*}" ]] && mode=0755
+        install -D -m "$mode" "${pair%%=*}" "$stage/${pair#*=}" || die "cannot stage ${pair%%=*}"
+    done
+    (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$out" ||
+        die "cannot pack $out"
+    rm -rf "$stage"
+}

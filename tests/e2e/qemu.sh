@@ -11,6 +11,10 @@
 #   tests/e2e/qemu.sh userspace  only the userspace-driver guests (tests/e2e/userspace.sh)
 #   tests/e2e/qemu.sh tcp        only the guest running nvmemu serve --tcp on its own loopback
 #                                with Linux's nvme-tcp initiator against it (guest/tcp.sh)
+#   tests/e2e/qemu.sh tcp-bench check|full [OUT]
+#                                nvmet-tcp (null_blk, brd) and nvmemu serve --tcp in one guest,
+#                                Linux nvme-tcp against each (tcp_bench.sh; the table:
+#                                scripts/guest-tcp-bench.sh)
 #   tests/e2e/qemu.sh xnvme      only the guests running fio with xNVMe's uPCIe driver
 #                                (tests/e2e/xnvme.sh)
 #   tests/e2e/qemu.sh bench [nvmemu|qemu-nvme|virtio-blk]...
@@ -54,6 +58,8 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/userspace.sh"
 # shellcheck source=tests/e2e/xnvme.sh
 . "$(dirname "${BASH_SOURCE[0]}")/xnvme.sh"
+# shellcheck source=tests/e2e/tcp_bench.sh
+. "$(dirname "${BASH_SOURCE[0]}")/tcp_bench.sh"
 
 MODEL=${NVMEMU_MODEL:-nvmemu Virtual NVMe}
 SERIAL=${NVMEMU_SERIAL:-NVMEMU0001}
@@ -361,6 +367,10 @@ main() {
             exit 1
         fi
         ;;
+    tcp-bench)
+        shift
+        run_tcp_bench "$@" || exit 1
+        ;;
     xnvme)
         if run_xnvme; then
             log "PASS: fio with xNVMe's uPCIe driver in the guest in $((SECONDS - T_START)) s"
@@ -382,7 +392,7 @@ main() {
         shift
         run_latency "$@" || exit 1
         ;;
-    *) die "usage: $0 [reference | userspace | xnvme | tcp | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]... | latency [SVG]]" ;;
+    *) die "usage: $0 [reference | userspace | xnvme | tcp | tcp-bench check|full [OUT] | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]... | latency [SVG]]" ;;
     esac
 }
 

@@ -321,3 +321,5 @@ scenario_shell() {
 [ -f /e2e/xnvme.sh ] && . /e2e/xnvme.sh
 # Linux's NVMe/TCP initiator against nvmemu serve --tcp in the guest (tcp.sh, host run_tcp).
 [ -f /e2e/tcp.sh ] && . /e2e/tcp.sh
+# The kernel study's seed table: nvmet-tcp (null_blk, brd) vs nvmemu serve --tcp (tcp_bench.sh).
+[ -f /e2e/tcp_bench.sh ] && . /e2e/tcp_bench.sh
