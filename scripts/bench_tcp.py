@@ -31,8 +31,9 @@ import sys
 import tempfile
 import time
 
-from bench_peers import PERF_TOTAL, run
+from bench_peers import CLIENTS, PERF_TOTAL, TARGETS, run
 from lib.md_sections import splice
+from lib.peer_cli import add_peer_arguments, resolve_peers
 from lib.serve import Server
 
 NQN = "nqn.2016-06.io.spdk:cnode1"
@@ -44,8 +45,6 @@ WORKLOADS = (
     ("128 KiB read QD8", 131072, 8, "read"),
     ("4 KiB randwrite QD32", 4096, 32, "randwrite"),
 )
-CLIENTS = ("spdk_nvme_perf", "nvmemu bench")
-TARGETS = ("SPDK nvmf_tgt", "nvmemu serve")
 GOAL_CASE = ("spdk_nvme_perf", "4 KiB randread QD32")
 GOAL_RATIO = 1.3
 
@@ -259,22 +258,14 @@ def report(rows):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nvmemu", required=True)
-    ap.add_argument("--peers", required=True)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--runtime", type=int, default=3)
-    ap.add_argument("--md")
-    ap.add_argument("--json")
-    ap.add_argument("--target-cpu", type=int, default=1)
-    ap.add_argument("--client-cpu", type=int, default=0)
+    add_peer_arguments(ap, runtime=3)
     ap.add_argument("--port", type=int, default=4420)
     ap.add_argument("--lock", help="flock this file around each target's runs")
     ap.add_argument("--note", help="a sentence for the table's heading (e.g. the load)")
     ap.add_argument("--nice", type=int, default=0,
-                    help="run targets and clients at this nice value (a shared machine: -10)")
+                    help="run targets and clients at this nice value (a shared machine: -15)")
     args = ap.parse_args()
     args.nvmemu = os.path.abspath(args.nvmemu)
     args.peers = os.path.abspath(args.peers)
-    args.rpc_py = os.path.join(args.peers, "scripts", "rpc.py")
-    args.huge_dir = run(["bash", os.path.join(args.peers, "setup.sh")], 600).strip().splitlines()[-1]
+    resolve_peers(args)
     main()

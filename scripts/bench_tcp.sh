@@ -14,7 +14,7 @@
 #   BENCH_TCP_PORT=4420   loopback port of both targets
 #   BENCH_LOCK=file       flock this file around each target's runs (on a shared machine:
 #                         /tmp/nvmemu-heavy.lock)
-#   BENCH_NICE=n          run targets and clients at nice n (e.g. -10 beside other jobs)
+#   BENCH_NICE=n          run targets and clients at nice n (e.g. -15 beside other jobs)
 #   BENCH_NOTE=text       a sentence for the table (e.g. "The machine was shared.")
 #   BENCH_BIN=path        use this nvmemu binary instead of building one
 #   BENCH_SPDK_PEERS=dir  SPDK's tools (default: $NVMEMU_SPDK_PEERS; docs/spdk-peers.md)
