@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 
+from lib.peer_cli import add_peer_arguments, resolve_peers
 from lib.serve import Server
 
 NQN = "nqn.2016-06.io.spdk:cnode1"
@@ -288,17 +289,8 @@ def profile_misses(rows, work):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nvmemu", required=True)
-    ap.add_argument("--peers", required=True)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--runtime", type=int, default=5)
-    ap.add_argument("--md")
-    ap.add_argument("--json")
-    ap.add_argument("--target-cpu", type=int, default=1)
-    ap.add_argument("--client-cpu", type=int, default=0)
+    add_peer_arguments(ap, runtime=5)
     ap.add_argument("--profile", help="directory for perf data of the missed goals")
     args = ap.parse_args()
-    args.rpc_py = os.path.join(args.peers, "scripts", "rpc.py")
-    setup = os.path.join(args.peers, "setup.sh")
-    args.huge_dir = run(["bash", setup], 600).strip().splitlines()[-1]
+    resolve_peers(args)
     main()

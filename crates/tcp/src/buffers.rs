@@ -78,6 +78,12 @@ impl ByteBuf {
         self.end = (self.end + n).min(self.buf.len());
     }
 
+    /// Whether the last [`ByteBuf::fill_from`] filled all the space it read into (the
+    /// socket may have more); false means the read came back short.
+    pub(crate) fn filled_to_end(&self) -> bool {
+        self.end == self.buf.len()
+    }
+
     /// Read what the socket has into the free space; Ok(0) at end of stream. A full
     /// buffer reads nothing (Err WouldBlock, so the caller does not mistake it for EOF).
     pub(crate) fn fill_from(&mut self, r: &mut impl Read) -> io::Result<usize> {
@@ -93,10 +99,12 @@ impl ByteBuf {
         Ok(n)
     }
 
-    /// Write as much as the socket takes; returns the bytes written.
-    pub(crate) fn drain_to(&mut self, w: &mut impl Write) -> io::Result<usize> {
+    /// Write as much as the socket takes; returns the bytes written. `calls` counts the
+    /// `write` calls made.
+    pub(crate) fn drain_to(&mut self, w: &mut impl Write, calls: &mut u64) -> io::Result<usize> {
         let mut total = 0;
         while !self.is_empty() {
+            *calls += 1;
             match w.write(self.data()) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {

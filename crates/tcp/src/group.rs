@@ -1,20 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The poll group: one thread that owns the listeners, every connection and every
-//! controller they made. Each pass reads what the sockets have (non-blocking), turns PDUs
-//! into SQEs on the controllers' rings, polls the controllers, turns their completions into
-//! PDUs and writes what the sockets take. With nothing to do it spins a while, then sleeps
-//! in poll(2) on all its sockets.
+//! controller they made. Each pass asks the epoll set which sockets are ready, reads what
+//! those connections have (one `recv` each, non-blocking), turns every whole PDU into SQEs
+//! on the controllers' rings, polls the controllers, turns their completions into PDUs and
+//! writes each connection's batch with one `send`. Only connections named by an event or
+//! still busy are visited; the others' timers are swept every [`SLEEP`]. With nothing to
+//! do it spins a while, then sleeps in `epoll_wait`.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
-
-use rustix::event::{PollFd, PollFlags, Timespec};
 
 use crate::buffers::ByteBuf;
 use crate::config::{Subsystems, TcpOptions};
@@ -23,9 +22,10 @@ use crate::controllers::{FabricsCtrl, NoInterrupts};
 use crate::discovery::Answer;
 use crate::fabrics::FabricsCommand;
 use crate::pdu::{self, H2cPdu, Negotiated, Phase};
+use crate::readiness::{Readiness, Ready};
 use crate::stats::{SharedStats, TcpStats};
 
-/// Passes without work before the group sleeps in poll(2).
+/// Passes without work before the group sleeps in `epoll_wait`.
 const SPIN_PASSES: u32 = 2_000;
 /// Longest sleep: timers (ICReq, stalls, Keep Alive) are checked at least this often.
 const SLEEP: Duration = Duration::from_millis(10);
@@ -55,6 +55,10 @@ pub(crate) struct PollGroup {
     pub(crate) ctrls: BTreeMap<u16, FabricsCtrl>,
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
+    /// Which sockets have something to do.
+    ready: Readiness,
+    /// Connections the next pass visits: named by a readiness event, or still busy.
+    visit: Vec<usize>,
     /// Counted here, published once per pass.
     pub(crate) counts: TcpStats,
     published: SharedStats,
@@ -67,8 +71,8 @@ impl PollGroup {
         control: Receiver<Control>,
         stop: Arc<AtomicBool>,
         published: SharedStats,
-    ) -> PollGroup {
-        PollGroup {
+    ) -> io::Result<PollGroup> {
+        Ok(PollGroup {
             opts,
             subsystems,
             listeners: Vec::new(),
@@ -78,9 +82,11 @@ impl PollGroup {
             ctrls: BTreeMap::new(),
             control,
             stop,
+            ready: Readiness::new()?,
+            visit: Vec::new(),
             counts: TcpStats::default(),
             published,
-        }
+        })
     }
 
     /// What a connection may receive before ICReq (the sizes it gets once connected).
@@ -101,39 +107,90 @@ impl PollGroup {
     /// Serve until stopped.
     pub(crate) fn run(mut self) {
         let mut idle = 0u32;
+        let mut visit = Vec::new();
+        let mut next_sweep = Instant::now();
         // Pairs with the Release store in `TcpTarget::drop`; nothing else is published.
         while !self.stop.load(Ordering::Acquire) {
             while let Ok(c) = self.control.try_recv() {
                 self.apply(c);
             }
+            let wait = (idle > SPIN_PASSES).then_some(SLEEP);
+            let listeners_ready = self.collect_ready(wait);
             let now = Instant::now();
-            let mut work = self.accept(now);
-            for i in 0..self.conns.len() {
+            let mut work = if listeners_ready { self.accept(now) } else { 0 };
+            // This pass visits the connections listed so far; `send` lists again those
+            // still busy, for the next pass.
+            std::mem::swap(&mut visit, &mut self.visit);
+            for &i in &visit {
                 work += self.receive(i, now);
             }
             for c in self.ctrls.values_mut() {
                 work += c.ctrl.poll(&mut NoInterrupts);
             }
-            for i in 0..self.conns.len() {
+            for &i in &visit {
                 work += self.send(i, now);
             }
-            self.expire_controllers(now);
+            visit.clear();
+            if now >= next_sweep {
+                self.sweep(now);
+                next_sweep = now + SLEEP;
+            }
             self.counts.polls += 1;
             self.published.publish(&self.counts);
-            if work > 0 {
-                idle = 0;
-            } else {
-                idle = idle.saturating_add(1);
-                if idle > SPIN_PASSES {
-                    self.sleep();
+            idle = if work > 0 { 0 } else { idle.saturating_add(1) };
+        }
+    }
+
+    /// Ask the epoll set what is ready (waiting up to `wait`): the connections named get
+    /// their flags and a place on the visit list. Returns whether a listener is ready.
+    fn collect_ready(&mut self, wait: Option<Duration>) -> bool {
+        let mut listeners = false;
+        let (conns, visit) = (&mut self.conns, &mut self.visit);
+        self.ready.wait(wait, |r| match r {
+            Ready::Listener => listeners = true,
+            Ready::Conn { slot, read, write } => {
+                if let Some(Some(c)) = conns.get_mut(slot) {
+                    c.readable |= read;
+                    c.writable |= write;
+                    if !c.listed {
+                        c.listed = true;
+                        visit.push(slot);
+                    }
                 }
             }
+        });
+        listeners
+    }
+
+    /// Put connection `i` on the next pass's visit list (once).
+    fn list(&mut self, i: usize) {
+        if let Some(Some(c)) = self.conns.get_mut(i)
+            && !c.listed
+        {
+            c.listed = true;
+            self.visit.push(i);
         }
+    }
+
+    /// The timers of the connections no pass visits (ICReq, stalls, endings) and of the
+    /// controllers (Keep Alive), every [`SLEEP`].
+    fn sweep(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].as_ref().is_some_and(|c| !c.listed) {
+                self.send(i, now);
+            }
+        }
+        self.expire_controllers(now);
     }
 
     fn apply(&mut self, c: Control) {
         match c {
-            Control::Listen(l) => self.listeners.push(l),
+            Control::Listen(l) => {
+                if let Err(e) = self.ready.add_listener(&l) {
+                    tracing::warn!(%e, "cannot watch a TCP listener");
+                }
+                self.listeners.push(l);
+            }
             Control::Unlisten(addr) => self.listeners.retain(|l| l.local_addr().ok() != Some(addr)),
         }
     }
@@ -164,11 +221,21 @@ impl PollGroup {
             let _ = sock.set_nodelay(true);
             let deadline = now + self.opts.stall_timeout;
             let conn = Conn::new(sock, peer, self.negotiated(), deadline);
-            self.open += 1;
-            match self.free.pop() {
-                Some(i) => self.conns[i] = Some(conn),
-                None => self.conns.push(Some(conn)),
+            let i = match self.free.pop() {
+                Some(i) => i,
+                None => {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                }
+            };
+            if let Err(e) = self.ready.add_conn(&conn.sock, i) {
+                tracing::warn!(%e, %peer, "cannot watch a TCP connection; closed");
+                self.free.push(i);
+                continue;
             }
+            self.conns[i] = Some(conn);
+            self.open += 1;
+            self.list(i);
         }
         n
     }
@@ -184,14 +251,18 @@ impl PollGroup {
         }
         let mut rx = std::mem::replace(&mut conn.rx, ByteBuf::new(0));
         let (mut work, mut closed) = (0, false);
-        if conn.tx.room() >= 2 * pdu::MAX_SMALL_PDU {
+        if conn.readable && rx.room() > 0 && conn.tx.room() >= 2 * pdu::MAX_SMALL_PDU {
+            self.counts.socket_reads += 1;
             match rx.fill_from(&mut conn.sock) {
                 Ok(0) => closed = true,
                 Ok(n) => {
                     work += n;
                     conn.stalled_since = None;
+                    // A short read emptied the socket; the next arrival is a new event.
+                    conn.readable = rx.filled_to_end();
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => conn.readable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => closed = true,
             }
         }
@@ -356,7 +427,13 @@ impl PollGroup {
             work += conn.reap(&db);
         }
         let before = conn.tx.len();
-        let failed = conn.tx.drain_to(&mut conn.sock).is_err();
+        let failed = conn.writable
+            && conn
+                .tx
+                .drain_to(&mut conn.sock, &mut self.counts.socket_writes)
+                .is_err();
+        // Stopping short means the socket is full; its next send space is a new event.
+        conn.writable = conn.tx.is_empty();
         let wrote = before - conn.tx.len();
         work += wrote;
         if wrote > 0 {
@@ -382,7 +459,12 @@ impl PollGroup {
             }
             self.close(i, conn);
         } else {
+            conn.listed = false;
+            let busy = conn.busy();
             self.conns[i] = Some(conn);
+            if busy {
+                self.list(i);
+            }
         }
         work
     }
@@ -392,6 +474,10 @@ impl PollGroup {
     fn close(&mut self, i: usize, conn: Conn) {
         self.open = self.open.saturating_sub(1);
         self.free.push(i);
+        if conn.listed {
+            // The slot may be reused before the next pass: it must not be visited twice.
+            self.visit.retain(|&v| v != i);
+        }
         if let Some(admin) = conn.qpair_admin {
             self.counts.qpair_closed(admin);
         }
@@ -441,28 +527,5 @@ impl PollGroup {
                 }
             }
         }
-    }
-
-    /// Sleep until a socket is ready or [`SLEEP`] passes.
-    fn sleep(&mut self) {
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(self.listeners.len() + self.open);
-        for l in &self.listeners {
-            fds.push(PollFd::new(l, PollFlags::IN));
-        }
-        for c in self.conns.iter().flatten() {
-            let mut f = PollFlags::empty();
-            if !matches!(c.state, ConnState::Closing { .. }) {
-                f |= PollFlags::IN;
-            }
-            if !c.tx.is_empty() {
-                f |= PollFlags::OUT;
-            }
-            fds.push(PollFd::from_borrowed_fd(c.sock.as_fd(), f));
-        }
-        let t = Timespec {
-            tv_sec: 0,
-            tv_nsec: i64::from(SLEEP.subsec_nanos()),
-        };
-        let _ = rustix::event::poll(&mut fds, Some(&t));
     }
 }

@@ -25,9 +25,11 @@ mod group;
 pub mod initiator;
 pub mod pdu;
 mod queue;
+mod readiness;
 mod stats;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
+mod transfer;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -69,7 +71,7 @@ impl TcpTarget {
             rx,
             Arc::clone(&stop),
             Arc::clone(&stats),
-        );
+        )?;
         let thread = std::thread::Builder::new()
             .name("nvmemu-tcp".into())
             .spawn(move || {

@@ -21,6 +21,10 @@ pub struct TcpStats {
     pub current_admin_qpairs: u64,
     /// I/O queues connected now.
     pub current_io_qpairs: u64,
+    /// `recv` calls on connections (nvmemu's own: how well reads are batched).
+    pub socket_reads: u64,
+    /// `send` calls on connections.
+    pub socket_writes: u64,
 }
 
 impl TcpStats {
@@ -48,7 +52,7 @@ impl TcpStats {
 
 /// Where the poll group publishes its counters.
 #[derive(Debug, Default)]
-pub(crate) struct Published([AtomicU64; 6]);
+pub(crate) struct Published([AtomicU64; 8]);
 
 impl Published {
     /// Called by the poll group only (the one writer), once per pass.
@@ -60,6 +64,8 @@ impl Published {
             s.io_qpairs,
             s.current_admin_qpairs,
             s.current_io_qpairs,
+            s.socket_reads,
+            s.socket_writes,
         ];
         for (slot, v) in self.0.iter().zip(values) {
             slot.store(v, Ordering::Relaxed);
@@ -74,6 +80,8 @@ impl Published {
             io_qpairs,
             current_admin_qpairs,
             current_io_qpairs,
+            socket_reads,
+            socket_writes,
         ] = self.0.each_ref().map(|a| a.load(Ordering::Relaxed));
         TcpStats {
             polls,
@@ -82,6 +90,8 @@ impl Published {
             io_qpairs,
             current_admin_qpairs,
             current_io_qpairs,
+            socket_reads,
+            socket_writes,
         }
     }
 }

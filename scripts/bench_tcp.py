@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""NVMe/TCP over loopback: SPDK's nvmf_tgt and nvmemu's target side by side, both clients.
+
+Each repetition starts SPDK's `nvmf_tgt`, then `nvmemu serve` (the order alternates between
+repetitions), each on one core (--target-cpu), and configures both with the same SPDK
+`rpc.py` commands: a 1 GiB malloc bdev of 512 B blocks, written in full before any read,
+in one subsystem with a TCP listener on 127.0.0.1. Against each, SPDK's `spdk_nvme_perf`
+and nvmemu's driver (`nvmemu bench --tcp`) run every workload on --client-cpu. Medians and
+the spread (lowest to highest) over the repetitions go to BENCHMARKS.md's section `tcp`
+(--md) and to a JSON file (--json).
+
+Usage: scripts/bench_tcp.py --nvmemu BIN --peers DIR [--reps 3] [--runtime 3] [--md FILE]
+           [--json FILE] [--target-cpu 1] [--client-cpu 0] [--port 4420] [--lock FILE]
+           [--note TEXT] [--nice N]
+DIR is the folder of SPDK's tools (bin/, scripts/rpc.py, setup.sh). Needs root (hugepages).
+With --lock, each target's share of a repetition (start, fill, every run) holds that file's
+flock, so other heavy jobs on a shared machine can run between them.
+"""
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+from bench_peers import CLIENTS, PERF_TOTAL, TARGETS, run
+from lib.md_sections import splice
+from lib.peer_cli import add_peer_arguments, resolve_peers
+from lib.serve import Server
+
+NQN = "nqn.2016-06.io.spdk:cnode1"
+# (label, block size, queue depth, perf -w / fio rw)
+WORKLOADS = (
+    ("4 KiB randread QD32", 4096, 32, "randread"),
+    ("4 KiB randread QD128", 4096, 128, "randread"),
+    ("512 B randread QD16", 512, 16, "randread"),
+    ("128 KiB read QD8", 131072, 8, "read"),
+    ("4 KiB randwrite QD32", 4096, 32, "randwrite"),
+)
+GOAL_CASE = ("spdk_nvme_perf", "4 KiB randread QD32")
+GOAL_RATIO = 1.3
+
+
+def log(msg):
+    print(f"bench_tcp: {msg}", file=sys.stderr, flush=True)
+
+
+class Target:
+    """One target process listening on NVMe/TCP, configured through rpc.py, stopped on exit."""
+
+    def __init__(self, name, work):
+        self.name = name
+        short = name.split()[0].lower()
+        self.sock = os.path.join(work, short + ".sock")
+        self.server = Server(self.command(), wait_for=[self.sock], timeout=60,
+                             log=os.path.join(work, short + ".log"))
+
+    def command(self):
+        mask = hex(1 << args.target_cpu)
+        if self.name.startswith("SPDK"):
+            return niced([os.path.join(args.peers, "bin", "nvmf_tgt"), "-m", mask, "-r",
+                          self.sock, "--huge-dir", args.huge_dir, "--disable-cpumask-locks"])
+        return niced([args.nvmemu, "serve", "-m", mask, "-r", self.sock])
+
+    def rpc(self, *params):
+        return run([sys.executable, args.rpc_py, "-s", self.sock, "-t", "30", *params], 60)
+
+    def __enter__(self):
+        self.server.start()
+        try:
+            for call in setup_calls():
+                self.rpc(*call)
+        except BaseException:
+            self.server.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.server.stop()
+
+
+def niced(cmd):
+    """`cmd` at --nice's priority (targets and clients alike), if given. Linux shares the
+    CPU between sessions first (autogroups), so the command gets a session of its own with
+    that nice value; plain `nice` would only rank it within ours."""
+    if not args.nice:
+        return cmd
+    n = str(args.nice)
+    return ["setsid", "sh", "-c", f'echo {n} > /proc/$$/autogroup && exec nice -n {n} "$@"',
+            "sh", *cmd]
+
+
+def setup_calls():
+    """The rpc.py calls that make both targets serve the same namespace over TCP."""
+    return [
+        ["framework_wait_init"],
+        ["bdev_malloc_create", "1024", "512", "-b", "Malloc0"],
+        # Queues of 256 entries, so QD128 fits one queue on both targets (MQES 255).
+        ["nvmf_create_transport", "-t", "TCP", "-q", "256"],
+        ["nvmf_create_subsystem", NQN, "-a", "-s", "SPDK00"],
+        ["nvmf_subsystem_add_ns", NQN, "Malloc0"],
+        ["nvmf_subsystem_add_listener", NQN, "-t", "TCP", "-a", "127.0.0.1", "-s",
+         str(args.port), "-f", "ipv4"],
+    ]
+
+
+def bench_cmd(rw, bs, qd, extra):
+    return [args.nvmemu, "bench", "--tcp", f"127.0.0.1:{args.port}", "--subnqn", NQN,
+            "--nsid=1", f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}",
+            f"--cpus_allowed={args.client_cpu}", "--output-format=json", *extra]
+
+
+def timing():
+    return [f"--runtime={args.runtime}", "--time_based", "--ramp_time=1"]
+
+
+def nvmemu_bench(rw, bs, qd, extra):
+    cmd = bench_cmd(rw, bs, qd, extra)
+    job = json.loads(run(niced(cmd), args.runtime + 120))["jobs"][0]
+    if job.get("error"):
+        raise RuntimeError(f"nvmemu bench reported error {job['error']}: {shlex.join(cmd)}")
+    return job["write" if rw.endswith("write") else "read"]["iops"]
+
+
+def perf_cmd(rw, bs, qd):
+    trid = (f"trtype:TCP adrfam:IPv4 traddr:127.0.0.1 trsvcid:{args.port} subnqn:{NQN} ns:1")
+    return [os.path.join(args.peers, "bin", "spdk_nvme_perf"), "-r", trid,
+            "-c", hex(1 << args.client_cpu), "-s", "256", "-q", str(qd), "-o", str(bs),
+            "-w", rw, "-t", str(args.runtime)]
+
+
+def spdk_perf(rw, bs, qd):
+    out = run(niced(perf_cmd(rw, bs, qd)), args.runtime + 60)
+    m = PERF_TOTAL.search(out)
+    if not m:
+        raise RuntimeError(f"no Total line in spdk_nvme_perf output:\n{out[-800:]}")
+    return float(m.group(1))
+
+
+@contextlib.contextmanager
+def heavy_lock():
+    """The machine-wide lock of heavy jobs, if --lock names one."""
+    if not args.lock:
+        yield
+        return
+    with open(args.lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="nvmemu-bench-tcp-")
+    results = {}  # (client, workload) -> target -> [iops]
+    started = time.monotonic()
+    try:
+        for rep in range(args.reps):
+            order = TARGETS if rep % 2 == 0 else TARGETS[::-1]
+            for tname in order:
+                with heavy_lock(), Target(tname, work):
+                    nvmemu_bench("write", "128k", 16, ["--size=100%"])
+                    for client in CLIENTS:
+                        for label, bs, qd, rw in WORKLOADS:
+                            iops = (spdk_perf(rw, bs, qd) if client == "spdk_nvme_perf"
+                                    else nvmemu_bench(rw, bs, qd, timing()))
+                            results.setdefault((client, label), {}).setdefault(tname, []).append(iops)
+                            log(f"rep {rep + 1}/{args.reps} {tname:14} {client:14} {label:22} "
+                                f"{iops / 1e3:8.1f} K IOPS")
+        log(f"done in {time.monotonic() - started:.0f} s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rows = [{"client": c, "workload": w, "spdk": t["SPDK nvmf_tgt"], "nvmemu": t["nvmemu serve"]}
+            for (c, w), t in results.items()]
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"reps": args.reps, "runtime_s": args.runtime, "rows": rows}, f, indent=1)
+    text = report(rows)
+    if args.md:
+        splice(args.md, "tcp", "scripts/bench_tcp.sh", text)
+    print(text)
+
+
+def spread(samples):
+    """Median and range, in K IOPS."""
+    return (f"{statistics.median(samples) / 1e3:.1f} K "
+            f"({min(samples) / 1e3:.0f}-{max(samples) / 1e3:.0f})")
+
+
+def machine():
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    return f"{cpu}, {os.cpu_count()} CPUs, Linux {platform.release()}"
+
+
+def show(cmd):
+    """A command as the table shows it: tools by name, only arguments with spaces quoted."""
+    cmd = [os.path.basename(cmd[0]) if cmd[0] == args.nvmemu else
+           cmd[0].replace(os.path.join(args.peers, "bin"), "$P"), *cmd[1:]]
+    return " ".join(shlex.quote(a) if " " in a else a for a in cmd
+                    if a != "--output-format=json")
+
+
+def report(rows):
+    lines = [
+        "## NVMe/TCP over loopback: nvmemu's target vs SPDK's nvmf_tgt",
+        "",
+        f"One target core each (CPU {args.target_cpu}), the client on CPU {args.client_cpu}; "
+        f"a 1 GiB malloc namespace of 512 B blocks, written in full first; {args.reps} "
+        f"interleaved repetitions of {args.runtime} s, median IOPS and (lowest-highest). "
+        f"Machine: {machine()}; {time.strftime('%Y-%m-%d', time.gmtime())}."
+        + (f" Targets and clients ran at nice {args.nice}, each in its own session "
+           "(autogroup), beside other jobs." if args.nice else "")
+        + (f" {args.note}" if args.note else ""),
+        "",
+        "| client | workload | SPDK nvmf_tgt | nvmemu | nvmemu / SPDK |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        ratio = statistics.median(r["nvmemu"]) / statistics.median(r["spdk"])
+        lines.append(f"| {r['client']} | {r['workload']} | {spread(r['spdk'])} "
+                     f"| {spread(r['nvmemu'])} | {ratio:.2f}x |")
+    goal = next(r for r in rows if (r["client"], r["workload"]) == GOAL_CASE)
+    ratio = statistics.median(goal["nvmemu"]) / statistics.median(goal["spdk"])
+    behind = [f"{r['client']} {r['workload']}" for r in rows
+              if statistics.median(r["nvmemu"]) < statistics.median(r["spdk"])]
+    lines += [
+        "",
+        f"- Goal: nvmemu >= {GOAL_RATIO}x SPDK's IOPS per target core, {GOAL_CASE[1]} with "
+        f"{GOAL_CASE[0]}: {ratio:.2f}x, {'met' if ratio >= GOAL_RATIO else 'missed'}.",
+        "- Goal: not behind anywhere: "
+        + ("met." if not behind else "missed (" + "; ".join(behind) + ")."),
+        "",
+        "Commands (`$P` = the peers' `bin/`; `$BS`/`$QD`/`$RW` = block size, depth, workload):",
+        "",
+        "```sh",
+        f"$P/nvmf_tgt -m {hex(1 << args.target_cpu)} -r SOCK --huge-dir HUGE "
+        "--disable-cpumask-locks     # or:",
+        f"nvmemu serve -m {hex(1 << args.target_cpu)} -r SOCK",
+        *(f"rpc.py -s SOCK {shlex.join(c)}" for c in setup_calls()),
+        show(bench_cmd("write", "128k", 16, ["--size=100%"])) + "   # fill",
+        show(perf_cmd("$RW", "$BS", "$QD")),
+        show(bench_cmd("$RW", "$BS", "$QD", timing())),
+        "```",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_peer_arguments(ap, runtime=3)
+    ap.add_argument("--port", type=int, default=4420)
+    ap.add_argument("--lock", help="flock this file around each target's runs")
+    ap.add_argument("--note", help="a sentence for the table's heading (e.g. the load)")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="run targets and clients at this nice value (a shared machine: -15)")
+    args = ap.parse_args()
+    args.nvmemu = os.path.abspath(args.nvmemu)
+    args.peers = os.path.abspath(args.peers)
+    resolve_peers(args)
+    main()
