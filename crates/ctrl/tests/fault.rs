@@ -89,6 +89,11 @@ fn a_pending_command_is_answered_only_by_abort() {
     }
     assert!(h.reap(1).is_none(), "a pending command is never completed");
     assert_eq!(h.ctrl.held_completions(), 1);
+    assert_eq!(
+        h.ctrl.next_due_ns(),
+        None,
+        "never due: no poller wakes for it"
+    );
     let mut abort = bare(0x08);
     abort.cdw10 = 1 | (u32::from(victim.0) << 16);
     let a = h.admin(abort);
@@ -162,9 +167,9 @@ const READ_ONLY_IOVA: u64 = 0x9_0000_0000;
 /// Give `h`'s controller its client memory plus one page at [`READ_ONLY_IOVA`] the device
 /// may only read; returns that page's mapping, for the host to fill.
 fn add_read_only_page(h: &mut TestHost) -> Arc<MmapRegion> {
-    let fd = create_memfd("nvmemu-test-ro", 4096, false).unwrap();
+    let fd = create_memfd("nvmemu-test-ro", 4096, false).expect("memfd");
     let page =
-        Arc::new(MmapRegion::map_shared(fd.as_fd(), 0, 4096, Protection::ReadWrite).unwrap());
+        Arc::new(MmapRegion::map_shared(fd.as_fd(), 0, 4096, Protection::ReadWrite).expect("map"));
     let region = |iova, size, writable, map: &Arc<MmapRegion>| DmaRegion {
         iova: Iova(iova),
         size,
@@ -174,7 +179,7 @@ fn add_read_only_page(h: &mut TestHost) -> Arc<MmapRegion> {
     let guest = GuestMemory::new()
         .with_region(region(HostMemory::BASE, layout::SIZE, true, h.mem.region()))
         .and_then(|g| g.with_region(region(READ_ONLY_IOVA, 4096, false, &page)))
-        .unwrap();
+        .expect("two regions");
     h.ctrl.set_guest_memory(Arc::new(guest));
     page
 }
