@@ -145,7 +145,7 @@ def judge(model, points, host):
     """Add the prediction and the verdict to each measured point of one model."""
     read, units = model["read"], model["units"]
     for p, h in zip(points, host):
-        pred = simulate(read["avg_us"], read["p99_us"], units, p["qd"])
+        pred = simulate(read["avg_us"], read["p99_us"], units, p["qd"], tail=model["tail"])
         p["pred"] = pred
         p["host_bound"] = pred["iops"] > 0.8 * h["iops"]
         p["ok"] = None if p["host_bound"] else (
@@ -153,6 +153,20 @@ def judge(model, points, host):
             and within(p["p50_us"], pred["p50_us"], TOL["p50"], TOL_ABS_US)
             and within(p["p99_us"], pred["p99_us"], TOL["p99"], TOL_ABS_US))
     return dict(model=model, ceiling=ceiling(read["avg_us"], units), points=points)
+
+
+def measure(a):
+    """The sweep without a model, then one per model: the report."""
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    _, host = sweep(a, "no model", [])
+    results = {}
+    for name in a.models:
+        args = HAND if name == "hand" else ["--preset", name, "--seed", "1"]
+        model, points = sweep(a, name, args)
+        results[name] = judge(model, points, host)
+    return dict(started=started, runtime_s=a.runtime, note=a.note, tolerance=TOL,
+                tolerance_abs_us=TOL_ABS_US, host=host, models=results, load=os.getloadavg(),
+                qds=a.qds)
 
 
 def parse_args(argv=None):
@@ -169,6 +183,8 @@ def parse_args(argv=None):
     p.add_argument("--plot", help="write the SVG plot here")
     p.add_argument("--json", help="write every figure here")
     p.add_argument("--note", default="", help="a line about the machine's state for the table")
+    p.add_argument("--from-json", help="write the table and plot of this earlier --json run "
+                   "(with --note) instead of measuring")
     a = p.parse_args(argv)
     a.qds = [int(q) for q in a.qds.split(",")]
     a.models = [m for m in a.models.split(",") if m]
@@ -178,16 +194,12 @@ def parse_args(argv=None):
 
 def main():
     a = parse_args()
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    _, host = sweep(a, "no model", [])
-    results = {}
-    for name in a.models:
-        args = HAND if name == "hand" else ["--preset", name, "--seed", "1"]
-        model, points = sweep(a, name, args)
-        results[name] = judge(model, points, host)
-    report = dict(started=started, runtime_s=a.runtime, note=a.note, tolerance=TOL,
-                  tolerance_abs_us=TOL_ABS_US, host=host, models=results,
-                  load=os.getloadavg())
+    if a.from_json:
+        with open(a.from_json) as f:
+            report = json.load(f)
+        report["note"] = a.note or report["note"]
+    else:
+        report = measure(a)
     text = markdown(report, a)
     if a.md:
         splice(a.md, "model", "scripts/bench_model.sh", text)

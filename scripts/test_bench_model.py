@@ -38,6 +38,12 @@ class Prediction(unittest.TestCase):
         self.assertEqual((round(r["p50_us"]), round(r["p99_us"])), (100, 100))
         self.assertLess(abs(r["iops"] / 320000 - 1), 0.01)
 
+    def test_the_spdk_tail_takes_p99_for_one_command_in_a_hundred(self):
+        r = simulate(50, 900, 0, 1, commands=40000, tail="spdk")
+        self.assertEqual(r["p50_us"], 50)
+        # Mean 0.99 x 50 + 0.01 x 900 = 58.5 us: 17.1 K IOPS at QD1.
+        self.assertLess(abs(r["iops"] / (1e6 / 58.5) - 1), 0.03)
+
     def test_within_allows_the_host_round_trip_above_only(self):
         self.assertTrue(within(120, 100, 0.15, 10))
         self.assertFalse(within(130, 100, 0.15, 10))

@@ -36,16 +36,22 @@ def percentile(sorted_values, p):
     return sorted_values[i]
 
 
-def simulate(avg_us, p99_us, units, qd, commands=40000, seed=1):
-    """Closed loop: `qd` commands always outstanding on `units` servers (0: unlimited).
+def simulate(avg_us, p99_us, units, qd, commands=40000, seed=1, tail="lognormal"):
+    """Closed loop: `qd` commands always outstanding on `units` servers (0: unlimited), service
+    times drawn as `tail` says (`lognormal`, or `spdk`: one in 100 takes p99, the rest avg).
     Returns dict(iops, p50_us, p99_us) over the commands after a 10 % warm-up."""
     mu, sigma = lognormal_params(avg_us, p99_us)
     rng = random.Random(seed)
     free = [0.0] * units
     done = []
 
+    def draw():
+        if tail == "spdk":
+            return p99_us if rng.randrange(100) == 0 else avg_us
+        return rng.lognormvariate(mu, sigma) if sigma > 0 else avg_us
+
     def submit(now):
-        service = rng.lognormvariate(mu, sigma) if sigma > 0 else avg_us
+        service = draw()
         if units:
             start = max(heapq.heappop(free), now)
             end = start + service

@@ -35,12 +35,15 @@ def markdown(report, a):
         "## Latency model: configured vs measured",
         "",
         f"Run {report['started']} by `scripts/bench_model.sh` on the shared 2-CPU development "
-        f"machine (load average at the end {load}{'; ' + report['note'] if report['note'] else ''}): "
-        "other builds and tests ran at the same time, so latencies carry their scheduling "
-        "stalls. 4 KiB random reads, `nvmemu bench --socket` on CPU "
-        f"{a.client_cpu} against `nvmemu serve --busy-poll` on CPU {a.poller_cpu}, "
-        f"{report['runtime_s']} s per point after 1 s of ramp.",
+        f"machine (load average at the end {load}): other builds and tests ran at the same "
+        "time, so latencies carry their scheduling stalls. 4 KiB random reads, `nvmemu bench "
+        f"--socket` on CPU {a.client_cpu} against `nvmemu serve --busy-poll` on CPU "
+        f"{a.poller_cpu}, {report['runtime_s']} s per point after 1 s of ramp.",
         "",
+    ]
+    if report["note"]:
+        lines += ["Conditions: " + report["note"].rstrip(".") + ".", ""]
+    lines += [
         "Predicted: the model's own queue (its log-normal service times on its units, a "
         "closed loop at that depth) simulated by `scripts/lib/model_predict.py`: at QD1 the "
         "configured distribution's p50 and p99, at saturation units / mean service time. "
@@ -51,7 +54,7 @@ def markdown(report, a):
         "model, sets the figure; not judged.",
         "",
         "Without a model (the host's ceiling): " + ", ".join(
-            f"QD{a.qds[i]} {k(h['iops'])}" for i, h in enumerate(report["host"])) + " IOPS.",
+            f"QD{h['qd']} {k(h['iops'])}" for h in report["host"]) + " IOPS.",
         "",
     ]
     for name, res in report["models"].items():
