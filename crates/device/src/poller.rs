@@ -44,6 +44,16 @@ pub(crate) enum IdleAction {
     Park(Duration),
 }
 
+/// How much sooner than a held completion is due a parked poller asks to wake: the kernel
+/// wakes it late by its timer slack (set to 1 us for pollers) plus its scheduling delay, so
+/// it wakes early and spins to the due time.
+const WAKE_EARLY_NS: u64 = 20_000;
+/// How long a poller with held completions spins after its last work before parking: a
+/// host that has just reaped a completion usually submits its next command within it.
+const HELD_SPIN_NS: u64 = 20_000;
+/// The pollers' timer slack: how late the kernel may end a park (its default is 50 us).
+const TIMER_SLACK_NS: u64 = 1_000;
+
 impl Backoff {
     /// Never back off: the poller spins at full speed (benchmarks).
     pub const NONE: Backoff = Backoff {
@@ -66,19 +76,7 @@ impl Backoff {
             IdleAction::Park(self.sleep)
         }
     }
-}
 
-/// How much sooner than a held completion is due a parked poller asks to wake: the kernel
-/// wakes it late by its timer slack (set to 1 us for pollers) plus its scheduling delay, so
-/// it wakes early and spins to the due time.
-const WAKE_EARLY_NS: u64 = 20_000;
-/// How long a poller with held completions spins after its last work before parking: a
-/// host that has just reaped a completion usually submits its next command within it.
-const HELD_SPIN_NS: u64 = 20_000;
-/// The pollers' timer slack: how late the kernel may end a park (its default is 50 us).
-const TIMER_SLACK_NS: u64 = 1_000;
-
-impl Backoff {
     /// The action after an idle pass while completions are held, the soonest due in
     /// `wait_ns`, the poller idle for `idle_ns`; `normal` is what it would do without them.
     /// It parks, after [`HELD_SPIN_NS`] of spinning, until [`WAKE_EARLY_NS`] before the due
