@@ -341,6 +341,25 @@ impl Bdev {
         Ok(())
     }
 
+    /// XOR the stored byte at `offset` with `value`: the error bdev's `corrupt_data` on a
+    /// Write, applied after the write, so what is stored differs from what the host sent
+    /// while the host's buffer is never touched. Null: nothing is stored, nothing changes.
+    pub fn corrupt_byte(&self, offset: u64, value: u8) -> Result<(), BdevError> {
+        let op = BdevOp::Write;
+        self.check(op, offset, 1)?;
+        if let Some(s) = &self.storage {
+            let mut byte = [0u8];
+            s.mem
+                .copy_to(offset, &mut byte)
+                .map_err(buffer(op, offset, 1))?;
+            byte[0] ^= value;
+            s.mem
+                .copy_from(offset, &byte)
+                .map_err(buffer(op, offset, 1))?;
+        }
+        Ok(())
+    }
+
     /// Make completed writes durable. Memory and null backends have nothing volatile to
     /// flush.
     pub(crate) fn flush(&self) -> Result<(), BdevError> {

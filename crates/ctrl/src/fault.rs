@@ -11,9 +11,9 @@
 //!   spends one hit, as each resubmission does in SPDK);
 //! - `corrupt_data`: the command runs, with the byte at `corrupt_offset` of its data XORed
 //!   with `corrupt_value`: a Read's in the host's buffer after the read (the stored data is
-//!   intact: a second read is right), a Write's in the data stored (the host's buffer is
-//!   restored). An offset past the command's data, or a buffer the device may not write,
-//!   changes nothing; other commands just run.
+//!   intact: a second read is right), a Write's in the bdev after the write (the host's
+//!   buffer is never touched, so it may be read-only to the device). An offset past the
+//!   command's data changes nothing; other commands just run.
 
 use nvmemu_bdev::fault::{FaultIo, FaultKind, Hit};
 use nvmemu_bdev::model::OpClass;
@@ -69,21 +69,38 @@ impl crate::Controller {
         let Some(Ok(rw)) = ReadWrite::decode(sqe) else {
             return self.exec_io(sqid, sqe);
         };
-        if rw.write {
-            // Corrupt the host's data, store it, then put the host's byte back.
-            self.xor_data(&rw, hit);
-            let result = self.exec_io(sqid, sqe);
-            self.xor_data(&rw, hit);
-            return result;
-        }
         let result = self.exec_io(sqid, sqe);
         if matches!(result, Some(Ok(_))) {
-            self.xor_data(&rw, hit);
+            if rw.write {
+                self.xor_stored(&rw, hit);
+            } else {
+                self.xor_data(&rw, hit);
+            }
         }
         result
     }
 
-    /// XOR the byte at `hit.corrupt_offset` of `rw`'s data in host memory with
+    /// XOR the stored byte at `hit.corrupt_offset` of the blocks `rw` wrote with
+    /// `hit.corrupt_value`; nothing if it is past them.
+    fn xor_stored(&self, rw: &ReadWrite, hit: Hit) {
+        let Ok(ns) = crate::io::active_ns(&self.namespaces, rw.nsid) else {
+            return;
+        };
+        let shift = ns.block_shift();
+        let len = u64::from(rw.blocks) << shift;
+        if hit.corrupt_offset >= len {
+            return;
+        }
+        // The write succeeded, so its blocks lie inside the namespace (the bdev checks again).
+        let Some(at) = (rw.slba.0.checked_mul(1 << shift))
+            .and_then(|start| start.checked_add(hit.corrupt_offset))
+        else {
+            return;
+        };
+        let _ = ns.bdev().corrupt_byte(at, hit.corrupt_value);
+    }
+
+    /// XOR the byte at `hit.corrupt_offset` of the data `rw` read into host memory with
     /// `hit.corrupt_value`; nothing if it is past the data or cannot be reached.
     fn xor_data(&self, rw: &ReadWrite, hit: Hit) {
         let Ok(ns) = crate::io::active_ns(&self.namespaces, rw.nsid) else {

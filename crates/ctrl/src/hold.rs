@@ -71,6 +71,9 @@ impl Ord for Held {
 pub(crate) struct HeldCompletions {
     heap: BinaryHeap<Reverse<Held>>,
     seq: u64,
+    /// The last `post_due` stopped at a due CQE whose CQ had no room: only the host's
+    /// reaping (a CQ head doorbell) lets it go, not time.
+    blocked: bool,
 }
 
 impl HeldCompletions {
@@ -92,6 +95,7 @@ impl HeldCompletions {
     /// Drop everything held (a controller reset).
     pub(crate) fn clear(&mut self) {
         self.heap.clear();
+        self.blocked = false;
     }
 }
 
@@ -156,6 +160,7 @@ impl Controller {
     pub(crate) fn post_due(&mut self) -> usize {
         let now = global_clock().now_ns();
         let mut posted = 0;
+        self.held.blocked = false;
         while let Some(Reverse(next)) = self.held.heap.peek().copied()
             && next.due <= now
         {
@@ -165,6 +170,7 @@ impl Controller {
                 continue;
             };
             if !self.cq_has_room(cqid) {
+                self.held.blocked = true;
                 break;
             }
             self.held.heap.pop();
@@ -235,9 +241,23 @@ impl Controller {
         posted
     }
 
-    /// Whether completions are held (the poller must keep polling to post them on time).
+    /// Whether completions are held (each poll pass posts those due).
     pub(crate) fn holds_completions(&self) -> bool {
         !self.held.is_empty()
+    }
+
+    /// When the soonest held CQE is due (ns on `global_clock`): the poller may sleep until
+    /// then when nothing else arrives. None when time alone posts nothing: nothing is held,
+    /// only injected `pending` commands are, the soonest is waiting for room in its CQ (the
+    /// host's reaping frees it), or the controller is not processing commands.
+    pub fn next_due_ns(&self) -> Option<u64> {
+        if self.held.blocked || !self.state.is_ready() {
+            return None;
+        }
+        // `pending` commands are due at NEVER and sort last: the soonest is one only when
+        // nothing else is held.
+        let Reverse(soonest) = self.held.heap.peek()?;
+        (soonest.due != NEVER).then_some(soonest.due)
     }
 
     /// CQEs held now (`nvmemu stat`, tests).

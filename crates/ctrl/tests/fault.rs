@@ -5,9 +5,15 @@
 //! `corrupt_data` changes one byte of the data read or stored; each injection hits exactly
 //! `num` commands of its type.
 
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
 use nvmemu_bdev::fault::{FaultIo, FaultKind, Hit};
-use nvmemu_ctrl::test_utils::{TestHost, bare, delete_sq, get_log, layout, pattern, rw};
-use nvmemu_spec::Status;
+use nvmemu_ctrl::test_utils::{
+    HostMemory, TestHost, bare, delete_sq, get_log, layout, pattern, rw,
+};
+use nvmemu_mem::{DmaBacking, DmaRegion, GuestMemory, Iova, MmapRegion, Protection, create_memfd};
+use nvmemu_spec::{DataPtr, Status};
 
 fn arm(h: &TestHost, io: FaultIo, kind: FaultKind, num: u32) {
     let ns = h.ctrl.namespaces().next().expect("namespace 1");
@@ -83,6 +89,11 @@ fn a_pending_command_is_answered_only_by_abort() {
     }
     assert!(h.reap(1).is_none(), "a pending command is never completed");
     assert_eq!(h.ctrl.held_completions(), 1);
+    assert_eq!(
+        h.ctrl.next_due_ns(),
+        None,
+        "never due: no poller wakes for it"
+    );
     let mut abort = bare(0x08);
     abort.cdw10 = 1 | (u32::from(victim.0) << 16);
     let a = h.admin(abort);
@@ -148,4 +159,53 @@ fn corrupt_data_on_a_write_stores_the_changed_byte_and_leaves_the_host_buffer() 
     let mut want = data.clone();
     want[0] ^= 0xFF;
     assert_eq!(stored, want);
+}
+
+/// IOVA of a page the host maps for the device to read only (DMA_MAP without WRITE).
+const READ_ONLY_IOVA: u64 = 0x9_0000_0000;
+
+/// Give `h`'s controller its client memory plus one page at [`READ_ONLY_IOVA`] the device
+/// may only read; returns that page's mapping, for the host to fill.
+fn add_read_only_page(h: &mut TestHost) -> Arc<MmapRegion> {
+    let fd = create_memfd("nvmemu-test-ro", 4096, false).expect("memfd");
+    let page =
+        Arc::new(MmapRegion::map_shared(fd.as_fd(), 0, 4096, Protection::ReadWrite).expect("map"));
+    let region = |iova, size, writable, map: &Arc<MmapRegion>| DmaRegion {
+        iova: Iova(iova),
+        size,
+        writable,
+        backing: DmaBacking::Mapped(Arc::clone(map)),
+    };
+    let guest = GuestMemory::new()
+        .with_region(region(HostMemory::BASE, layout::SIZE, true, h.mem.region()))
+        .and_then(|g| g.with_region(region(READ_ONLY_IOVA, 4096, false, &page)))
+        .expect("two regions");
+    h.ctrl.set_guest_memory(Arc::new(guest));
+    page
+}
+
+#[test]
+fn corrupt_data_on_a_write_from_a_read_only_buffer_still_stores_the_changed_byte() {
+    // The device never writes a Write's buffer: a host may map it read-only for the device.
+    let mut h = TestHost::ready(64);
+    let page = add_read_only_page(&mut h);
+    let data = pattern(512, 6);
+    page.copy_from(0, &data).unwrap();
+    arm_corrupt(&h, FaultIo::Write, 100, 0x81);
+    let dptr = DataPtr::Prp {
+        prp1: READ_ONLY_IOVA,
+        prp2: 0,
+    };
+    assert_eq!(h.cmd(1, rw(0x01, 1, 9, 1, dptr)).status(), Status::SUCCESS);
+    let (_, stored) = h.read_blocks(1, 9, 1);
+    assert_eq!(
+        stored[100],
+        data[100] ^ 0x81,
+        "the stored byte is corrupted"
+    );
+    let others_kept = (stored.iter().zip(&data).enumerate()).all(|(i, (s, d))| i == 100 || s == d);
+    assert!(others_kept, "only that byte differs");
+    let mut host = vec![0u8; 512];
+    page.copy_to(0, &mut host).unwrap();
+    assert_eq!(host, data, "the host's buffer is as it was");
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use nvmemu_bdev::model::{ModelConfig, ServiceTime};
 use nvmemu_ctrl::test_utils::{TestHost, bare, delete_sq, layout, pattern, rw};
+use nvmemu_mem::global_clock;
 use nvmemu_spec::{Cqe, Sqe, Status};
 
 fn set_model(h: &TestHost, m: Option<ModelConfig>) {
@@ -57,7 +58,7 @@ fn a_modelled_command_runs_at_once_and_its_cqe_waits() {
     h.submit(1, rw(0x01, 1, 3, 1, h.prps(layout::DATA, 512)));
     assert_eq!(h.poll(), 0, "nothing is due yet");
     assert_eq!(h.ctrl.held_completions(), 1);
-    assert!(h.ctrl.has_deferred_work(), "the poller must keep polling");
+    assert!(h.ctrl.next_due_ns().is_some(), "the poller must look again");
     assert!(h.reap(1).is_none());
     // The write has reached the namespace: another controller's view (the bdev) reads it.
     set_model(&h, None);
@@ -82,7 +83,7 @@ fn a_cqe_is_posted_once_due_and_not_before() {
         took >= Duration::from_millis(20),
         "completed after {took:?}"
     );
-    assert!(!h.ctrl.has_deferred_work());
+    assert_eq!(h.ctrl.next_due_ns(), None);
     set_model(&h, None);
 }
 
@@ -202,5 +203,47 @@ fn a_full_heap_stops_fetching_until_completions_are_posted() {
         h.poll();
     }
     assert_eq!(h.ctrl.held_completions(), 5 * 1023 - 1023);
+    set_model(&h, None);
+}
+
+#[test]
+fn the_poller_is_told_when_the_next_cqe_is_due_and_not_while_its_cq_is_full() {
+    // Queues of 4 entries: an SQ or CQ holds 3. Held CQEs take no CQ entry, so six
+    // commands (two rounds of three) are fetched and held.
+    let mut h = TestHost::ready(4);
+    set_model(&h, Some(fixed(1_000, 0)));
+    let before = global_clock().now_ns();
+    for i in 0..6 {
+        h.submit(1, read(&h, i));
+        if i % 3 == 2 {
+            h.poll();
+        }
+    }
+    assert_eq!(h.ctrl.held_completions(), 6);
+    let due = h.ctrl.next_due_ns().expect("held CQEs are due at a time");
+    assert!(
+        due >= before + 1_000_000,
+        "due {due} ns, submitted at {before} ns"
+    );
+    assert!(
+        !h.ctrl.has_deferred_work(),
+        "held completions alone let the poller back off"
+    );
+    // All due: three fill the CQ, three wait for room.
+    std::thread::sleep(Duration::from_millis(2));
+    h.poll();
+    assert_eq!(h.ctrl.held_completions(), 3, "no room in the CQ");
+    assert_eq!(
+        h.ctrl.next_due_ns(),
+        None,
+        "only the host's reaping frees it"
+    );
+    assert!(h.reap(1).is_some());
+    h.poll();
+    assert_eq!(
+        h.ctrl.held_completions(),
+        2,
+        "one posted into the room freed"
+    );
     set_model(&h, None);
 }

@@ -56,6 +56,13 @@ impl IdleTimer {
         true
     }
 
+    /// How long the open stretch had lasted when this pass began (0 while none is open or
+    /// on its first pass).
+    pub(crate) fn open_ns(&self) -> u64 {
+        self.since
+            .map_or(0, |since| self.pass_start.saturating_sub(since))
+    }
+
     /// Idle nanoseconds of the closed stretches.
     pub(crate) fn idle_ns(&self) -> u64 {
         self.idle_ns

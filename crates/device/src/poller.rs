@@ -3,8 +3,10 @@
 //!
 //! A poller never makes a syscall on the I/O path except the MSI-X eventfd write. When it
 //! finds no work it backs off (spin, then short parked sleeps) so an idle daemon does not burn
-//! a core; benchmarks turn the back-off off.
+//! a core; benchmarks turn the back-off off. Completions a latency model holds are not work:
+//! a poller waiting only for them parks until shortly before the soonest is due.
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use nvmemu_ctrl::Controller;
-use nvmemu_mem::TscClock;
+use nvmemu_mem::{TscClock, global_clock};
 
 use crate::ControllerId;
 use crate::idle::IdleTimer;
@@ -42,6 +44,16 @@ pub(crate) enum IdleAction {
     Park(Duration),
 }
 
+/// How much sooner than a held completion is due a parked poller asks to wake: the kernel
+/// wakes it late by its timer slack (set to 1 us for pollers) plus its scheduling delay, so
+/// it wakes early and spins to the due time.
+const WAKE_EARLY_NS: u64 = 20_000;
+/// How long a poller with held completions spins after its last work before parking: a
+/// host that has just reaped a completion usually submits its next command within it.
+const HELD_SPIN_NS: u64 = 20_000;
+/// The pollers' timer slack: how late the kernel may end a park (its default is 50 us).
+const TIMER_SLACK_NS: u64 = 1_000;
+
 impl Backoff {
     /// Never back off: the poller spins at full speed (benchmarks).
     pub const NONE: Backoff = Backoff {
@@ -63,6 +75,25 @@ impl Backoff {
         } else {
             IdleAction::Park(self.sleep)
         }
+    }
+
+    /// The action after an idle pass while completions are held, the soonest due in
+    /// `wait_ns`, the poller idle for `idle_ns`; `normal` is what it would do without them.
+    /// It parks, after [`HELD_SPIN_NS`] of spinning, until [`WAKE_EARLY_NS`] before the due
+    /// time, at most one `sleep` at a time (so a doorbell is seen as soon as by an idle
+    /// poller), and spins from there. A busy-polling poller (no sleep) never parks.
+    pub(crate) fn held_action(&self, normal: IdleAction, wait_ns: u64, idle_ns: u64) -> IdleAction {
+        if self.sleep.is_zero() {
+            return normal;
+        }
+        if wait_ns <= WAKE_EARLY_NS {
+            return IdleAction::Spin;
+        }
+        if idle_ns < HELD_SPIN_NS && !matches!(normal, IdleAction::Park(_)) {
+            return normal;
+        }
+        let until_due = Duration::from_nanos(wait_ns - WAKE_EARLY_NS);
+        IdleAction::Park(self.sleep.min(until_due))
     }
 }
 
@@ -185,6 +216,10 @@ impl Poller {
                     {
                         tracing::warn!("poller {index}: cannot pin to CPU {cpu}: {e}");
                     }
+                    // Without it a park ends up to 50 us late; a held completion's due time
+                    // is then missed (a poller that cannot set it only wakes later).
+                    let _ =
+                        rustix::thread::set_current_timer_slack(NonZeroU64::new(TIMER_SLACK_NS));
                     run(&mailbox, &stats, &stop, backoff, epoch);
                 })?
         };
@@ -291,7 +326,18 @@ fn run(
             stats.passes.store(passes, Ordering::Relaxed);
         }
         idle_passes += 1;
-        match backoff.action(idle_passes) {
+        let mut action = backoff.action(idle_passes);
+        if !backoff.sleep.is_zero()
+            && let Some(due) = state
+                .controllers
+                .iter()
+                .filter_map(|c| c.ctrl.next_due_ns())
+                .min()
+        {
+            let wait_ns = due.saturating_sub(global_clock().now_ns());
+            action = backoff.held_action(action, wait_ns, idle.open_ns());
+        }
+        match action {
             // A dedicated core (no back-off) re-polls at once: PAUSE costs ~140 cycles on
             // recent cores, all of it added to the next command's latency.
             IdleAction::Spin if backoff != Backoff::NONE => std::hint::spin_loop(),
@@ -326,6 +372,25 @@ mod tests {
                 "idle pass {idle_passes}"
             );
         }
+    }
+
+    #[test]
+    fn with_completions_held_a_poller_spins_briefly_then_parks_until_just_before_the_due() {
+        use IdleAction::*;
+        let b = Backoff::default();
+        let us = |n: u64| n * 1000;
+        // Just after its last work: spin (the host's next command may be on its way).
+        assert_eq!(b.held_action(Spin, us(5_000), us(1)), Spin);
+        // Then park until 20 us before the due time, at most one sleep (200 us) at a time.
+        let park = |n| Park(Duration::from_micros(n));
+        assert_eq!(b.held_action(Spin, us(100), us(30)), park(80));
+        assert_eq!(b.held_action(Spin, us(5_000), us(30)), park(200));
+        assert_eq!(b.held_action(park(200), us(150), us(1)), park(130));
+        // Within 20 us of the due time: spin, even where an idle poller would park.
+        assert_eq!(b.held_action(park(200), us(15), us(10_000)), Spin);
+        assert_eq!(b.held_action(park(200), 0, us(10_000)), Spin);
+        // A busy-polling poller never parks.
+        assert_eq!(Backoff::NONE.held_action(Spin, us(5_000), us(1_000)), Spin);
     }
 
     #[test]

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Named models of drive classes. The figures are rounded from vendors' published
-//! specifications of one drive per class (4 KiB random I/O: typical QD1 latency and the
-//! IOPS ceiling); p99 values are set by hand where vendors publish none. They describe a
-//! class of drive, not a measurement of one: docs/device-models.md lists the sources and
-//! what the model leaves out.
+//! Named models of drive classes. The ceilings (4 KiB random-read IOPS, sequential read
+//! bandwidth) follow published specifications of one drive per class where they were
+//! found; latencies and p99 values are set by hand where none was. They describe a class
+//! of drive, not a measurement of one: docs/device-models.md names the sources, what each
+//! figure rests on, and what the model leaves out.
 
 use super::{ModelConfig, ServiceTime, Tail};
 
@@ -36,23 +36,23 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "tlc",
-        about: "datacenter TLC NAND (D7-P5510 class): ~80 us reads, ~15 us cached writes, ~800 K read IOPS",
+        about: "datacenter TLC NAND (D7-P5500 class): ~80 us reads, ~15 us cached writes, ~1 M read IOPS, 7 GB/s",
         read: (80, 250),
         write: (15, 90),
         flush: (20, 200),
         trim: (30, 300),
-        units: 64,
-        unit_mib_per_sec: 120,
+        units: 80,
+        unit_mib_per_sec: 83,
     },
     Preset {
         name: "qlc",
-        about: "datacenter QLC NAND (D5-P5316 class): ~130 us reads, slow tail on writes, ~800 K read IOPS",
+        about: "datacenter QLC NAND (D5-P5316 class): ~130 us reads, slow tail on writes, ~800 K read IOPS, 7 GB/s",
         read: (130, 500),
         write: (30, 400),
         flush: (30, 400),
         trim: (50, 700),
         units: 104,
-        unit_mib_per_sec: 70,
+        unit_mib_per_sec: 64,
     },
 ];
 

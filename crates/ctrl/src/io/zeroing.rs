@@ -242,11 +242,12 @@ impl Controller {
         }
     }
 
-    /// Whether a command set aside still has work or a CQE to post (here, or one a model
-    /// holds, `hold.rs`) and the controller processes commands (a fatal one does not until
-    /// it is reset): the poller must not back off meanwhile.
+    /// Whether a command set aside still has work or a CQE to post and the controller
+    /// processes commands (a fatal one does not until it is reset): the poller must not
+    /// back off meanwhile. (Completions a model holds only need a pass once due:
+    /// [`Controller::next_due_ns`].)
     pub fn has_deferred_work(&self) -> bool {
-        (self.zeroing.busy || self.holds_completions()) && self.state.is_ready()
+        self.zeroing.busy && self.state.is_ready()
     }
 }
 
