@@ -202,7 +202,7 @@ impl PollGroup {
                     .mmio_write(off, &v.to_le_bytes()[..len])
                     .map_err(|_| internal)?;
             }
-            c.set_kato(kato);
+            c.ctrl.set_keep_alive_timeout(kato);
             c.hostnqn = d.hostnqn;
             c.hostid = d.hostid;
             c.touch(now);
