@@ -106,6 +106,8 @@ pub(crate) struct Conn {
     /// The qpair a Connect made of this connection, for the poll group's live counts:
     /// Some(true) an admin queue, Some(false) an I/O queue.
     pub(crate) qpair_admin: Option<bool>,
+    /// When its socket last had bytes (`admission.rs` reads quiet ones less often).
+    pub(crate) last_heard: Instant,
 }
 
 /// How the handling of one command capsule ended.
@@ -208,6 +210,7 @@ impl Conn {
             state: ConnState::AwaitIcReq { deadline },
             stalled_since: None,
             qpair_admin: None,
+            last_heard: Instant::now(),
         }
     }
 

@@ -92,6 +92,7 @@ impl PollGroup {
                 let sqfc_off = sqe.cdw11 & (1 << 18) != 0;
                 match self.connect(conn, recfmt, qid, sqsize, kato, sqfc_off, data, now) {
                     Ok(cntlid) => {
+                        conn.size_for_queue();
                         if conn.qpair_admin.is_none() {
                             conn.qpair_admin = Some(qid == 0);
                             self.counts.qpair_connected(qid == 0);

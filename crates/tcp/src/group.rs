@@ -49,9 +49,10 @@ pub(crate) struct PollGroup {
     pub(crate) opts: TcpOptions,
     pub(crate) subsystems: Subsystems,
     listeners: Vec<TcpListener>,
-    conns: Vec<Option<Conn>>,
+    pub(crate) conns: Vec<Option<Conn>>,
     free: Vec<usize>,
-    open: usize,
+    pub(crate) open: usize,
+    pub(crate) admission: crate::admission::Admission,
     pub(crate) ctrls: BTreeMap<u16, FabricsCtrl>,
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
@@ -75,6 +76,7 @@ impl PollGroup {
             conns: Vec::new(),
             free: Vec::new(),
             open: 0,
+            admission: Default::default(),
             ctrls: BTreeMap::new(),
             control,
             stop,
@@ -119,6 +121,7 @@ impl PollGroup {
             }
             self.expire_controllers(now);
             self.counts.polls += 1;
+            self.account(now);
             self.published.publish(&self.counts);
             if work > 0 {
                 idle = 0;
@@ -154,8 +157,7 @@ impl PollGroup {
         }
         let n = accepted.len();
         for (sock, peer) in accepted {
-            if self.open >= self.opts.max_connections {
-                tracing::debug!(target: "guest", %peer, "connection refused: too many open");
+            if !self.admit(peer) {
                 continue;
             }
             if sock.set_nonblocking(true).is_err() {
@@ -175,6 +177,9 @@ impl PollGroup {
 
     /// Read and handle what connection `i` sent.
     fn receive(&mut self, i: usize, now: Instant) -> usize {
+        if self.quiet_now(i, now, false) {
+            return 0;
+        }
         let Some(mut conn) = self.conns.get_mut(i).and_then(Option::take) else {
             return 0;
         };
@@ -185,7 +190,7 @@ impl PollGroup {
         let mut rx = std::mem::replace(&mut conn.rx, ByteBuf::new(0));
         let (mut work, mut closed) = (0, false);
         if conn.tx.room() >= 2 * pdu::MAX_SMALL_PDU {
-            match rx.fill_from(&mut conn.sock) {
+            match conn.read_into(&mut rx, now, self.counts.polls, i) {
                 Ok(0) => closed = true,
                 Ok(n) => {
                     work += n;
@@ -239,6 +244,16 @@ impl PollGroup {
             _ => Phase::Established,
         };
         let plen = match pdu::check_header(&ch, phase, &conn.neg) {
+            // Before Connect the buffer takes a command capsule, not data (admission.rs).
+            Ok(p) if p > rx.capacity() => {
+                let e = pdu::PduError {
+                    fes: pdu::Fes::PduSequenceError,
+                    fei: 0,
+                    what: "data PDU before Connect",
+                };
+                conn.terminate(&e, rx.data(), now, CLOSE_GRACE);
+                return Some(true);
+            }
             Ok(p) => p,
             Err(e) => {
                 conn.terminate(&e, rx.data(), now, CLOSE_GRACE);
@@ -290,20 +305,20 @@ impl PollGroup {
         Some(true)
     }
 
-    /// ICReq: answer with our parameters and size the buffers for the PDUs to come.
+    /// ICReq: answer with our parameters and size the buffers for a Connect.
     fn initialize(&mut self, conn: &mut Conn, r: &pdu::IcReq) {
         conn.neg.hdgst = r.hdgst;
         conn.neg.ddgst = r.ddgst;
         conn.neg.hpda = r.hpda;
         let mut resp = [0u8; pdu::IC_HLEN];
         pdu::encode_icresp(&mut resp, &conn.neg);
-        conn.rx = ByteBuf::new(conn.neg.max_h2c_pdu());
-        let mut tx = ByteBuf::new(2 * (conn.neg.max_h2c_pdu() + pdu::MAX_SMALL_PDU));
-        if let Some(out) = tx.reserve(resp.len()) {
+        // `conn.rx` is an empty stand-in here (`receive` holds the bytes and moves what
+        // follows ICReq into the new buffer).
+        conn.size_for_connect();
+        if let Some(out) = conn.tx.reserve(resp.len()) {
             out.copy_from_slice(&resp);
-            tx.commit(resp.len());
+            conn.tx.commit(resp.len());
         }
-        conn.tx = tx;
         conn.state = ConnState::AwaitConnect;
     }
 
@@ -345,6 +360,9 @@ impl PollGroup {
 
     /// Queue completions and write what the socket takes; enforce the connection's timers.
     fn send(&mut self, i: usize, now: Instant) -> usize {
+        if self.quiet_now(i, now, true) {
+            return 0;
+        }
         let Some(mut conn) = self.conns.get_mut(i).and_then(Option::take) else {
             return 0;
         };
@@ -464,5 +482,17 @@ impl PollGroup {
             tv_nsec: i64::from(SLEEP.subsec_nanos()),
         };
         let _ = rustix::event::poll(&mut fds, Some(&t));
+        let ready: Vec<bool> = fds
+            .iter()
+            .skip(self.listeners.len())
+            .map(|f| !f.revents().is_empty())
+            .collect();
+        drop(fds);
+        let now = Instant::now();
+        for (c, ready) in self.conns.iter_mut().flatten().zip(ready) {
+            if ready {
+                c.last_heard = now;
+            }
+        }
     }
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The poll group's counters, as SPDK's `nvmf_get_stats` reports a poll group: qpairs made
-//! (and live), commands taken, passes. The poll group counts in plain integers and
+//! (and live), commands taken, passes; and the connections open, refused at the limit and
+//! the bytes their buffers hold. The poll group counts in plain integers and
 //! publishes them once per pass; the control plane reads a [`TcpStats`] snapshot.
 
 use std::sync::Arc;
@@ -21,6 +22,12 @@ pub struct TcpStats {
     pub current_admin_qpairs: u64,
     /// I/O queues connected now.
     pub current_io_qpairs: u64,
+    /// TCP connections open now (whatever their stage: before ICReq, Connect, queues).
+    pub connections: u64,
+    /// Connections closed at once because `max_connections` were open.
+    pub connections_refused: u64,
+    /// Bytes of the open connections' receive and send buffers (refreshed every 50 ms).
+    pub buffer_bytes: u64,
 }
 
 impl TcpStats {
@@ -48,7 +55,7 @@ impl TcpStats {
 
 /// Where the poll group publishes its counters.
 #[derive(Debug, Default)]
-pub(crate) struct Published([AtomicU64; 6]);
+pub(crate) struct Published([AtomicU64; 9]);
 
 impl Published {
     /// Called by the poll group only (the one writer), once per pass.
@@ -60,6 +67,9 @@ impl Published {
             s.io_qpairs,
             s.current_admin_qpairs,
             s.current_io_qpairs,
+            s.connections,
+            s.connections_refused,
+            s.buffer_bytes,
         ];
         for (slot, v) in self.0.iter().zip(values) {
             slot.store(v, Ordering::Relaxed);
@@ -74,6 +84,9 @@ impl Published {
             io_qpairs,
             current_admin_qpairs,
             current_io_qpairs,
+            connections,
+            connections_refused,
+            buffer_bytes,
         ] = self.0.each_ref().map(|a| a.load(Ordering::Relaxed));
         TcpStats {
             polls,
@@ -82,6 +95,9 @@ impl Published {
             io_qpairs,
             current_admin_qpairs,
             current_io_qpairs,
+            connections,
+            connections_refused,
+            buffer_bytes,
         }
     }
 }
