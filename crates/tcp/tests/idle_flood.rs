@@ -14,7 +14,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use nvmemu_spec::Status;
 use nvmemu_tcp::{TcpOptions, TcpStats, TcpTarget};
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
@@ -84,27 +83,6 @@ fn thread_ticks(name: &str) -> u64 {
         return f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
     }
     panic!("no thread {name}");
-}
-
-/// Writes and verified reads until `stop`; returns (I/Os, slowest).
-fn honest_host(addr: SocketAddr, stop: &AtomicBool) -> (u64, Duration) {
-    let (_admin, mut io) = pair(addr, false, 32);
-    let (mut done, mut slowest) = (0u64, Duration::ZERO);
-    let mut seed = 0u8;
-    while !stop.load(Ordering::Relaxed) {
-        let t0 = Instant::now();
-        seed = seed.wrapping_add(1);
-        let slba = u64::from(seed) * 16;
-        let data = pattern(8192, seed);
-        let (c, _) = io.exec(rw(0x01, slba, 16, sgl(0x5A, 8192)), &[], &data, 4096);
-        assert_eq!(c.status(), Status::SUCCESS, "write");
-        let (c, back) = io.exec(rw(0x02, slba, 16, sgl(0x5A, 8192)), &[], &[], 0);
-        assert_eq!(c.status(), Status::SUCCESS, "read");
-        assert!(back == data, "read {slba} differs from what was written");
-        done += 1;
-        slowest = slowest.max(t0.elapsed());
-    }
-    (done, slowest)
 }
 
 /// `n` connections that send nothing.

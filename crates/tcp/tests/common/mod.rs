@@ -4,10 +4,12 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use nvmemu_bdev::{Bdev, MallocBacking};
 use nvmemu_ctrl::Namespace;
-use nvmemu_spec::Nsid;
+use nvmemu_spec::{Nsid, Status};
 pub use nvmemu_tcp::test_utils::*;
 use nvmemu_tcp::{Subsystems, TcpOptions, TcpSubsystem, TcpTarget};
 
@@ -57,4 +59,26 @@ pub fn connect(
 /// Admin and I/O queue 1 (`io_entries` entries) on the test subsystem.
 pub fn pair(addr: SocketAddr, digests: bool, io_entries: u16) -> (Initiator, Initiator) {
     connect_pair(addr, NQN, HOSTNQN, digests, io_entries)
+}
+
+/// An honest host beside hostile ones: 8 KiB writes (R2T, two H2CData) and verified reads
+/// on its own blocks until `stop`; returns (write+read pairs, the slowest pair).
+pub fn honest_host(addr: SocketAddr, stop: &AtomicBool) -> (u64, Duration) {
+    let (_admin, mut io) = pair(addr, false, 32);
+    let (mut done, mut slowest) = (0u64, Duration::ZERO);
+    let mut seed = 0u8;
+    while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        seed = seed.wrapping_add(1);
+        let slba = u64::from(seed) * 16;
+        let data = pattern(8192, seed);
+        let (c, _) = io.exec(rw(0x01, slba, 16, sgl(0x5A, 8192)), &[], &data, 4096);
+        assert_eq!(c.status(), Status::SUCCESS, "write");
+        let (c, back) = io.exec(rw(0x02, slba, 16, sgl(0x5A, 8192)), &[], &[], 0);
+        assert_eq!(c.status(), Status::SUCCESS, "read");
+        assert!(back == data, "read {slba} differs from what was written");
+        done += 1;
+        slowest = slowest.max(t0.elapsed());
+    }
+    (done, slowest)
 }
