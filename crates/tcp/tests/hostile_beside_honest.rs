@@ -10,8 +10,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -97,19 +96,9 @@ fn bad_pdus(addr: SocketAddr) {
     i.send(0x07, 0, &[0u8; 16], &[]);
     expect_term(&mut i, 0x01, "C2HData from a host");
     let mut i = Initiator::new(addr, false, false);
-    let mut req = [0u8; 128];
-    req[2] = 128;
-    req[4..8].copy_from_slice(&128u32.to_le_bytes());
-    i.sock.write_all(&req).unwrap();
+    i.sock.write_all(&icreq()).unwrap();
     expect_term(&mut i, 0x02, "second ICReq");
-    // A capsule before ICReq.
-    let mut sock = TcpStream::connect(addr).unwrap();
-    let mut pdu = vec![0x04, 0, 72, 0];
-    pdu.extend_from_slice(&72u32.to_le_bytes());
-    pdu.resize(72, 0);
-    sock.write_all(&pdu).unwrap();
-    let mut head = [0u8; 24];
-    sock.read_exact(&mut head).unwrap();
+    let head = capsule_before_icreq(addr);
     assert_eq!((head[0], head[8]), (0x03, 0x02), "capsule before ICReq");
     // Bad header and data digests.
     let mut i = Initiator::new(addr, true, true);
@@ -203,10 +192,7 @@ fn bad_connects(addr: SocketAddr, honest_cntlid: u16) {
 /// Hosts that stall: a half ICReq, and one that stops reading its data.
 fn stalls(addr: SocketAddr) {
     let mut slow = TcpStream::connect(addr).unwrap();
-    let mut req = [0u8; 64];
-    req[2] = 128;
-    req[4..8].copy_from_slice(&128u32.to_le_bytes());
-    slow.write_all(&req).unwrap();
+    slow.write_all(&icreq()[..64]).unwrap();
     let (_admin, mut deaf) = pair(addr, false, 128);
     for cid in 0..127u32 {
         let mut r = rw(0x02, 0, 256, sgl(0x5A, 128 * 1024));
@@ -228,11 +214,7 @@ fn hostile_hosts_end_their_own_connections_and_the_honest_host_goes_on() {
         stall_timeout: Duration::from_millis(300),
         ..TcpOptions::default()
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    let honest = {
-        let stop = Arc::clone(&stop);
-        thread::spawn(move || honest_host(addr, &stop))
-    };
+    let (stop, honest) = spawn_honest(addr);
     let t0 = Instant::now();
     while t.stats().current_io_qpairs == 0 {
         assert!(

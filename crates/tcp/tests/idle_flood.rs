@@ -8,8 +8,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -92,9 +91,7 @@ fn open_silent(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
 
 /// `n` connections that complete ICReq/ICResp and then say nothing.
 fn open_after_icreq(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
-    let mut req = [0u8; 128];
-    req[2] = 128;
-    req[4..8].copy_from_slice(&128u32.to_le_bytes());
+    let req = icreq();
     (0..n)
         .map(|_| {
             let mut s = TcpStream::connect(addr).unwrap();
@@ -168,11 +165,7 @@ fn ten_thousand_idle_connections_leave_an_honest_host_served() {
         stall_timeout: Duration::from_secs(60),
         ..TcpOptions::default()
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    let honest = {
-        let stop = Arc::clone(&stop);
-        thread::spawn(move || honest_host(addr, &stop))
-    };
+    let (stop, honest) = spawn_honest(addr);
     wait_for(&t, "honest host connected", |s| s.connections == 2);
     let rss0 = rss_kib();
     let t0 = Instant::now();

@@ -13,32 +13,24 @@ use common::*;
 use nvmemu_spec::{Sqe, Status};
 use nvmemu_tcp::TcpOptions;
 
-fn get_kato(admin: &mut Initiator) -> u32 {
-    let (c, _) = admin.exec(
-        Sqe {
-            cdw10: 0x0F,
-            ..sqe(0x0A, sgl(0x5A, 0))
-        },
-        &[],
-        &[],
-        0,
-    );
-    assert_eq!(c.status(), Status::SUCCESS, "Get Features KATO");
+/// Get (0Ah) or Set (09h) Features Keep Alive Timer; returns DW0.
+fn kato_feature(admin: &mut Initiator, opcode: u8, cdw11: u32) -> u32 {
+    let sqe = Sqe {
+        cdw10: 0x0F,
+        cdw11,
+        ..sqe(opcode, sgl(0x5A, 0))
+    };
+    let (c, _) = admin.exec(sqe, &[], &[], 0);
+    assert_eq!(c.status(), Status::SUCCESS, "{opcode:#x} Features KATO");
     c.dw0
 }
 
+fn get_kato(admin: &mut Initiator) -> u32 {
+    kato_feature(admin, 0x0A, 0)
+}
+
 fn set_kato(admin: &mut Initiator, ms: u32) {
-    let (c, _) = admin.exec(
-        Sqe {
-            cdw10: 0x0F,
-            cdw11: ms,
-            ..sqe(0x09, sgl(0x5A, 0))
-        },
-        &[],
-        &[],
-        0,
-    );
-    assert_eq!(c.status(), Status::SUCCESS, "Set Features KATO");
+    kato_feature(admin, 0x09, ms);
 }
 
 fn keep_alive(admin: &mut Initiator) {
