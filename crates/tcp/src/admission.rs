@@ -77,9 +77,9 @@ impl PollGroup {
     }
 
     /// Whether connection `i` is quiet and not due this pass, so its receive (`sending`
-    /// false) or send step has nothing to do. A connected queue is always sent for: its
-    /// completions go out whether or not its host is talking; others only have timers,
-    /// which a few hundred passes do not delay much.
+    /// false) or send step has nothing to do. Bytes already received are always parsed and
+    /// a connected queue is always sent for (its completions go out whether or not its
+    /// host is talking); the others only have timers, which 128 passes do not delay much.
     pub(crate) fn quiet_now(&self, i: usize, now: Instant, sending: bool) -> bool {
         let Some(c) = self.conns.get(i).and_then(Option::as_ref) else {
             return false;
@@ -87,9 +87,12 @@ impl PollGroup {
         if c.read_due(now, self.counts.polls, i) {
             return false;
         }
-        !sending
-            || (c.tx.is_empty()
-                && !matches!(c.state, ConnState::Queue { .. } | ConnState::Discovery(_)))
+        if sending {
+            c.tx.is_empty() && !matches!(c.state, ConnState::Queue { .. } | ConnState::Discovery(_))
+        } else {
+            // PDUs already read (waiting for room to answer them) are parsed every pass.
+            c.rx.is_empty()
+        }
     }
 
     /// Refresh the connection counts for the statistics; the buffer bytes at most every

@@ -8,6 +8,10 @@
 
 mod common;
 
+/// The slowest honest write+read pair allowed: far above what a served host sees (tens of
+/// ms), far below the initiator's 10 s timeout; loose because CI machines are shared.
+const STALL: std::time::Duration = std::time::Duration::from_secs(5);
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
@@ -245,8 +249,5 @@ fn hostile_hosts_end_their_own_connections_and_the_honest_host_goes_on() {
         t.stats().commands > before,
         "the honest host kept going after the attacks"
     );
-    assert!(
-        slowest < Duration::from_secs(2),
-        "honest I/O stalled: {slowest:?}"
-    );
+    assert!(slowest < STALL, "honest I/O stalled: {slowest:?}");
 }

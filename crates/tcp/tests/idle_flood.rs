@@ -6,6 +6,10 @@
 
 mod common;
 
+/// The slowest honest write+read pair allowed: far above what a served host sees (tens of
+/// ms), far below the initiator's 10 s timeout; loose because CI machines are shared.
+const STALL: std::time::Duration = std::time::Duration::from_secs(5);
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
@@ -195,10 +199,7 @@ fn ten_thousand_idle_connections_leave_an_honest_host_served() {
     let (ios, slowest) = honest.join().unwrap();
     eprintln!("honest host: {ios} verified write+read pairs, slowest {slowest:?}");
     assert!(ios > 0, "the honest host did no I/O");
-    assert!(
-        slowest < Duration::from_secs(2),
-        "honest I/O stalled: {slowest:?}"
-    );
+    assert!(slowest < STALL, "honest I/O stalled: {slowest:?}");
     wait_for(&t, "honest host gone", |s| s.connections == IDLE as u64);
     let ticks0 = thread_ticks("nvmemu-tcp");
     thread::sleep(Duration::from_secs(2));
