@@ -133,8 +133,8 @@ impl Conn {
     }
 
     /// Read what the socket has into `rx` (the connection's receive buffer, held by the
-    /// caller) at `now`, in pass `pass`, if it is due (`slot` staggers the quiet ones); a skipped
-    /// read is WouldBlock.
+    /// caller) at `now`, in pass `pass`, if it is due (`slot` staggers the quiet ones); a
+    /// skipped read is WouldBlock.
     pub(crate) fn read_into(
         &mut self,
         rx: &mut ByteBuf,

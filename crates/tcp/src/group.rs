@@ -245,7 +245,7 @@ impl PollGroup {
         };
         let plen = match pdu::check_header(&ch, phase, &conn.neg) {
             // Before Connect the buffer takes a command capsule, not data (admission.rs).
-            Ok(p) if p > rx.capacity() => {
+            Ok(p) if p > rx.capacity() && matches!(conn.state, ConnState::AwaitConnect) => {
                 let e = pdu::PduError {
                     fes: pdu::Fes::PduSequenceError,
                     fei: 0,
