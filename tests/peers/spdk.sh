@@ -28,6 +28,9 @@
 #               128, -P 4: IOPS > 0, no errors
 #   tcp-bdevperf  bdevperf with bdev_nvme_attach_controller -t tcp: -w verify and -w reset,
 #               0 failed I/O
+#   tcp-hostile spdk_nvme_perf over TCP (randrw QD32) while tcp_hostile.py sends bad PDUs
+#               on connection after connection and holds 300 idle ones: each bad one ends
+#               with a C2HTermReq, perf has no errors
 #   tcp-driver  nvmemu's own NVMe/TCP host against SPDK's nvmf_tgt TCP target: identify --tcp
 #               sees its controller and namespace; bench --tcp randwrite with crc32c verify
 #               and randread, 512 B to 128 KiB, QD 1 and 32, with and without digests: no errors
@@ -498,6 +501,18 @@ J
   done
 }
 
+check_tcp_hostile() {
+  serve_tcp tcp-hostile
+  python3 "$HERE/tcp_hostile.py" 127.0.0.1 "$TCP_PORT" 8 >"$WORK/tcp-hostile-hosts.log" 2>&1 &
+  local hostile=$!
+  run_bounded 60 tcp-hostile-perf "$P/spdk_nvme_perf" -r "$TCP_TRID" -c 0x1 -s 256 \
+    -q 32 -o 4096 -w randrw -M 50 -t 6
+  python3 "$HERE/spdk_results.py" perf "$WORK/tcp-hostile-perf.log" \
+    --label "randrw beside hostile hosts"
+  wait "$hostile"
+  cat "$WORK/tcp-hostile-hosts.log"
+}
+
 check_tcp_driver() {
   nvmf_tgt tcp-tgt
   local s=$WORK/tcp-tgt.sock addr=127.0.0.1:$TCP_PORT rw bs qd extra
@@ -541,6 +556,7 @@ check config-from-spdk check_config_from_spdk
 check tcp-identify check_tcp_identify
 check tcp-perf check_tcp_perf
 check tcp-bdevperf check_tcp_bdevperf
+check tcp-hostile check_tcp_hostile
 check tcp-driver check_tcp_driver
 
 echo "--- SPDK peer checks: ${#PASSED[@]} passed, ${#FAILED[@]} failed ($((SECONDS - t0)) s)"

@@ -113,6 +113,8 @@ pub struct Controller {
     pub(crate) held: crate::hold::HeldCompletions,
     /// Some bdev in the process has an injection armed (refreshed each pass; `fault.rs`).
     pub(crate) faults_on: bool,
+    /// Keep Alive Timeout in ms (0: no timer); kept across resets (`admin/keep_alive.rs`).
+    pub(crate) kato_ms: u32,
 }
 
 impl Controller {
@@ -151,6 +153,7 @@ impl Controller {
             model_on: false,
             held: Default::default(),
             faults_on: false,
+            kato_ms: 0,
             config,
         }
     }

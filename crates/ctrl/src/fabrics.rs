@@ -22,10 +22,17 @@ pub struct FabricsIdentity {
 
 impl FabricsIdentity {
     /// Write the fields into `id`. ICDOFF stays 0 (in-capsule data follows the SQE at
-    /// once; Linux refuses any other value), MSDBD is 1 (one SGL descriptor per command).
+    /// once; Linux refuses any other value), MSDBD is 1 (one SGL descriptor per command),
+    /// FCATT 0 (dynamic controllers). Linux's `nvme_init_identify` also checks CNTLID
+    /// against Connect's, KAS non-zero, IOCCSZ >= 4, IORCSZ >= 1 and MAXCMD non-zero.
     pub(crate) fn fill(&self, id: &mut IdentifyController) {
         id.cntrltype = ctrl_bits::CNTRLTYPE_IO;
         id.kas = self.kas;
+        // The transport restarts the Keep Alive Timer on every command it takes, so say
+        // so: Linux then skips its Keep Alive while I/O completes.
+        if self.kas != 0 {
+            id.ctratt |= ctrl_bits::CTRATT_TBKAS;
+        }
         id.sgls |= ctrl_bits::SGLS_KEYED | ctrl_bits::SGLS_OFFSET;
         let fields = [
             (0usize, self.ioccsz.to_le_bytes()),
@@ -39,6 +46,10 @@ impl FabricsIdentity {
         // MSDBD, byte 1803.
         if let Some(b) = id.nvmeof.get_mut(11) {
             *b = 1;
+        }
+        // OFCS, bytes 1804-1805: Disconnect of a single I/O queue is supported.
+        if let Some(b) = id.nvmeof.get_mut(12) {
+            *b = ctrl_bits::OFCS_DISCONNECT;
         }
     }
 }

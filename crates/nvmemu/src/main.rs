@@ -4,6 +4,7 @@
 
 mod bench;
 mod bind;
+mod fd_limit;
 mod id_print;
 mod identify;
 mod identify_tcp;

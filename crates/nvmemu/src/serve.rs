@@ -124,6 +124,8 @@ pub struct Served {
 /// Start a target, apply the command line's controllers and the `--json` file; `stop` is
 /// what `spdk_kill_instance` fires.
 pub fn start(args: &ServeArgs, stop: StopHandle, log: Option<LogControl>) -> Result<Served> {
+    // The TCP transport may come later, by RPC; the limit is raised for it now.
+    crate::fd_limit::raise_for(nvmemu_tcp::TcpOptions::default().max_connections);
     let cores = parse_core_mask(&args.cpumask)?;
     let backoff = if args.busy_poll {
         Backoff::NONE

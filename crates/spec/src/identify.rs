@@ -169,6 +169,10 @@ pub mod ctrl_bits {
     pub const CMIC_MULTI_CTRLR: u8 = 1 << 1;
     /// CTRATT: 128-bit Host Identifiers supported.
     pub const CTRATT_EXHID: u32 = 1 << 0;
+    /// CTRATT: Traffic Based Keep Alive (any command restarts the Keep Alive Timer).
+    pub const CTRATT_TBKAS: u32 = 1 << 6;
+    /// OFCS: Disconnect (of one I/O queue) supported.
+    pub const OFCS_DISCONNECT: u8 = 1 << 0;
     /// OACS: Doorbell Buffer Config supported.
     pub const OACS_DBBUF: u16 = 1 << 8;
     /// OAES: Namespace Attribute Notices supported.

@@ -84,6 +84,18 @@ impl ByteBuf {
         self.end == self.buf.len()
     }
 
+    /// Give the buffer `capacity` bytes, keeping its live bytes (a capacity below them
+    /// keeps the buffer as it is).
+    pub(crate) fn resize(&mut self, capacity: usize) {
+        if capacity < self.len() || capacity == self.capacity() {
+            return;
+        }
+        let mut next = ByteBuf::new(capacity);
+        next.buf[..self.len()].copy_from_slice(self.data());
+        next.end = self.len();
+        *self = next;
+    }
+
     /// Read what the socket has into the free space; Ok(0) at end of stream. A full
     /// buffer reads nothing (Err WouldBlock, so the caller does not mistake it for EOF).
     pub(crate) fn fill_from(&mut self, r: &mut impl Read) -> io::Result<usize> {
@@ -135,6 +147,18 @@ mod tests {
         b.commit(6);
         assert_eq!(b.data(), b"efghijkl");
         assert!(b.reserve(1).is_none());
+    }
+
+    #[test]
+    fn resize_keeps_the_live_bytes() {
+        let mut b = ByteBuf::new(4);
+        b.reserve(3).unwrap().copy_from_slice(b"abc");
+        b.commit(3);
+        b.consume(1);
+        b.resize(16);
+        assert_eq!((b.data(), b.capacity()), (&b"bc"[..], 16));
+        b.resize(1);
+        assert_eq!((b.data(), b.capacity()), (&b"bc"[..], 16));
     }
 
     #[test]

@@ -92,6 +92,7 @@ impl PollGroup {
                 let sqfc_off = sqe.cdw11 & (1 << 18) != 0;
                 match self.connect(conn, recfmt, qid, sqsize, kato, sqfc_off, data, now) {
                     Ok(cntlid) => {
+                        conn.size_for_queue();
                         if conn.qpair_admin.is_none() {
                             conn.qpair_admin = Some(qid == 0);
                             self.counts.qpair_connected(qid == 0);
@@ -202,7 +203,7 @@ impl PollGroup {
                     .mmio_write(off, &v.to_le_bytes()[..len])
                     .map_err(|_| internal)?;
             }
-            c.set_kato(kato);
+            c.ctrl.set_keep_alive_timeout(kato);
             c.hostnqn = d.hostnqn;
             c.hostid = d.hostid;
             c.touch(now);

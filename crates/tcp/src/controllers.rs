@@ -4,7 +4,7 @@
 //! host through, and the Keep Alive timer.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nvmemu_ctrl::{Controller, ControllerConfig, FabricsIdentity, InterruptSink};
 use nvmemu_mem::{GuestMemory, Iova, MmapRegion};
@@ -36,8 +36,7 @@ pub(crate) struct FabricsCtrl {
     /// log2 of each namespace's block size by NSID - 1 (0: no namespace), for the
     /// transfer length of Read, Write and Compare.
     pub(crate) block_shifts: Vec<u8>,
-    /// Keep Alive Timeout (None: disabled).
-    kato: Option<Duration>,
+    /// When the last command arrived (Traffic Based Keep Alive: any command counts).
     last_seen: Instant,
 }
 
@@ -89,13 +88,8 @@ impl FabricsCtrl {
             hostnqn: String::new(),
             hostid: [0; 16],
             block_shifts,
-            kato: None,
             last_seen: Instant::now(),
         })
-    }
-
-    pub(crate) fn set_kato(&mut self, ms: u32) {
-        self.kato = (ms > 0).then(|| Duration::from_millis(u64::from(ms)));
     }
 
     /// A command arrived: the host is alive.
@@ -103,10 +97,18 @@ impl FabricsCtrl {
         self.last_seen = now;
     }
 
-    /// The Keep Alive Timeout passed without a command.
+    /// No command came for the Keep Alive Timeout (Connect's KATO or Set Features',
+    /// rounded up to the KAS granularity) plus one more KAS unit. Linux sends Keep Alive
+    /// every KATO/2 (KATO/4 with TBKAS) and SPDK's target checks only once per KATO, so
+    /// a host is never cut off for a Keep Alive that is late by less than a second.
     pub(crate) fn expired(&self, now: Instant) -> bool {
-        self.kato
-            .is_some_and(|k| now.saturating_duration_since(self.last_seen) > k)
+        let (Some(kato), Some(grace)) = (
+            self.ctrl.keep_alive_timeout(),
+            self.ctrl.keep_alive_granularity(),
+        ) else {
+            return false;
+        };
+        now.saturating_duration_since(self.last_seen) > kato + grace
     }
 
     /// Enter `region` in the DMA table.

@@ -49,9 +49,10 @@ pub(crate) struct PollGroup {
     pub(crate) opts: TcpOptions,
     pub(crate) subsystems: Subsystems,
     listeners: Vec<TcpListener>,
-    conns: Vec<Option<Conn>>,
+    pub(crate) conns: Vec<Option<Conn>>,
     free: Vec<usize>,
-    open: usize,
+    pub(crate) open: usize,
+    pub(crate) admission: crate::admission::Admission,
     pub(crate) ctrls: BTreeMap<u16, FabricsCtrl>,
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
@@ -79,6 +80,7 @@ impl PollGroup {
             conns: Vec::new(),
             free: Vec::new(),
             open: 0,
+            admission: Default::default(),
             ctrls: BTreeMap::new(),
             control,
             stop,
@@ -136,6 +138,7 @@ impl PollGroup {
                 next_sweep = now + SLEEP;
             }
             self.counts.polls += 1;
+            self.account(now);
             self.published.publish(&self.counts);
             idle = if work > 0 { 0 } else { idle.saturating_add(1) };
         }
@@ -211,8 +214,7 @@ impl PollGroup {
         }
         let n = accepted.len();
         for (sock, peer) in accepted {
-            if self.open >= self.opts.max_connections {
-                tracing::debug!(target: "guest", %peer, "connection refused: too many open");
+            if !self.admit(peer) {
                 continue;
             }
             if sock.set_nonblocking(true).is_err() {
@@ -310,6 +312,16 @@ impl PollGroup {
             _ => Phase::Established,
         };
         let plen = match pdu::check_header(&ch, phase, &conn.neg) {
+            // Before Connect the buffer takes a command capsule, not data (admission.rs).
+            Ok(p) if p > rx.capacity() && matches!(conn.state, ConnState::AwaitConnect) => {
+                let e = pdu::PduError {
+                    fes: pdu::Fes::PduSequenceError,
+                    fei: 0,
+                    what: "data PDU before Connect",
+                };
+                conn.terminate(&e, rx.data(), now, CLOSE_GRACE);
+                return Some(true);
+            }
             Ok(p) => p,
             Err(e) => {
                 conn.terminate(&e, rx.data(), now, CLOSE_GRACE);
@@ -361,20 +373,20 @@ impl PollGroup {
         Some(true)
     }
 
-    /// ICReq: answer with our parameters and size the buffers for the PDUs to come.
+    /// ICReq: answer with our parameters and size the buffers for a Connect.
     fn initialize(&mut self, conn: &mut Conn, r: &pdu::IcReq) {
         conn.neg.hdgst = r.hdgst;
         conn.neg.ddgst = r.ddgst;
         conn.neg.hpda = r.hpda;
         let mut resp = [0u8; pdu::IC_HLEN];
         pdu::encode_icresp(&mut resp, &conn.neg);
-        conn.rx = ByteBuf::new(conn.neg.max_h2c_pdu());
-        let mut tx = ByteBuf::new(2 * (conn.neg.max_h2c_pdu() + pdu::MAX_SMALL_PDU));
-        if let Some(out) = tx.reserve(resp.len()) {
+        // `conn.rx` is an empty stand-in here (`receive` holds the bytes and moves what
+        // follows ICReq into the new buffer).
+        conn.size_for_connect();
+        if let Some(out) = conn.tx.reserve(resp.len()) {
             out.copy_from_slice(&resp);
-            tx.commit(resp.len());
+            conn.tx.commit(resp.len());
         }
-        conn.tx = tx;
         conn.state = ConnState::AwaitConnect;
     }
 

@@ -10,10 +10,11 @@
 //! is the same code that serves vfio-user.
 //! May depend on: nvmemu-spec, nvmemu-mem, nvmemu-ctrl.
 //! Must never: trust a PDU field, block the poll group on a socket, or buffer without
-//! bound (each connection has two fixed buffers).
+//! bound (each connection has two buffers, sized by its stage: `admission.rs`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod admission;
 mod buffers;
 mod config;
 mod conn;
@@ -96,7 +97,7 @@ impl TcpTarget {
 
     /// Listen on `addr` (port 0 picks one); returns the address bound.
     pub fn listen(&self, addr: SocketAddr) -> io::Result<SocketAddr> {
-        let l = TcpListener::bind(addr)?;
+        let l = bind_listener(addr)?;
         l.set_nonblocking(true)?;
         let bound = l.local_addr()?;
         self.control
@@ -125,6 +126,26 @@ impl TcpTarget {
     pub fn options(&self) -> &TcpOptions {
         &self.options
     }
+}
+
+/// Backlog of a listener: the kernel caps it at `net.core.somaxconn`. A deep one keeps a
+/// burst of connections (hosts reconnecting at once, or a flood) from dropping SYNs, which
+/// would cost a legitimate host a second per retry (std's listeners take 128).
+const LISTEN_BACKLOG: i32 = 4096;
+
+/// A listening socket on `addr`, with SO_REUSEADDR as std's.
+fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    use rustix::net::{AddressFamily, SocketType, sockopt};
+    let family = if addr.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let fd = rustix::net::socket(family, SocketType::STREAM, None)?;
+    sockopt::set_socket_reuseaddr(&fd, true)?;
+    rustix::net::bind(&fd, &addr)?;
+    rustix::net::listen(&fd, LISTEN_BACKLOG)?;
+    Ok(TcpListener::from(fd))
 }
 
 impl Drop for TcpTarget {

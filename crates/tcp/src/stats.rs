@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The poll group's counters, as SPDK's `nvmf_get_stats` reports a poll group: qpairs made
-//! (and live), commands taken, passes. The poll group counts in plain integers and
+//! (and live), commands taken, passes; and the connections open, refused at the limit and
+//! the bytes their buffers hold. The poll group counts in plain integers and
 //! publishes them once per pass; the control plane reads a [`TcpStats`] snapshot.
 
 use std::sync::Arc;
@@ -25,6 +26,12 @@ pub struct TcpStats {
     pub socket_reads: u64,
     /// `send` calls on connections.
     pub socket_writes: u64,
+    /// TCP connections open now (whatever their stage: before ICReq, Connect, queues).
+    pub connections: u64,
+    /// Connections closed at once because `max_connections` were open.
+    pub connections_refused: u64,
+    /// Bytes of the open connections' receive and send buffers (refreshed every 50 ms).
+    pub buffer_bytes: u64,
 }
 
 impl TcpStats {
@@ -52,7 +59,7 @@ impl TcpStats {
 
 /// Where the poll group publishes its counters.
 #[derive(Debug, Default)]
-pub(crate) struct Published([AtomicU64; 8]);
+pub(crate) struct Published([AtomicU64; 11]);
 
 impl Published {
     /// Called by the poll group only (the one writer), once per pass.
@@ -66,6 +73,9 @@ impl Published {
             s.current_io_qpairs,
             s.socket_reads,
             s.socket_writes,
+            s.connections,
+            s.connections_refused,
+            s.buffer_bytes,
         ];
         for (slot, v) in self.0.iter().zip(values) {
             slot.store(v, Ordering::Relaxed);
@@ -82,6 +92,9 @@ impl Published {
             current_io_qpairs,
             socket_reads,
             socket_writes,
+            connections,
+            connections_refused,
+            buffer_bytes,
         ] = self.0.each_ref().map(|a| a.load(Ordering::Relaxed));
         TcpStats {
             polls,
@@ -92,6 +105,9 @@ impl Published {
             current_io_qpairs,
             socket_reads,
             socket_writes,
+            connections,
+            connections_refused,
+            buffer_bytes,
         }
     }
 }

@@ -40,13 +40,7 @@ fn still_serves(addr: SocketAddr) {
 #[test]
 fn capsule_before_icreq_is_a_pdu_sequence_error() {
     let (_t, addr, _) = target(quick());
-    let mut sock = TcpStream::connect(addr).unwrap();
-    let mut pdu = vec![0x04, 0, 72, 0];
-    pdu.extend_from_slice(&72u32.to_le_bytes());
-    pdu.resize(72, 0);
-    sock.write_all(&pdu).unwrap();
-    let mut head = [0u8; 24];
-    sock.read_exact(&mut head).unwrap();
+    let head = capsule_before_icreq(addr);
     assert_eq!(head[0], 0x03);
     assert_eq!(
         u16::from_le_bytes([head[8], head[9]]),

@@ -91,7 +91,7 @@ impl Features {
             FeatureId::HostBehaviorSupport | FeatureId::HostIdentifier => 0,
             // Namespace specific: `get_features` answers them from the namespace.
             FeatureId::ReservationNotificationMask | FeatureId::ReservationPersistence => 0,
-            // No keep alive timer (KAS is 0): the timeout reads as 0, disabled.
+            // The default: no timeout (the current one is the controller's `kato_ms`).
             FeatureId::KeepAliveTimer => 0,
             FeatureId::Apst | FeatureId::Unknown(_) => return Err(Status::INVALID_FIELD),
         })
@@ -141,7 +141,11 @@ impl Controller {
             }
             FeatureSelect::Reserved(_) => return Err(Status::INVALID_FIELD),
         };
-        let dw0 = features.value(fid, arg)?;
+        let dw0 = match (fid, sel) {
+            // The association's timeout, kept outside the features a reset restores.
+            (FeatureId::KeepAliveTimer, FeatureSelect::Current) => self.kato_ms,
+            _ => features.value(fid, arg)?,
+        };
         if fid == FeatureId::HostBehaviorSupport {
             let data = features.host_behavior_data();
             crate::dptr::copy_to_host(&self.mem, dptr, &data, data.len() as u64)?;
@@ -182,6 +186,9 @@ impl Controller {
         }
         if let Some(persistence) = reservation_feature(fid) {
             return self.set_reservation_feature(persistence, nsid, value);
+        }
+        if fid == FeatureId::KeepAliveTimer {
+            return self.set_keep_alive_feature(value);
         }
         let f = &mut self.features;
         match fid {
@@ -237,14 +244,13 @@ impl Controller {
             }
             FeatureId::WriteAtomicity => f.write_atomicity = value & 1,
             FeatureId::AsyncEventConfig => f.aec = value & AEC_SUPPORTED,
-            // Handled above: they carry data or belong to a namespace.
+            // Handled above: they carry data, belong to a namespace or to the association.
             FeatureId::HostBehaviorSupport
             | FeatureId::HostIdentifier
             | FeatureId::ReservationNotificationMask
-            | FeatureId::ReservationPersistence => {}
-            // Disabling the timer that does not run is fine; enabling it is not offered.
-            FeatureId::KeepAliveTimer if value == 0 => {}
-            FeatureId::KeepAliveTimer | FeatureId::Apst | FeatureId::Unknown(_) => {
+            | FeatureId::ReservationPersistence
+            | FeatureId::KeepAliveTimer => {}
+            FeatureId::Apst | FeatureId::Unknown(_) => {
                 tracing::debug!(target: "guest", fid = u8::from(fid), "unsupported feature");
                 return Err(Status::INVALID_FIELD);
             }

@@ -185,7 +185,7 @@ impl Controller {
                 CHANGED_NS_LIST_ENTRIES * 4
             }
             LogPageId::CommandEffects => {
-                command_effects(&mut buf);
+                command_effects(&mut buf, self.config.fabrics.is_some());
                 LOG_BUF
             }
             LogPageId::ReservationNotification => copy_into(&mut buf, &self.resv.oldest_page()),
@@ -250,25 +250,39 @@ fn copy_into(buf: &mut [u8], src: &[u8]) -> usize {
     src.len()
 }
 
+/// The Fabrics command opcode (NVMe over Fabrics 1.1, 3.3), an admin opcode only a
+/// fabrics controller accepts; the transport decodes it, the controller never sees it.
+const FABRICS_OPCODE: u8 = 0x7F;
+
 /// Commands Supported and Effects (Figure 200): admin entries at 0, I/O entries at 1024.
-fn command_effects(buf: &mut [u8]) {
+/// A fabrics controller lists what it accepts: Keep Alive and the Fabrics commands, but no
+/// queue creation or deletion (Connect and Disconnect do that) and no Doorbell Buffer
+/// Config (there are no doorbells); the transport refuses those opcodes.
+fn command_effects(buf: &mut [u8], fabrics: bool) {
     use AdminOpcode as A;
     use IoOpcode as I;
-    let admin = [
-        A::DeleteIoSq,
-        A::CreateIoSq,
+    let common = [
         A::GetLogPage,
-        A::DeleteIoCq,
-        A::CreateIoCq,
         A::Identify,
         A::Abort,
         A::SetFeatures,
         A::GetFeatures,
         A::AsyncEventRequest,
+    ];
+    let pcie = [
+        A::DeleteIoSq,
+        A::CreateIoSq,
+        A::DeleteIoCq,
+        A::CreateIoCq,
         A::DoorbellBufferConfig,
     ];
-    for op in admin {
-        put(buf, usize::from(u8::from(op)) * 4, effects::CSUPP);
+    let mut supported = |op: u8| put(buf, usize::from(op) * 4, effects::CSUPP);
+    common.into_iter().for_each(|op| supported(op.into()));
+    if fabrics {
+        supported(A::KeepAlive.into());
+        supported(FABRICS_OPCODE);
+    } else {
+        pcie.into_iter().for_each(|op| supported(op.into()));
     }
     let io = [
         (I::Flush, effects::CSUPP),

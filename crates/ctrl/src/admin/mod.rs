@@ -6,6 +6,7 @@ pub(crate) mod aer;
 pub(crate) mod dbbuf;
 pub(crate) mod features;
 pub(crate) mod identify;
+pub(crate) mod keep_alive;
 pub(crate) mod limits;
 pub(crate) mod log_page;
 pub(crate) mod queue_mgmt;

@@ -183,6 +183,11 @@ impl Negotiated {
         if self.ddgst { DIGEST_LEN } else { 0 }
     }
 
+    /// The largest command capsule a host may send on this connection.
+    pub fn max_capsule(&self) -> usize {
+        CMD_HLEN + DIGEST_LEN + align_pad_max(self.cpda) + self.icd_max as usize + DIGEST_LEN
+    }
+
     /// The largest PDU a host may send on this connection.
     pub fn max_h2c_pdu(&self) -> usize {
         let data = self.icd_max.max(self.maxh2cdata) as usize;
