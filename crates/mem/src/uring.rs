@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: Apache-2.0
+//! File I/O through io_uring (the `io-uring` crate), between a file and mappings of client
+//! memory, for a poller that must never block: operations are queued without a system call,
+//! [`FileRing::submit`] hands everything queued to the kernel with one `io_uring_enter`,
+//! and [`FileRing::reap`] takes what has completed from the shared completion ring without
+//! any.
+//!
+//! The kernel reads and writes the memory an operation names until the operation
+//! completes, so everything it points at is kept alive by the ring itself, not by the
+//! caller: each operation's iovec array lives in a fixed slot allocated with the ring, the
+//! mappings its buffers lie in are held by `Arc` (a mapping is unmapped only when its last
+//! handle goes) and the file by an `Arc` of its fd (a closed fd number could be reused by
+//! another file). A slot is released only when its last operation has completed, and
+//! dropping the ring first waits for every operation still in the kernel.
+//!
+//! Client memory is shared with another process, so the kernel writing into it while the
+//! client also does is a race only the client can lose: nothing in this process holds a
+//! Rust reference into it (see the crate docs).
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+use io_uring::{IoUring, opcode, squeue, types};
+
+use crate::{MemError, MmapRegion, Protection};
+
+/// Most buffer pieces one read or write may name: a 1 MiB transfer (MDTS 8) in 4 KiB pages
+/// that are not contiguous is 257; a command with more goes another way.
+pub const MAX_SEGMENTS: usize = 260;
+
+/// One iovec, with plain integers so the ring stays `Send` (`libc::iovec` holds a pointer).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct IoVec {
+    base: usize,
+    len: usize,
+}
+const _: () = assert!(size_of::<IoVec>() == size_of::<libc::iovec>());
+const _: () = assert!(align_of::<IoVec>() == align_of::<libc::iovec>());
+
+/// Why a buffer could not be added to an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum RingError {
+    /// The piece lies outside its mapping.
+    #[error("buffer outside its mapping")]
+    Range(#[from] MemError),
+    /// The kernel would write into a read-only mapping.
+    #[error("the buffer's mapping is read-only")]
+    ReadOnly,
+    /// More than [`MAX_SEGMENTS`] pieces.
+    #[error("more than {MAX_SEGMENTS} buffer pieces")]
+    TooManySegments,
+}
+
+/// A slot taken by [`FileRing::begin`]: one command's operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotId(u32);
+
+impl SlotId {
+    /// The slot's index, below the ring's slot count (callers keep per-slot state by it).
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One command's operations and everything they point at.
+#[derive(Debug)]
+struct Slot {
+    iov: Box<[IoVec]>,
+    segs: usize,
+    /// Every mapping a piece lies in (each once in a row; reserved for `MAX_SEGMENTS`).
+    regions: Vec<Arc<MmapRegion>>,
+    /// Every file an operation names.
+    fds: Vec<Arc<OwnedFd>>,
+    /// Operations queued and not completed yet.
+    ops: u32,
+    /// Bytes the read or write must move; a shorter result is an error.
+    want: u64,
+    /// The first error (errno), if any.
+    error: Option<i32>,
+    busy: bool,
+}
+
+/// An io_uring with a fixed number of command slots. `Send`, used by one thread.
+pub struct FileRing {
+    ring: IoUring,
+    slots: Box<[Slot]>,
+    free: Vec<u32>,
+    /// Queued since the last `submit`.
+    queued: bool,
+}
+
+impl FileRing {
+    /// A ring for at most `slots` commands at once (each with up to [`MAX_SEGMENTS`]
+    /// pieces). Fails where io_uring is not allowed (`EPERM`, `ENOSYS` in some containers).
+    pub fn new(slots: u32) -> io::Result<FileRing> {
+        let ring = IoUring::new(slots.saturating_mul(2).next_power_of_two().max(8))?;
+        let slots: Box<[Slot]> = (0..slots)
+            .map(|_| Slot {
+                iov: vec![IoVec::default(); MAX_SEGMENTS].into_boxed_slice(),
+                segs: 0,
+                regions: Vec::with_capacity(MAX_SEGMENTS),
+                fds: Vec::with_capacity(2),
+                ops: 0,
+                want: 0,
+                error: None,
+                busy: false,
+            })
+            .collect();
+        let free = (0..u32::try_from(slots.len()).unwrap_or(0)).rev().collect();
+        Ok(FileRing {
+            ring,
+            slots,
+            free,
+            queued: false,
+        })
+    }
+
+    /// A free slot, or None when every slot is in flight.
+    pub fn begin(&mut self) -> Option<SlotId> {
+        let id = self.free.pop()?;
+        let slot = self.slots.get_mut(id as usize)?;
+        slot.busy = true;
+        Some(SlotId(id))
+    }
+
+    /// Whether no slot is free.
+    pub fn is_full(&self) -> bool {
+        self.free.is_empty()
+    }
+
+    /// Slots in flight (taken, not yet reaped).
+    pub fn in_flight(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Add `len` bytes at `offset` of `region` to the slot's buffer; `device_writes`: the
+    /// operation will write into it (a read from the file).
+    pub fn add_buffer(
+        &mut self,
+        id: SlotId,
+        region: &Arc<MmapRegion>,
+        (offset, len): (u64, u64),
+        device_writes: bool,
+    ) -> Result<(), RingError> {
+        region.check_range(offset, len)?;
+        if device_writes && region.protection() != Protection::ReadWrite {
+            return Err(RingError::ReadOnly);
+        }
+        let slot = self.slot(id);
+        let Some(v) = slot.iov.get_mut(slot.segs) else {
+            return Err(RingError::TooManySegments);
+        };
+        // check_range: offset + len lies inside the mapping, so neither overflows (and
+        // u64 is usize: the crate builds only for 64-bit targets).
+        *v = IoVec {
+            base: region.addr() + usize::try_from(offset).unwrap_or(usize::MAX),
+            len: usize::try_from(len).unwrap_or(usize::MAX),
+        };
+        slot.segs += 1;
+        slot.want += len;
+        if !slot.regions.last().is_some_and(|r| Arc::ptr_eq(r, region)) {
+            slot.regions.push(Arc::clone(region));
+        }
+        Ok(())
+    }
+
+    /// Queue a read of the file at `offset` into the slot's buffer.
+    pub fn read(&mut self, id: SlotId, fd: &Arc<OwnedFd>, offset: u64) -> io::Result<()> {
+        self.queue_rw(id, fd, offset, false)
+    }
+
+    /// Queue a write of the slot's buffer to the file at `offset`.
+    pub fn write(&mut self, id: SlotId, fd: &Arc<OwnedFd>, offset: u64) -> io::Result<()> {
+        self.queue_rw(id, fd, offset, true)
+    }
+
+    fn queue_rw(
+        &mut self,
+        id: SlotId,
+        fd: &Arc<OwnedFd>,
+        offset: u64,
+        write: bool,
+    ) -> io::Result<()> {
+        let slot = self.slot(id);
+        let (iov, n) = (
+            slot.iov.as_ptr().cast::<libc::iovec>(),
+            u32::try_from(slot.segs).unwrap_or(0),
+        );
+        let f = types::Fd(fd.as_raw_fd());
+        let entry = if write {
+            opcode::Writev::new(f, iov, n).offset(offset).build()
+        } else {
+            opcode::Readv::new(f, iov, n).offset(offset).build()
+        };
+        self.queue(id, fd, entry)
+    }
+
+    /// Queue an `fdatasync` of the file.
+    pub fn fdatasync(&mut self, id: SlotId, fd: &Arc<OwnedFd>) -> io::Result<()> {
+        let entry = opcode::Fsync::new(types::Fd(fd.as_raw_fd()))
+            .flags(types::FsyncFlags::DATASYNC)
+            .build();
+        self.queue(id, fd, entry)
+    }
+
+    /// Queue an `fallocate(PUNCH_HOLE | KEEP_SIZE)` of `len` bytes at `offset`: they read
+    /// back as zeroes and give their blocks back to the file system.
+    pub fn punch_hole(
+        &mut self,
+        id: SlotId,
+        fd: &Arc<OwnedFd>,
+        (offset, len): (u64, u64),
+    ) -> io::Result<()> {
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        let entry = opcode::Fallocate::new(types::Fd(fd.as_raw_fd()), len)
+            .offset(offset)
+            .mode(mode)
+            .build();
+        self.queue(id, fd, entry)
+    }
+
+    /// Queue `entry` for slot `id`, keeping `fd` open until it completes. A full submission
+    /// ring is submitted first.
+    fn queue(&mut self, id: SlotId, fd: &Arc<OwnedFd>, entry: squeue::Entry) -> io::Result<()> {
+        let entry = entry.user_data(u64::from(id.0));
+        let slot = self.slot(id);
+        if !slot.fds.iter().any(|f| Arc::ptr_eq(f, fd)) {
+            slot.fds.push(Arc::clone(fd));
+        }
+        for _ in 0..2 {
+            // SAFETY: the entry names only memory and fds this ring keeps alive until its
+            // completion is reaped: the iovec array is the slot's own boxed array (never
+            // moved or freed while the ring lives), every buffer piece was bounds-checked
+            // against a mapping whose `Arc` the slot holds, and the fd's `Arc` is held by
+            // the slot (just above). The slot is released only in `reap`, after its last
+            // operation completed, and `Drop` waits for all operations.
+            let pushed = unsafe { self.ring.submission().push(&entry) };
+            if pushed.is_ok() {
+                self.slot(id).ops += 1;
+                self.queued = true;
+                return Ok(());
+            }
+            self.ring.submit()?;
+        }
+        Err(io::Error::from_raw_os_error(libc::EBUSY))
+    }
+
+    /// Release a slot none of whose operations was queued (the command failed before).
+    pub fn cancel(&mut self, id: SlotId) {
+        if self.slot(id).ops == 0 {
+            self.release(id);
+        }
+    }
+
+    /// Hand everything queued to the kernel: one `io_uring_enter`, only if something was
+    /// queued. An error (EAGAIN, EBUSY: the kernel is short of room) leaves it queued for
+    /// the next call.
+    pub fn submit(&mut self) -> io::Result<()> {
+        if !self.queued {
+            return Ok(());
+        }
+        self.ring.submit()?;
+        self.queued = !self.ring.submission().is_empty();
+        Ok(())
+    }
+
+    /// Take every completion the kernel has posted; for each slot whose last operation
+    /// completed, release it and call `done(slot, result)`, where the result is the
+    /// first errno of its operations (a read or write that moved fewer bytes than its
+    /// buffer is `EIO`). No system call.
+    pub fn reap(&mut self, mut done: impl FnMut(SlotId, Result<(), i32>)) {
+        loop {
+            let Some(cqe) = self.ring.completion().next() else {
+                return;
+            };
+            let Ok(index) = u32::try_from(cqe.user_data()) else {
+                continue;
+            };
+            let id = SlotId(index);
+            let Some(slot) = self.slots.get_mut(index as usize) else {
+                continue;
+            };
+            let res = cqe.result();
+            let short = slot.segs > 0 && res >= 0 && u64::try_from(res).ok() != Some(slot.want);
+            if slot.error.is_none() && (res < 0 || short) {
+                slot.error = Some(if res < 0 { -res } else { libc::EIO });
+            }
+            slot.ops = slot.ops.saturating_sub(1);
+            if slot.ops == 0 && slot.busy {
+                let result = slot.error.map_or(Ok(()), Err);
+                self.release(id);
+                done(id, result);
+            }
+        }
+    }
+
+    fn slot(&mut self, id: SlotId) -> &mut Slot {
+        // SlotIds come only from `begin`, which hands out indices of `slots`.
+        &mut self.slots[id.index()]
+    }
+
+    fn release(&mut self, id: SlotId) {
+        let slot = self.slot(id);
+        slot.segs = 0;
+        slot.want = 0;
+        slot.error = None;
+        slot.regions.clear();
+        slot.fds.clear();
+        slot.busy = false;
+        self.free.push(id.0);
+    }
+}
+
+impl std::fmt::Debug for FileRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileRing")
+            .field("slots", &self.slots.len())
+            .field("in_flight", &self.in_flight())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for FileRing {
+    fn drop(&mut self) {
+        // The kernel may still write into the slots' buffers: wait for every operation
+        // before the mappings and fds the slots hold can go.
+        while self.slots.iter().any(|s| s.ops > 0) {
+            if self.ring.submit_and_wait(1).is_err() {
+                std::thread::yield_now();
+            }
+            self.reap(|_, _| {});
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek, Write};
+
+    fn ring_or_skip() -> Option<FileRing> {
+        match FileRing::new(4) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("io_uring unavailable here ({e}); skipped");
+                None
+            }
+        }
+    }
+
+    fn wait(ring: &mut FileRing) -> Result<(), i32> {
+        ring.submit().unwrap();
+        loop {
+            let mut out = None;
+            ring.reap(|_, r| out = Some(r));
+            if let Some(r) = out {
+                return r;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn writes_and_reads_a_file_through_a_mapping() {
+        let Some(mut ring) = ring_or_skip() else {
+            return;
+        };
+        let file = tempfile::tempfile().unwrap();
+        file.set_len(8192).unwrap();
+        let fd = Arc::new(OwnedFd::from(file.try_clone().unwrap()));
+        let buf = Arc::new(MmapRegion::anonymous(8192).unwrap());
+        buf.fill(0, 4096, 0xA5).unwrap();
+        buf.fill(4096, 4096, 0x5A).unwrap();
+        let id = ring.begin().unwrap();
+        ring.add_buffer(id, &buf, (4096, 4096), false).unwrap();
+        ring.add_buffer(id, &buf, (0, 4096), false).unwrap();
+        ring.write(id, &fd, 0).unwrap();
+        assert_eq!(wait(&mut ring), Ok(()));
+        let mut back = vec![0u8; 8192];
+        let mut f = file;
+        f.rewind().unwrap();
+        f.read_exact(&mut back).unwrap();
+        assert!(back[..4096].iter().all(|&b| b == 0x5A));
+        assert!(back[4096..].iter().all(|&b| b == 0xA5));
+        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+        f.write_all(&[7u8; 512]).unwrap();
+        let id = ring.begin().unwrap();
+        ring.add_buffer(id, &buf, (0, 512), true).unwrap();
+        ring.read(id, &fd, 0).unwrap();
+        assert_eq!(wait(&mut ring), Ok(()));
+        let mut got = [0u8; 512];
+        buf.copy_to(0, &mut got).unwrap();
+        assert_eq!(got, [7u8; 512]);
+        assert_eq!(ring.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_short_read_past_the_end_is_eio_and_slots_run_out() {
+        let Some(mut ring) = ring_or_skip() else {
+            return;
+        };
+        let file = tempfile::tempfile().unwrap();
+        file.set_len(512).unwrap();
+        let fd = Arc::new(OwnedFd::from(file));
+        let buf = Arc::new(MmapRegion::anonymous(4096).unwrap());
+        let id = ring.begin().unwrap();
+        assert!(matches!(
+            ring.add_buffer(id, &buf, (4000, 200), true),
+            Err(RingError::Range(_))
+        ));
+        ring.add_buffer(id, &buf, (0, 1024), true).unwrap();
+        ring.read(id, &fd, 0).unwrap();
+        assert_eq!(wait(&mut ring), Err(libc::EIO));
+        let ids: Vec<_> = (0..4).map_while(|_| ring.begin()).collect();
+        assert_eq!(ids.len(), 4);
+        assert!(ring.is_full());
+        for id in ids {
+            ring.cancel(id);
+        }
+        assert_eq!(ring.in_flight(), 0);
+    }
+}
