@@ -113,6 +113,10 @@ pub struct Controller {
     pub(crate) held: crate::hold::HeldCompletions,
     /// Some bdev in the process has an injection armed (refreshed each pass; `fault.rs`).
     pub(crate) faults_on: bool,
+    /// Some attached namespace is backed by a file (set on attach and detach).
+    pub(crate) file_on: bool,
+    /// The io_uring of file namespaces and their commands in flight (`io/file_io.rs`).
+    pub(crate) file_io: crate::io::file_io::FileIo,
 }
 
 impl Controller {
@@ -151,6 +155,8 @@ impl Controller {
             model_on: false,
             held: Default::default(),
             faults_on: false,
+            file_on: false,
+            file_io: Default::default(),
             config,
         }
     }
@@ -183,6 +189,7 @@ impl Controller {
         ns.reservations().subscribe(nsid, &inbox);
         *slot = Some(ns);
         self.refresh_timed_namespaces();
+        self.refresh_file_on();
         self.namespace_changed(nsid);
         Ok(())
     }
@@ -196,6 +203,7 @@ impl Controller {
         ns.reservations().unsubscribe(&self.resv.inbox);
         self.forget_namespace_timing(nsid.0);
         self.refresh_timed_namespaces();
+        self.refresh_file_on();
         self.namespace_changed(nsid.0);
         Ok(Arc::clone(ns.bdev()))
     }
@@ -205,6 +213,11 @@ impl Controller {
     /// nothing is read or written for it.
     pub fn set_trace(&mut self, trace: Option<LatencyHook>) {
         self.instruments.set_trace(trace);
+    }
+
+    fn refresh_file_on(&mut self) {
+        let on = self.namespaces().any(|ns| ns.bdev().file().is_some());
+        self.file_on = on;
     }
 
     /// The attached namespaces, in NSID order.
@@ -454,6 +467,7 @@ impl Controller {
         self.queues.clear();
         self.zeroing.busy = false;
         self.held.clear();
+        self.file_io.orphan(None);
         self.aer.reset();
         self.features = Features::new(&self.config);
         for ns in self.namespaces.iter_mut().flatten() {
