@@ -6,6 +6,7 @@
 pub mod bdev;
 pub mod delay;
 pub mod error_bdev;
+pub mod file_bdev;
 pub mod framework;
 pub mod histogram;
 pub mod log;
