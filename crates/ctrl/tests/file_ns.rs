@@ -4,6 +4,7 @@
 //! file gives the command QEMU's status.
 
 #![allow(clippy::cast_possible_truncation)] // test data and SQE fields built from small values
+#![allow(clippy::unwrap_used)]
 
 use std::os::fd::AsFd;
 use std::path::Path;

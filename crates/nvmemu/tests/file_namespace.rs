@@ -13,6 +13,7 @@ use nvmemu_spec::{Lba, Nsid};
 use serde_json::json;
 
 const LBA: u64 = 4096;
+const AT: usize = 4096 * 512;
 const BLOCKS: u32 = 128;
 
 /// `nvmemu serve` with one controller at `dir/ctrl` whose namespace is `img`; the caller
@@ -70,9 +71,8 @@ fn data_written_by_a_client_survives_a_restart_of_serve() {
     q.flush_blocking(Nsid(1)).unwrap();
     // Flush completed: the data is in the file for anyone who reads it.
     let file = std::fs::read(&img).unwrap();
-    let at = (LBA * 512) as usize;
     assert!(
-        file[at..at + data.len()] == data[..],
+        file[AT..AT + data.len()] == data[..],
         "the file lacks the data after Flush"
     );
     drop(q);

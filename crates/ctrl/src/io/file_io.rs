@@ -48,7 +48,7 @@ struct Pending {
 enum Engine {
     #[default]
     Untried,
-    Ring(FileRing),
+    Ring(Box<FileRing>),
     Unavailable,
 }
 
@@ -72,7 +72,7 @@ impl FileIo {
                     let slots = FILE_SLOTS as usize;
                     self.pending = vec![None; slots];
                     self.done = Vec::with_capacity(slots);
-                    Engine::Ring(ring)
+                    Engine::Ring(Box::new(ring))
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "file namespaces: io_uring unavailable; their I/O blocks the poller");
