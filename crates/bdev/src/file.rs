@@ -6,7 +6,7 @@
 //! The controller moves a namespace's data through its own io_uring (`nvmemu_mem::uring`)
 //! with the fds this hands out, so its poller never blocks on the file. The blocking calls
 //! here serve what does not go that way: Compare, a transfer with more pieces than a ring
-//! slot holds or with a bit bucket, and controllers on a machine without io_uring.
+//! slot holds or with a bit bucket.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};

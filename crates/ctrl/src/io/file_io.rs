@@ -9,9 +9,9 @@
 //! In flight at once: at most [`FILE_SLOTS`] commands per controller (a full ring leaves
 //! further commands in their SQs, as QoS does). The ring is made when the first file command
 //! arrives; where io_uring is not allowed (`EPERM`, `ENOSYS`: some containers), one log line
-//! says so and the commands run with blocking calls in the poller. So do the few commands
-//! the ring cannot take: Compare, a transfer with a bit bucket or more than
-//! [`MAX_SEGMENTS`](nvmemu_mem::uring::MAX_SEGMENTS) pieces.
+//! says so and a few worker threads run the same operations instead. The few commands the
+//! ring cannot take run with blocking calls in the poller: Compare, a transfer with a bit
+//! bucket or more than [`MAX_SEGMENTS`](nvmemu_mem::uring::MAX_SEGMENTS) pieces.
 //!
 //! A reset or the deletion of an SQ cannot call back what the kernel is doing: the commands
 //! still in flight are forgotten, and their completions dropped when they arrive.
@@ -66,16 +66,24 @@ impl FileIo {
     /// The ring, made on first use; None where io_uring is unavailable.
     fn ring(&mut self) -> Option<&mut FileRing> {
         if matches!(self.engine, Engine::Untried) {
-            self.engine = match FileRing::new(FILE_SLOTS) {
+            let ring = FileRing::new(FILE_SLOTS).or_else(|e| {
+                tracing::warn!(error = %e, "io_uring is not allowed here; file namespaces use worker threads");
+                FileRing::new_pool(FILE_SLOTS)
+            });
+            self.engine = match ring {
                 Ok(ring) => {
-                    tracing::info!(slots = FILE_SLOTS, "file namespaces: I/O through io_uring");
+                    tracing::info!(
+                        engine = ring.engine(),
+                        slots = FILE_SLOTS,
+                        "file namespaces: I/O started"
+                    );
                     let slots = FILE_SLOTS as usize;
                     self.pending = vec![None; slots];
                     self.done = Vec::with_capacity(slots);
                     Engine::Ring(Box::new(ring))
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "file namespaces: io_uring unavailable; their I/O blocks the poller");
+                    tracing::warn!(error = %e, "file namespaces: no worker threads either; their I/O blocks the poller");
                     Engine::Unavailable
                 }
             };

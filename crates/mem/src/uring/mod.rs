@@ -13,6 +13,9 @@
 //! another file). A slot is released only when its last operation has completed, and
 //! dropping the ring first waits for every operation still in the kernel.
 //!
+//! Where io_uring is not allowed, [`FileRing::new_pool`] runs the same operations on a few
+//! worker threads instead (`pool.rs`), with the same slots and the same guarantees.
+//!
 //! Client memory is shared with another process, so the kernel writing into it while the
 //! client also does is a race only the client can lose: nothing in this process holds a
 //! Rust reference into it (see the crate docs).
@@ -24,6 +27,9 @@ use std::sync::Arc;
 use io_uring::{IoUring, opcode, squeue, types};
 
 use crate::{MemError, MmapRegion, Protection};
+
+mod pool;
+use pool::{Op, Pool};
 
 /// Most buffer pieces one read or write may name: a 1 MiB transfer (MDTS 8) in 4 KiB pages
 /// that are not contiguous is 257; a command with more goes another way.
@@ -82,9 +88,17 @@ struct Slot {
     busy: bool,
 }
 
-/// An io_uring with a fixed number of command slots. `Send`, used by one thread.
+/// What runs the operations (one per ring: the size difference does not matter).
+#[allow(clippy::large_enum_variant)]
+enum Backend {
+    Kernel(IoUring),
+    Pool(Pool),
+}
+
+/// An io_uring (or its worker-pool stand-in) with a fixed number of command slots. `Send`,
+/// used by one thread.
 pub struct FileRing {
-    ring: IoUring,
+    backend: Backend,
     slots: Box<[Slot]>,
     free: Vec<u32>,
     /// Queued since the last `submit`.
@@ -96,6 +110,25 @@ impl FileRing {
     /// pieces). Fails where io_uring is not allowed (`EPERM`, `ENOSYS` in some containers).
     pub fn new(slots: u32) -> io::Result<FileRing> {
         let ring = IoUring::new(slots.saturating_mul(2).next_power_of_two().max(8))?;
+        Ok(FileRing::with(Backend::Kernel(ring), slots))
+    }
+
+    /// The same on a pool of worker threads making blocking system calls, for where
+    /// io_uring is not allowed.
+    pub fn new_pool(slots: u32) -> io::Result<FileRing> {
+        let bound = usize::try_from(slots).unwrap_or(1).saturating_mul(4).max(1);
+        Ok(FileRing::with(Backend::Pool(Pool::new(bound)?), slots))
+    }
+
+    /// What runs the operations: `"io_uring"` or `"worker threads"`.
+    pub fn engine(&self) -> &'static str {
+        match self.backend {
+            Backend::Kernel(_) => "io_uring",
+            Backend::Pool(_) => "worker threads",
+        }
+    }
+
+    fn with(backend: Backend, slots: u32) -> FileRing {
         let slots: Box<[Slot]> = (0..slots)
             .map(|_| Slot {
                 iov: vec![IoVec::default(); MAX_SEGMENTS].into_boxed_slice(),
@@ -109,12 +142,12 @@ impl FileRing {
             })
             .collect();
         let free = (0..u32::try_from(slots.len()).unwrap_or(0)).rev().collect();
-        Ok(FileRing {
-            ring,
+        FileRing {
+            backend,
             slots,
             free,
             queued: false,
-        })
+        }
     }
 
     /// A free slot, or None when every slot is in flight.
@@ -185,24 +218,31 @@ impl FileRing {
     ) -> io::Result<()> {
         let slot = self.slot(id);
         let (iov, n) = (
-            slot.iov.as_ptr().cast::<libc::iovec>(),
+            slot.iov.as_ptr() as usize,
             u32::try_from(slot.segs).unwrap_or(0),
         );
-        let f = types::Fd(fd.as_raw_fd());
-        let entry = if write {
-            opcode::Writev::new(f, iov, n).offset(offset).build()
+        let fd_raw = fd.as_raw_fd();
+        let op = if write {
+            Op::Writev {
+                fd: fd_raw,
+                iov,
+                n,
+                offset,
+            }
         } else {
-            opcode::Readv::new(f, iov, n).offset(offset).build()
+            Op::Readv {
+                fd: fd_raw,
+                iov,
+                n,
+                offset,
+            }
         };
-        self.queue(id, fd, entry)
+        self.queue(id, fd, op)
     }
 
     /// Queue an `fdatasync` of the file.
     pub fn fdatasync(&mut self, id: SlotId, fd: &Arc<OwnedFd>) -> io::Result<()> {
-        let entry = opcode::Fsync::new(types::Fd(fd.as_raw_fd()))
-            .flags(types::FsyncFlags::DATASYNC)
-            .build();
-        self.queue(id, fd, entry)
+        self.queue(id, fd, Op::Fdatasync { fd: fd.as_raw_fd() })
     }
 
     /// Queue an `fallocate(PUNCH_HOLE | KEEP_SIZE)` of `len` bytes at `offset`: they read
@@ -213,22 +253,31 @@ impl FileRing {
         fd: &Arc<OwnedFd>,
         (offset, len): (u64, u64),
     ) -> io::Result<()> {
-        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-        let entry = opcode::Fallocate::new(types::Fd(fd.as_raw_fd()), len)
-            .offset(offset)
-            .mode(mode)
-            .build();
-        self.queue(id, fd, entry)
+        let op = Op::Punch {
+            fd: fd.as_raw_fd(),
+            offset,
+            len,
+        };
+        self.queue(id, fd, op)
     }
 
-    /// Queue `entry` for slot `id`, keeping `fd` open until it completes. A full submission
-    /// ring is submitted first.
-    fn queue(&mut self, id: SlotId, fd: &Arc<OwnedFd>, entry: squeue::Entry) -> io::Result<()> {
-        let entry = entry.user_data(u64::from(id.0));
+    /// Queue `op` for slot `id`, keeping `fd` open until it completes. A full submission
+    /// ring is submitted first; a pool's worker gets it at once.
+    fn queue(&mut self, id: SlotId, fd: &Arc<OwnedFd>, op: Op) -> io::Result<()> {
+        let user_data = u64::from(id.0);
         let slot = self.slot(id);
         if !slot.fds.iter().any(|f| Arc::ptr_eq(f, fd)) {
             slot.fds.push(Arc::clone(fd));
         }
+        let ring = match &mut self.backend {
+            Backend::Kernel(ring) => ring,
+            Backend::Pool(pool) => {
+                pool.send(user_data, op)?;
+                self.slot(id).ops += 1;
+                return Ok(());
+            }
+        };
+        let entry = entry(op).user_data(user_data);
         for _ in 0..2 {
             // SAFETY: the entry names only memory and fds this ring keeps alive until its
             // completion is reaped: the iovec array is the slot's own boxed array (never
@@ -236,13 +285,13 @@ impl FileRing {
             // against a mapping whose `Arc` the slot holds, and the fd's `Arc` is held by
             // the slot (just above). The slot is released only in `reap`, after its last
             // operation completed, and `Drop` waits for all operations.
-            let pushed = unsafe { self.ring.submission().push(&entry) };
+            let pushed = unsafe { ring.submission().push(&entry) };
             if pushed.is_ok() {
                 self.slot(id).ops += 1;
                 self.queued = true;
                 return Ok(());
             }
-            self.ring.submit()?;
+            ring.submit()?;
         }
         Err(io::Error::from_raw_os_error(libc::EBUSY))
     }
@@ -255,44 +304,65 @@ impl FileRing {
     }
 
     /// Hand everything queued to the kernel: one `io_uring_enter`, only if something was
-    /// queued. An error (EAGAIN, EBUSY: the kernel is short of room) leaves it queued for
-    /// the next call.
+    /// queued (a pool's workers already have it). An error (EAGAIN, EBUSY: the kernel is
+    /// short of room) leaves it queued for the next call.
     pub fn submit(&mut self) -> io::Result<()> {
+        let Backend::Kernel(ring) = &mut self.backend else {
+            return Ok(());
+        };
         if !self.queued {
             return Ok(());
         }
-        self.ring.submit()?;
-        self.queued = !self.ring.submission().is_empty();
+        ring.submit()?;
+        self.queued = !ring.submission().is_empty();
         Ok(())
     }
 
-    /// Take every completion the kernel has posted; for each slot whose last operation
-    /// completed, release it and call `done(slot, result)`, where the result is the
-    /// first errno of its operations (a read or write that moved fewer bytes than its
-    /// buffer is `EIO`). No system call.
+    /// Take every completion posted so far; for each slot whose last operation completed,
+    /// release it and call `done(slot, result)`, where the result is the first errno of
+    /// its operations (a read or write that moved fewer bytes than its buffer is `EIO`).
+    /// No system call.
     pub fn reap(&mut self, mut done: impl FnMut(SlotId, Result<(), i32>)) {
-        loop {
-            let Some(cqe) = self.ring.completion().next() else {
-                return;
-            };
-            let Ok(index) = u32::try_from(cqe.user_data()) else {
-                continue;
-            };
-            let id = SlotId(index);
-            let Some(slot) = self.slots.get_mut(index as usize) else {
-                continue;
-            };
-            let res = cqe.result();
-            let short = slot.segs > 0 && res >= 0 && u64::try_from(res).ok() != Some(slot.want);
-            if slot.error.is_none() && (res < 0 || short) {
-                slot.error = Some(if res < 0 { -res } else { libc::EIO });
+        while let Some((user_data, res)) = self.next_completion(false) {
+            self.complete(user_data, res, &mut done);
+        }
+    }
+
+    fn next_completion(&mut self, wait: bool) -> Option<(u64, i32)> {
+        match &mut self.backend {
+            Backend::Kernel(ring) => {
+                if wait && ring.submit_and_wait(1).is_err() {
+                    std::thread::yield_now();
+                }
+                let cqe = ring.completion().next()?;
+                Some((cqe.user_data(), cqe.result()))
             }
-            slot.ops = slot.ops.saturating_sub(1);
-            if slot.ops == 0 && slot.busy {
-                let result = slot.error.map_or(Ok(()), Err);
-                self.release(id);
-                done(id, result);
-            }
+            Backend::Pool(pool) => pool.take(wait),
+        }
+    }
+
+    fn complete(
+        &mut self,
+        user_data: u64,
+        res: i32,
+        done: &mut impl FnMut(SlotId, Result<(), i32>),
+    ) {
+        let Ok(index) = u32::try_from(user_data) else {
+            return;
+        };
+        let id = SlotId(index);
+        let Some(slot) = self.slots.get_mut(index as usize) else {
+            return;
+        };
+        let short = slot.segs > 0 && res >= 0 && u64::try_from(res).ok() != Some(slot.want);
+        if slot.error.is_none() && (res < 0 || short) {
+            slot.error = Some(if res < 0 { -res } else { libc::EIO });
+        }
+        slot.ops = slot.ops.saturating_sub(1);
+        if slot.ops == 0 && slot.busy {
+            let result = slot.error.map_or(Ok(()), Err);
+            self.release(id);
+            done(id, result);
         }
     }
 
@@ -316,6 +386,7 @@ impl FileRing {
 impl std::fmt::Debug for FileRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FileRing")
+            .field("engine", &self.engine())
             .field("slots", &self.slots.len())
             .field("in_flight", &self.in_flight())
             .finish_non_exhaustive()
@@ -324,14 +395,38 @@ impl std::fmt::Debug for FileRing {
 
 impl Drop for FileRing {
     fn drop(&mut self) {
-        // The kernel may still write into the slots' buffers: wait for every operation
-        // before the mappings and fds the slots hold can go.
+        // The kernel or a worker may still write into the slots' buffers: wait for every
+        // operation before the mappings and fds the slots hold can go.
         while self.slots.iter().any(|s| s.ops > 0) {
-            if self.ring.submit_and_wait(1).is_err() {
-                std::thread::yield_now();
+            match self.next_completion(true) {
+                Some((user_data, res)) => self.complete(user_data, res, &mut |_, _| {}),
+                None if matches!(self.backend, Backend::Pool(_)) => break,
+                None => {}
             }
-            self.reap(|_, _| {});
         }
+    }
+}
+
+/// The io_uring entry for `op`.
+fn entry(op: Op) -> squeue::Entry {
+    match op {
+        Op::Readv { fd, iov, n, offset } => {
+            opcode::Readv::new(types::Fd(fd), iov as *const libc::iovec, n)
+                .offset(offset)
+                .build()
+        }
+        Op::Writev { fd, iov, n, offset } => {
+            opcode::Writev::new(types::Fd(fd), iov as *const libc::iovec, n)
+                .offset(offset)
+                .build()
+        }
+        Op::Fdatasync { fd } => opcode::Fsync::new(types::Fd(fd))
+            .flags(types::FsyncFlags::DATASYNC)
+            .build(),
+        Op::Punch { fd, offset, len } => opcode::Fallocate::new(types::Fd(fd), len)
+            .offset(offset)
+            .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
+            .build(),
     }
 }
 
@@ -340,14 +435,14 @@ mod tests {
     use super::*;
     use std::io::{Read, Seek, Write};
 
-    fn ring_or_skip() -> Option<FileRing> {
+    /// The io_uring ring (where allowed) and the worker pool.
+    fn rings() -> Vec<FileRing> {
+        let mut all = vec![FileRing::new_pool(4).unwrap()];
         match FileRing::new(4) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("io_uring unavailable here ({e}); skipped");
-                None
-            }
+            Ok(r) => all.push(r),
+            Err(e) => eprintln!("io_uring unavailable here ({e}); the pool only"),
         }
+        all
     }
 
     fn wait(ring: &mut FileRing) -> Result<(), i32> {
@@ -364,9 +459,12 @@ mod tests {
 
     #[test]
     fn writes_and_reads_a_file_through_a_mapping() {
-        let Some(mut ring) = ring_or_skip() else {
-            return;
-        };
+        for ring in rings() {
+            writes_and_reads_through(ring);
+        }
+    }
+
+    fn writes_and_reads_through(mut ring: FileRing) {
         let file = tempfile::tempfile().unwrap();
         file.set_len(8192).unwrap();
         let fd = Arc::new(OwnedFd::from(file.try_clone().unwrap()));
@@ -398,9 +496,12 @@ mod tests {
 
     #[test]
     fn a_short_read_past_the_end_is_eio_and_slots_run_out() {
-        let Some(mut ring) = ring_or_skip() else {
-            return;
-        };
+        for ring in rings() {
+            short_read_and_full(ring);
+        }
+    }
+
+    fn short_read_and_full(mut ring: FileRing) {
         let file = tempfile::tempfile().unwrap();
         file.set_len(512).unwrap();
         let fd = Arc::new(OwnedFd::from(file));
