@@ -84,7 +84,20 @@ fn allocated(path: &Path) -> u64 {
 fn data_goes_to_the_file_and_comes_back_aligned_or_not() {
     let dir = tempfile::tempdir().unwrap();
     let path = new_file(dir.path());
+    data_round_trip(host_on(&path, false), &path);
+}
+
+/// The same on the worker threads that stand in where io_uring is not allowed.
+#[test]
+fn worker_threads_move_the_same_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = new_file(dir.path());
     let mut h = host_on(&path, false);
+    h.force_file_worker_threads();
+    data_round_trip(h, &path);
+}
+
+fn data_round_trip(mut h: TestHost, path: &Path) {
     let data = pattern(16384, 3);
     // Page aligned (O_DIRECT where the file system allows), then at an odd dword offset
     // in client memory (never O_DIRECT): both reach the file.
@@ -94,11 +107,11 @@ fn data_goes_to_the_file_and_comes_back_aligned_or_not() {
         write(&mut h, 100, &odd, layout::DATA + 0x10004),
         Status::SUCCESS
     );
-    let file = std::fs::read(&path).unwrap();
+    let file = std::fs::read(path).unwrap();
     assert_eq!(&file[8 * 512..8 * 512 + 16384], &data[..]);
     assert_eq!(&file[100 * 512..100 * 512 + 4096], &odd[..]);
     // Written behind the controller's back, read through it.
-    let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
     std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(512 * 1000)).unwrap();
     std::io::Write::write_all(&mut f, &pattern(1024, 5)).unwrap();
     drop(f);

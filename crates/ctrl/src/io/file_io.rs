@@ -94,6 +94,17 @@ impl FileIo {
         }
     }
 
+    /// Use worker threads even where io_uring is allowed (tests of the fallback).
+    #[cfg(any(test, feature = "test-utils"))]
+    pub(crate) fn force_worker_threads(&mut self) {
+        if let Ok(ring) = FileRing::new_pool(FILE_SLOTS) {
+            let slots = FILE_SLOTS as usize;
+            self.pending = vec![None; slots];
+            self.done = Vec::with_capacity(slots);
+            self.engine = Engine::Ring(Box::new(ring));
+        }
+    }
+
     /// Whether no more file commands can be taken now.
     pub(crate) fn is_full(&self) -> bool {
         matches!(&self.engine, Engine::Ring(r) if r.is_full())
