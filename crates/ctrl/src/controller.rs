@@ -244,6 +244,8 @@ impl Controller {
     /// pages are resolved again. A queue whose ring is no longer mapped pauses (it is not
     /// touched) until a later table maps it again; lost shadow doorbell pages are fatal.
     pub fn set_guest_memory(&mut self, mem: Arc<GuestMemory>) {
+        // File I/O in flight may point into a region the new table drops.
+        self.drain_file_io();
         self.mem = mem;
         let (mut paused, mut resumed) = (0usize, 0usize);
         for ring in self.queues.rings_mut() {
@@ -467,7 +469,8 @@ impl Controller {
         self.queues.clear();
         self.zeroing.busy = false;
         self.held.clear();
-        self.file_io.orphan(None);
+        self.file_io.orphan_all();
+        self.drain_file_io();
         self.aer.reset();
         self.features = Features::new(&self.config);
         for ns in self.namespaces.iter_mut().flatten() {

@@ -13,8 +13,10 @@
 //! ring cannot take run with blocking calls in the poller: Compare, a transfer with a bit
 //! bucket or more than [`MAX_SEGMENTS`](nvmemu_mem::uring::MAX_SEGMENTS) pieces.
 //!
-//! A reset or the deletion of an SQ cannot call back what the kernel is doing: the commands
-//! still in flight are forgotten, and their completions dropped when they arrive.
+//! The kernel (or a worker) writes client memory until an operation completes, so what
+//! must not happen meanwhile waits for the commands in flight (`drain_file_io`): a new DMA
+//! table (after `DMA_UNMAP` the client may reuse the memory), a reset (their completions
+//! are dropped) and the deletion of an SQ (they complete first).
 
 use std::sync::Arc;
 
@@ -118,12 +120,10 @@ impl FileIo {
         }
     }
 
-    /// Forget the commands in flight from `sqid` (None: all of them).
-    pub(crate) fn orphan(&mut self, sqid: Option<Qid>) {
+    /// Drop the completions of every command in flight (a reset).
+    pub(crate) fn orphan_all(&mut self) {
         for p in self.pending.iter_mut().flatten() {
-            if sqid.is_none_or(|q| q == p.sqid) {
-                p.orphan = true;
-            }
+            p.orphan = true;
         }
     }
 
@@ -260,19 +260,36 @@ impl Controller {
 
     /// Submit the pass's file operations (one system call, only if any were queued), reap
     /// the completed ones and hold their CQEs to be posted (`post_due`, later in the
-    /// pass, or when the namespace's model says). Returns the commands completed.
-    pub(crate) fn pump_file_io(&mut self) -> usize {
+    /// pass, or when the namespace's model says).
+    pub(crate) fn pump_file_io(&mut self) {
+        self.reap_file_io(false);
+    }
+
+    /// Wait until no file command is in flight, holding the CQEs of those that complete
+    /// (orphans' are dropped). Blocks the poller: only for what may not happen while the
+    /// kernel still reads or writes client memory (a DMA table change, a reset, an SQ
+    /// deletion), never per command.
+    pub(crate) fn drain_file_io(&mut self) {
+        while self.file_io.in_flight() > 0 {
+            self.reap_file_io(true);
+        }
+    }
+
+    fn reap_file_io(&mut self, wait: bool) {
         let FileIo { engine, done, .. } = &mut self.file_io;
         let Engine::Ring(ring) = engine else {
-            return 0;
+            return;
         };
         if let Err(e) = ring.submit() {
             // EAGAIN / EBUSY: the kernel is short of room; the next pass tries again.
             tracing::debug!(error = %e, "io_uring submit deferred");
         }
         done.clear();
-        ring.reap(|id, r| done.push((id, r)));
-        let mut completed = 0;
+        if wait {
+            ring.reap_waiting(|id, r| done.push((id, r)));
+        } else {
+            ring.reap(|id, r| done.push((id, r)));
+        }
         for i in 0..self.file_io.done.len() {
             let Some(&(id, r)) = self.file_io.done.get(i) else {
                 break;
@@ -285,13 +302,10 @@ impl Controller {
             else {
                 continue;
             };
-            if p.orphan {
-                continue;
+            if !p.orphan {
+                self.file_completed(p, r);
             }
-            completed += 1;
-            self.file_completed(p, r);
         }
-        completed
     }
 
     fn file_completed(&mut self, p: Pending, r: Result<(), i32>) {

@@ -328,6 +328,18 @@ impl FileRing {
         }
     }
 
+    /// Like [`FileRing::reap`], but first waits (blocking) until at least one completion
+    /// is there, if anything is in flight.
+    pub fn reap_waiting(&mut self, mut done: impl FnMut(SlotId, Result<(), i32>)) {
+        if self.in_flight() == 0 {
+            return;
+        }
+        if let Some((user_data, res)) = self.next_completion(true) {
+            self.complete(user_data, res, &mut done);
+        }
+        self.reap(done);
+    }
+
     fn next_completion(&mut self, wait: bool) -> Option<(u64, i32)> {
         match &mut self.backend {
             Backend::Kernel(ring) => {
