@@ -84,13 +84,17 @@ rpc_methods! {
     BdevErrorInjectError = "bdev_error_inject_error" (BdevErrorInjectErrorParams),
         cli(ErrorInjectArgs, Nothing, "bdev inject error");
     /// `bdev_aio_create` → the new bdev's name.
-    BdevAioCreate = "bdev_aio_create" (BdevAioCreateParams);
+    BdevAioCreate = "bdev_aio_create" (BdevAioCreateParams),
+        cli(AioCreateArgs, Json, "Add a bdev with aio backend");
     /// `bdev_aio_delete` → `true`.
-    BdevAioDelete = "bdev_aio_delete" (BdevDeleteParams);
+    BdevAioDelete = "bdev_aio_delete" (BdevDeleteParams),
+        cli(NameArg, Nothing, "Delete an aio disk");
     /// `bdev_uring_create` → the new bdev's name.
-    BdevUringCreate = "bdev_uring_create" (BdevUringCreateParams);
+    BdevUringCreate = "bdev_uring_create" (BdevUringCreateParams),
+        cli(UringCreateArgs, Json, "Create a bdev with io_uring backend");
     /// `bdev_uring_delete` → `true`.
-    BdevUringDelete = "bdev_uring_delete" (BdevDeleteParams);
+    BdevUringDelete = "bdev_uring_delete" (BdevDeleteParams),
+        cli(NameArg, Nothing, "Delete a uring bdev");
     /// `nvmemu_bdev_set_model` → `true`.
     NvmemuBdevSetModel = "nvmemu_bdev_set_model" (NvmemuBdevSetModelParams),
         cli(SetModelArgs, Nothing, "nvmemu: set a bdev's latency and throughput model (preset, latencies, tail, units, seed).");
