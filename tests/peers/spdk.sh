@@ -10,6 +10,8 @@
 #               no EUI-64); both report a shared namespace (CMIC, NMIC) with reservations
 #   perf        spdk_nvme_perf, 4 KiB randread QD16 and randwrite QD16: IOPS > 0, no errors
 #   bdevperf    bdevperf -w verify over bdev_nvme (SPDK's bdev layer): IOPS > 0, 0 failed I/O
+#   file-bdevperf  bdevperf -w verify against a file-backed namespace (--ns file:path=):
+#               0 failed I/O, and the file holds what was written
 #   compliance  nvme_compliance (SPDK's CUnit suite for vfio-user controllers): every test passes
 #   rpc-setup   SPDK's rpc.py runs the set-up script against nvmemu serve; nvmemu bench
 #               --verify=crc32c then passes on the controller it created
@@ -297,6 +299,31 @@ J
   stop "$bp"
 }
 
+# The same bdevperf verify run on a namespace backed by a file (io_uring, O_DIRECT).
+check_file_bdevperf() {
+  local img=$WORK/file-bdevperf.img
+  truncate -s 256M "$img"
+  mkdir -p "$WORK/file-bdevperf"
+  start file-bdevperf-serve "$BIN" serve --socket-dir "$WORK/file-bdevperf" \
+    --ns "file:path=$img,lba=$LBA" -m 0x2 -r "$WORK/file-bdevperf.sock"
+  wait_socket "$WORK/file-bdevperf/cntrl" "$LAST_PID"
+  cat >"$WORK/file-bdevperf.json" <<J
+{"subsystems": [{"subsystem": "bdev", "config": [{"method": "bdev_nvme_attach_controller",
+  "params": {"name": "Nvme0", "trtype": "vfiouser", "traddr": "$WORK/file-bdevperf",
+             "subnqn": "$NQN"}}]}]}
+J
+  start file-bdevperf "$P/bdevperf" --json "$WORK/file-bdevperf.json" -m 0x1 -g -s 512 \
+    --huge-dir "$HUGE" -r "$WORK/file-bdevperf-rpc.sock" -q 32 -o 4096 -w verify -t 5 -z
+  local bp=$LAST_PID
+  wait_socket "$WORK/file-bdevperf-rpc.sock" "$bp"
+  PYTHONPATH="$PEERS/python" python3 "$HERE/spdk_results.py" bdevperf \
+    "$WORK/file-bdevperf-rpc.sock" --timeout 30
+  rpcpy "$WORK/file-bdevperf-rpc.sock" spdk_kill_instance SIGTERM >/dev/null
+  stop "$bp"
+  # What bdevperf wrote is in the file: some of its blocks are allocated.
+  [ "$(stat -c %b "$img")" -gt 0 ]
+}
+
 check_compliance() {
   serve compliance
   local rc=0
@@ -546,6 +573,7 @@ check waiting check_waiting
 check identity check_identity
 check perf check_perf
 check bdevperf check_bdevperf
+check file-bdevperf check_file_bdevperf
 check compliance check_compliance
 check rpc-setup check_rpc_setup
 check rpc-shape check_rpc_shape

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use nvmemu_mem::{MemError, MmapRegion, Progress};
 
 use crate::fault::FaultSlot;
+use crate::file::{FileBacking, FileEngine};
 use crate::malloc::{MallocBacking, MemoryReport, Storage, WRITE_ZEROES_DISCARD_THRESHOLD};
 use crate::model::ModelSlot;
 use crate::{BdevError, BdevOp, BdevStats, QosLimits};
@@ -26,6 +27,8 @@ pub enum BdevKind {
     Delay,
     /// SPDK's error bdev: another bdev's storage, where errors can be injected.
     Error,
+    /// A file or block device (SPDK's aio or uring bdev, as created).
+    File(FileEngine),
 }
 
 impl BdevKind {
@@ -36,6 +39,8 @@ impl BdevKind {
             BdevKind::Null => "Null disk",
             BdevKind::Delay => "delay",
             BdevKind::Error => "Error Injection Disk",
+            BdevKind::File(FileEngine::Aio) => "AIO disk",
+            BdevKind::File(FileEngine::Uring) => "URING bdev",
         }
     }
 }
@@ -58,6 +63,8 @@ pub struct Bdev {
     /// `Some` for Malloc (exactly `size` bytes), `None` for Null; a delay bdev shares its
     /// base's.
     storage: Option<Arc<Storage>>,
+    /// `Some` for a file bdev (and the delay or error bdevs on one).
+    file: Option<Arc<FileBacking>>,
     stats: BdevStats,
     qos: QosLimits,
     /// Operation latencies are measured (`set_timed`); off, no I/O reads the clock.
@@ -115,6 +122,35 @@ impl Bdev {
         ))
     }
 
+    /// A bdev on the file or block device at `path`, read-write unless `readonly`: blocks of
+    /// `block_size` bytes (default: a block device's logical block size, 512 for a file),
+    /// as many as fit in the file. A missing file is not created (SPDK's behaviour).
+    pub fn open_file(
+        name: &str,
+        path: &std::path::Path,
+        block_size: Option<u32>,
+        readonly: bool,
+        engine: FileEngine,
+    ) -> Result<Bdev, BdevError> {
+        let file = FileBacking::open(path, readonly)?;
+        let block_size = block_size
+            .filter(|&b| b != 0)
+            .or(file.device_block_size())
+            .unwrap_or(MIN_BLOCK_SIZE);
+        let num_blocks = file.size() / u64::from(block_size.max(1));
+        let size = geometry(block_size, num_blocks)?;
+        let mut bdev = Bdev::new(
+            name,
+            BdevKind::File(engine),
+            block_size,
+            num_blocks,
+            size,
+            None,
+        );
+        bdev.file = Some(Arc::new(file));
+        Ok(bdev)
+    }
+
     /// A delay bdev called `name` on `base`: the same blocks (what one writes the other
     /// reads), with its own counters, QoS limits and latency model (none until set).
     pub fn delay(name: &str, base: &Bdev) -> Bdev {
@@ -128,14 +164,16 @@ impl Bdev {
     }
 
     fn stacked(name: &str, kind: BdevKind, base: &Bdev) -> Bdev {
-        Bdev::new(
+        let mut bdev = Bdev::new(
             name,
             kind,
             base.block_size,
             base.num_blocks,
             base.size,
             base.storage.clone(),
-        )
+        );
+        bdev.file = base.file.clone();
+        bdev
     }
 
     fn new(
@@ -153,6 +191,7 @@ impl Bdev {
             num_blocks,
             size,
             storage,
+            file: None,
             stats: BdevStats::default(),
             qos: QosLimits::default(),
             timed: AtomicBool::new(false),
@@ -200,6 +239,11 @@ impl Bdev {
     /// Size in bytes: `block_size * num_blocks`.
     pub fn size_bytes(&self) -> u64 {
         self.size
+    }
+
+    /// The backing file of a file bdev (and of a delay or error bdev on one).
+    pub fn file(&self) -> Option<&Arc<FileBacking>> {
+        self.file.as_ref()
     }
 
     /// What backs a malloc bdev now (`None` for null).
@@ -259,6 +303,9 @@ impl Bdev {
     ) -> Result<(), BdevError> {
         let op = BdevOp::Read;
         self.check(op, offset, len)?;
+        if let Some(f) = &self.file {
+            return f.read(offset, dst, dst_offset, len);
+        }
         match &self.storage {
             Some(s) => s.mem.copy_to_region(offset, dst, dst_offset, len),
             None => dst.fill(dst_offset, len, 0),
@@ -279,6 +326,9 @@ impl Bdev {
     ) -> Result<(), BdevError> {
         let op = BdevOp::Write;
         self.check(op, offset, len)?;
+        if let Some(f) = &self.file {
+            return f.write(offset, src, src_offset, len);
+        }
         match &self.storage {
             // Streaming: written blocks are not read again soon (see the method's docs).
             Some(s) => src.copy_to_region_streaming(src_offset, &s.mem, offset, len),
@@ -299,6 +349,9 @@ impl Bdev {
     ) -> Result<bool, BdevError> {
         let op = BdevOp::Compare;
         self.check(op, offset, len)?;
+        if let Some(f) = &self.file {
+            return f.compare(offset, src, src_offset, len);
+        }
         let equal = match &self.storage {
             Some(s) => s.mem.compare_with(offset, src, src_offset, len),
             None => src.is_zero(src_offset, len),
@@ -313,6 +366,9 @@ impl Bdev {
     pub(crate) fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), BdevError> {
         let op = BdevOp::WriteZeroes;
         self.check(op, offset, len)?;
+        if let Some(f) = &self.file {
+            return f.punch(op, offset, len);
+        }
         if let Some(s) = &self.storage {
             s.zero(op, offset, len, len >= WRITE_ZEROES_DISCARD_THRESHOLD)?;
         }
@@ -325,6 +381,9 @@ impl Bdev {
     pub(crate) fn deallocate(&self, offset: u64, len: u64) -> Result<(), BdevError> {
         let op = BdevOp::Deallocate;
         self.check(op, offset, len)?;
+        if let Some(f) = &self.file {
+            return f.punch(op, offset, len);
+        }
         if let Some(s) = &self.storage {
             s.zero(op, offset, len, true)?;
         }
@@ -335,6 +394,9 @@ impl Bdev {
     /// `deallocate`, whatever `op` is (a large Write Zeroes discards on a lazy bdev too).
     pub(crate) fn zero_piece(&self, op: BdevOp, offset: u64, len: u64) -> Result<(), BdevError> {
         self.check(op, offset, len)?;
+        if let Some(f) = &self.file {
+            return f.punch(op, offset, len);
+        }
         if let Some(s) = &self.storage {
             s.zero(op, offset, len, true)?;
         }
@@ -360,10 +422,13 @@ impl Bdev {
         Ok(())
     }
 
-    /// Make completed writes durable. Memory and null backends have nothing volatile to
-    /// flush.
+    /// Make completed writes durable: `fdatasync` for a file. Memory and null backends
+    /// have nothing volatile to flush.
     pub(crate) fn flush(&self) -> Result<(), BdevError> {
-        Ok(())
+        match &self.file {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
     }
 }
 

@@ -148,6 +148,20 @@ impl BdevChannel {
         Ok(())
     }
 
+    /// Count an operation of `len` bytes that completed outside this channel (a file bdev's
+    /// I/O the controller ran through its io_uring).
+    pub fn count_completed(&self, op: BdevOp, len: u64) {
+        match op {
+            BdevOp::Read => self.counters.record_read(len),
+            BdevOp::Write => self.counters.record_write(len),
+            BdevOp::Deallocate => self.counters.record_unmap(len),
+            BdevOp::WriteZeroes => self.counters.record_write_zeroes(len),
+            BdevOp::Compare => self.counters.record_compare(len),
+            BdevOp::Flush => self.counters.record_flush(),
+            BdevOp::Create => {}
+        }
+    }
+
     /// Make completed writes durable (nothing to do for memory and null; only counted).
     pub fn flush(&self) -> Result<(), BdevError> {
         self.bdev.flush()?;

@@ -36,6 +36,8 @@ pub enum BdevErrorKind {
     Io,
     /// A malloc bdev's memory could not be mapped or backed at creation (RPC: ENOMEM).
     NoMemory,
+    /// A file bdev's file could not be opened or used at creation (RPC: its errno).
+    Open,
 }
 
 /// A failed bdev operation.
@@ -106,16 +108,50 @@ pub enum BdevError {
         #[source]
         source: MemError,
     },
+    /// A file bdev's file could not be opened, or is neither a regular file nor a block
+    /// device.
+    #[error("cannot use {path} as a bdev")]
+    Open {
+        /// The path given.
+        path: String,
+        /// The system's error.
+        #[source]
+        source: rustix::io::Errno,
+    },
+    /// A file bdev's file failed an operation.
+    #[error("{op:?} of {len} bytes at offset {offset:#x} in the backing file failed")]
+    File {
+        /// The operation.
+        op: BdevOp,
+        /// Byte offset in the bdev.
+        offset: u64,
+        /// Byte length.
+        len: u64,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl BdevError {
+    /// The system's errno behind an `Open` or `File` error (what SPDK's RPCs answer with,
+    /// negated).
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            BdevError::Open { source, .. } => Some(source.raw_os_error()),
+            BdevError::File { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+
     /// The matchable kind of this error.
     pub fn kind(&self) -> BdevErrorKind {
         match self {
             BdevError::InvalidGeometry { .. } => BdevErrorKind::InvalidGeometry,
             BdevError::OutOfRange { .. } => BdevErrorKind::OutOfRange,
             BdevError::Buffer { .. } => BdevErrorKind::Buffer,
-            BdevError::Io { .. } => BdevErrorKind::Io,
+            BdevError::Io { .. } | BdevError::File { .. } => BdevErrorKind::Io,
+            BdevError::Open { .. } => BdevErrorKind::Open,
             BdevError::Map { .. } | BdevError::NoMemory { .. } => BdevErrorKind::NoMemory,
         }
     }
@@ -125,10 +161,12 @@ impl BdevError {
         match self {
             BdevError::InvalidGeometry { .. }
             | BdevError::Map { .. }
-            | BdevError::NoMemory { .. } => BdevOp::Create,
+            | BdevError::NoMemory { .. }
+            | BdevError::Open { .. } => BdevOp::Create,
             BdevError::OutOfRange { op, .. }
             | BdevError::Buffer { op, .. }
-            | BdevError::Io { op, .. } => *op,
+            | BdevError::Io { op, .. }
+            | BdevError::File { op, .. } => *op,
         }
     }
 }

@@ -11,6 +11,10 @@
 //!   sparse mapping (MAP_NORESERVE) whose pages are committed when first written and given
 //!   back by Deallocate and large Write Zeroes.
 //! - **Null**: no storage; reads return zeroes, writes are dropped (SPDK's null bdev).
+//! - **File** (SPDK's aio and uring bdevs): a regular file or block device, `O_DIRECT` where
+//!   the file system allows it; Write Zeroes and Deallocate punch holes, Flush is
+//!   `fdatasync`. The controller moves its data through an io_uring of its own; the
+//!   blocking calls here serve the rest (see [`FileBacking`]).
 //! - **Delay**: another bdev's storage under a new name, with a latency model (SPDK's
 //!   delay bdev). Any bdev may carry a [`model::ModelConfig`]; the pollers apply it by
 //!   posting each completion when the model says it is due.
@@ -22,7 +26,7 @@
 //! [`BdevError`] instead of panicking.
 //!
 //! May depend on: `nvmemu-mem` (for the buffers and the storage mapping), `crossbeam-utils`
-//! (cache-line padding), `rand`, `rand_distr` and `rand_xoshiro` (the models' seeded draws). Must never: parse
+//! (cache-line padding), `rustix` (the file bdev's system calls), `tracing`, `rand`, `rand_distr` and `rand_xoshiro` (the models' seeded draws). Must never: parse
 //! NVMe commands (the controller turns LBAs into byte ranges), hold a lock on the I/O path,
 //! or use `unsafe`.
 //!
@@ -34,6 +38,7 @@ mod bdev;
 mod channel;
 mod error;
 pub mod fault;
+mod file;
 mod latency;
 mod malloc;
 pub mod model;
@@ -43,6 +48,7 @@ mod stats;
 pub use bdev::{Bdev, BdevKind};
 pub use channel::BdevChannel;
 pub use error::{BdevError, BdevErrorKind, BdevOp};
+pub use file::{FileBacking, FileEngine};
 pub use latency::Latency;
 pub use malloc::{MallocBacking, MemoryReport, WRITE_ZEROES_DISCARD_THRESHOLD};
 pub use qos::{QosLimits, QosPool, QosValues, any_qos_limit};

@@ -115,6 +115,10 @@ pub struct Controller {
     pub(crate) faults_on: bool,
     /// Keep Alive Timeout in ms (0: no timer); kept across resets (`admin/keep_alive.rs`).
     pub(crate) kato_ms: u32,
+    /// Some attached namespace is backed by a file (set on attach and detach).
+    pub(crate) file_on: bool,
+    /// The io_uring of file namespaces and their commands in flight (`io/file_io.rs`).
+    pub(crate) file_io: crate::io::file_io::FileIo,
 }
 
 impl Controller {
@@ -154,6 +158,8 @@ impl Controller {
             held: Default::default(),
             faults_on: false,
             kato_ms: 0,
+            file_on: false,
+            file_io: Default::default(),
             config,
         }
     }
@@ -186,6 +192,7 @@ impl Controller {
         ns.reservations().subscribe(nsid, &inbox);
         *slot = Some(ns);
         self.refresh_timed_namespaces();
+        self.refresh_file_on();
         self.namespace_changed(nsid);
         Ok(())
     }
@@ -199,6 +206,7 @@ impl Controller {
         ns.reservations().unsubscribe(&self.resv.inbox);
         self.forget_namespace_timing(nsid.0);
         self.refresh_timed_namespaces();
+        self.refresh_file_on();
         self.namespace_changed(nsid.0);
         Ok(Arc::clone(ns.bdev()))
     }
@@ -208,6 +216,11 @@ impl Controller {
     /// nothing is read or written for it.
     pub fn set_trace(&mut self, trace: Option<LatencyHook>) {
         self.instruments.set_trace(trace);
+    }
+
+    fn refresh_file_on(&mut self) {
+        let on = self.namespaces().any(|ns| ns.bdev().file().is_some());
+        self.file_on = on;
     }
 
     /// The attached namespaces, in NSID order.
@@ -234,6 +247,8 @@ impl Controller {
     /// pages are resolved again. A queue whose ring is no longer mapped pauses (it is not
     /// touched) until a later table maps it again; lost shadow doorbell pages are fatal.
     pub fn set_guest_memory(&mut self, mem: Arc<GuestMemory>) {
+        // File I/O in flight may point into a region the new table drops.
+        self.drain_file_io();
         self.mem = mem;
         let (mut paused, mut resumed) = (0usize, 0usize);
         for ring in self.queues.rings_mut() {
@@ -457,6 +472,8 @@ impl Controller {
         self.queues.clear();
         self.zeroing.busy = false;
         self.held.clear();
+        self.file_io.orphan_all();
+        self.drain_file_io();
         self.aer.reset();
         self.features = Features::new(&self.config);
         for ns in self.namespaces.iter_mut().flatten() {

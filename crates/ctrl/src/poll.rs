@@ -53,6 +53,9 @@ impl Controller {
         if self.zeroing.busy {
             done += self.advance_zeroing();
         }
+        if self.file_on || self.file_io.in_flight() > 0 {
+            self.pump_file_io();
+        }
         if self.holds_completions() {
             done += self.post_due();
         }
@@ -148,8 +151,12 @@ impl Controller {
                 // Left in the SQ: fetched again once the namespace's tokens come back.
                 break;
             }
-            if (self.model_on || self.faults_on) && qid != Qid::ADMIN && self.held.is_full() {
-                // Left in the SQ until held completions are posted (`hold.rs`).
+            if (self.model_on || self.faults_on || self.file_on)
+                && qid != Qid::ADMIN
+                && (self.held.is_full() || self.file_io.is_full())
+            {
+                // Left in the SQ until held completions are posted (`hold.rs`) or file
+                // commands complete (`io/file_io.rs`).
                 break;
             }
             // One load and one predictable branch when no bdev in the process has an

@@ -285,6 +285,11 @@ impl TestHost {
         cid
     }
 
+    /// Run file namespaces' I/O on worker threads, as where io_uring is not allowed.
+    pub fn force_file_worker_threads(&mut self) {
+        self.ctrl.file_io.force_worker_threads();
+    }
+
     /// Poll the controller once.
     pub fn poll(&mut self) -> usize {
         self.ctrl.poll(&mut self.irqs)

@@ -6,8 +6,9 @@
 //! `/proc/meminfo`, with its residency read from `/proc/self/smaps`), bounds-checked raw-pointer access
 //! to them (copies and atomics), and the table that turns a client's IOVA into a place in one of those mappings.
 //! Also the Linux VFIO ioctls a userspace driver on a PCI function needs (`vfio`), since an
-//! ioctl that passes a pointer is `unsafe`, and the TSC clock (`clock`), since `rdtsc` is an
-//! `unsafe` intrinsic. The `/proc/meminfo` and smaps parsing (`meminfo`) has no `unsafe` but
+//! ioctl that passes a pointer is `unsafe`, the TSC clock (`clock`), since `rdtsc` is an
+//! `unsafe` intrinsic, and file I/O through io_uring (`uring`), since queuing an operation
+//! that points at client memory is `unsafe`. The `/proc/meminfo` and smaps parsing (`meminfo`) has no `unsafe` but
 //! stays: the anonymous mappings' population check and residency report read it, and this
 //! crate may depend on no other.
 //! May depend on: no internal crate. Must never: hand out a Rust reference (`&[u8]`, `&T`) into
@@ -31,6 +32,7 @@ mod memfd;
 mod meminfo;
 mod mmap;
 mod region_table;
+pub mod uring;
 pub mod vfio;
 
 pub use backing::{MEMORY_HEADROOM, PROGRESS_INTERVAL, PageKind, Progress};

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `--ns` values: `malloc:size=4G,lba=512`, `malloc:size=64G,lazy=on`,
-//! `malloc:size=4G,hugepages=on`, `null:size=1T,lba=4096`, `malloc:size=1G,model=tlc,seed=7`.
+//! `malloc:size=4G,hugepages=on`, `null:size=1T,lba=4096`, `malloc:size=1G,model=tlc,seed=7`,
+//! `file:path=/var/lib/disk.img,lba=512` (an existing file or block device; its size is
+//! the namespace's).
+
+use std::path::PathBuf;
 
 use nvmemu_bdev::MallocBacking;
 use nvmemu_bdev::model::{ModelConfig, PRESETS, preset};
@@ -14,6 +18,8 @@ pub enum NsKind {
     Malloc,
     /// Reads return zeroes, writes are dropped.
     Null,
+    /// A file or block device (SPDK's aio bdev): the data outlives the process.
+    File,
 }
 
 /// A parsed `--ns` value.
@@ -30,6 +36,8 @@ pub struct NsSpec {
     pub backing: MallocBacking,
     /// The latency model (`model=PRESET`, seeded by `seed=N`), if any.
     pub model: Option<ModelConfig>,
+    /// The file of a `file` namespace.
+    pub path: Option<PathBuf>,
 }
 
 impl NsSpec {
@@ -47,15 +55,17 @@ impl std::str::FromStr for NsSpec {
         let kind = match kind {
             "malloc" => NsKind::Malloc,
             "null" => NsKind::Null,
+            "file" => NsKind::File,
             other => {
                 return Err(format!(
-                    "unknown namespace type '{other}' (use malloc or null)"
+                    "unknown namespace type '{other}' (use malloc, null or file)"
                 ));
             }
         };
         let (mut size, mut lba) = (None, 512u32);
         let (mut lazy, mut huge) = (false, false);
         let (mut model, mut seed) = (None, 0u64);
+        let mut path = None;
         for opt in opts.split(',').filter(|o| !o.is_empty()) {
             match opt.split_once('=') {
                 Some(("size", v)) => size = Some(parse_size(v)?),
@@ -69,6 +79,7 @@ impl std::str::FromStr for NsSpec {
                 Some(("lazy", v)) => lazy = on_off("lazy", v)?,
                 Some(("hugepages", v)) => huge = on_off("hugepages", v)?,
                 Some(("model", v)) => model = Some(v),
+                Some(("path", v)) if kind == NsKind::File => path = Some(PathBuf::from(v)),
                 Some(("seed", v)) => {
                     seed = v
                         .parse()
@@ -77,10 +88,18 @@ impl std::str::FromStr for NsSpec {
                 _ => {
                     return Err(format!(
                         "unknown namespace option '{opt}' (use size=SIZE,lba=512|4096, \
-                         model=scm|tlc|qlc,seed=N, and for malloc lazy=on or hugepages=on)"
+                         model=scm|tlc|qlc,seed=N, for malloc lazy=on or hugepages=on, for \
+                         file path=FILE instead of size)"
                     ));
                 }
             }
+        }
+        if kind == NsKind::File {
+            if size.is_some() {
+                return Err("a file namespace's size is the file's: leave size= out".into());
+            }
+            let p = path.as_deref().ok_or("a file namespace needs path=FILE")?;
+            size = Some(file_size(p)? / u64::from(lba) * u64::from(lba));
         }
         let size = size.ok_or_else(|| format!("'{text}' needs a size, e.g. {text}:size=1G"))?;
         if size < u64::from(lba) || size % u64::from(lba) != 0 {
@@ -90,7 +109,7 @@ impl std::str::FromStr for NsSpec {
         }
         let backing = match (kind, lazy, huge) {
             (_, false, false) => MallocBacking::Populated,
-            (NsKind::Null, ..) => {
+            (NsKind::Null | NsKind::File, ..) => {
                 return Err("lazy= and hugepages= apply to malloc namespaces only".into());
             }
             (NsKind::Malloc, true, true) => {
@@ -116,8 +135,23 @@ impl std::str::FromStr for NsSpec {
             lba,
             backing,
             model,
+            path,
         })
     }
+}
+
+/// The size of the file or block device at `path`, which must exist (as SPDK's aio bdev
+/// wants it).
+fn file_size(path: &std::path::Path) -> Result<u64, String> {
+    let why = |e: std::io::Error| {
+        format!(
+            "path={}: {e} (a file namespace needs an existing file, e.g. made with \
+             truncate -s 1G FILE)",
+            path.display()
+        )
+    };
+    let mut f = std::fs::File::open(path).map_err(why)?;
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0)).map_err(why)
 }
 
 /// `on`/`off` (also `1`/`0`, `true`/`false`) of option `name`.
@@ -144,6 +178,7 @@ mod tests {
                 lba: 512,
                 backing: MallocBacking::Populated,
                 model: None,
+                path: None,
             }
         );
         assert_eq!(s.num_blocks(), 8 << 20);
@@ -200,5 +235,41 @@ mod tests {
         let unknown = "malloc:size=1G,model=hdd".parse::<NsSpec>().unwrap_err();
         assert!(unknown.contains("use scm, tlc, qlc"), "{unknown}");
         assert!("malloc:size=1G,model=tlc,seed=x".parse::<NsSpec>().is_err());
+    }
+
+    #[test]
+    fn a_file_namespace_takes_its_size_from_an_existing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("d.img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len((1 << 20) + 100)
+            .unwrap();
+        let s: NsSpec = format!("file:path={},lba=4096", img.display())
+            .parse()
+            .unwrap();
+        assert_eq!(
+            (s.kind, s.size, s.path.as_deref()),
+            (NsKind::File, 1 << 20, Some(img.as_path()))
+        );
+        let missing = format!("file:path={}", dir.path().join("no").display());
+        assert!(
+            missing
+                .parse::<NsSpec>()
+                .unwrap_err()
+                .contains("existing file")
+        );
+        assert!(
+            format!("file:path={},size=1M", img.display())
+                .parse::<NsSpec>()
+                .is_err()
+        );
+        assert!(
+            "file:lba=512"
+                .parse::<NsSpec>()
+                .unwrap_err()
+                .contains("path=")
+        );
+        assert!("malloc:size=1M,path=/x".parse::<NsSpec>().is_err());
     }
 }

@@ -18,6 +18,7 @@ use nvmemu_rpc::methods::bdev::{
     BdevGetBdevsParams, BdevInfo, BdevMallocCreateParams, BdevNullCreateParams,
 };
 use nvmemu_rpc::methods::delay::NvmemuBdevSetModelParams;
+use nvmemu_rpc::methods::file_bdev::BdevAioCreateParams;
 use nvmemu_rpc::methods::nvmf::{
     ListenAddress, NamespaceParams, NvmfCreateSubsystemParams, NvmfCreateTransportParams,
     NvmfSubsystemAddListenerParams, NvmfSubsystemAddNsParams,
@@ -232,6 +233,7 @@ fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
             call(match spec.kind {
                 NsKind::Malloc => Request::BdevMallocCreate(malloc_params(&name, spec)?),
                 NsKind::Null => Request::BdevNullCreate(null_params(&name, spec)?),
+                NsKind::File => Request::BdevAioCreate(file_params(&name, spec)),
             })
             .with_context(|| format!("cannot create namespace {name}"))?;
             if let Some(m) = &spec.model {
@@ -293,6 +295,19 @@ fn null_params(name: &str, spec: &NsSpec) -> serde_json::Result<BdevNullCreatePa
         serde_json::json!({"name": name, "num_blocks": spec.num_blocks(),
                                               "block_size": spec.lba}),
     )
+}
+
+fn file_params(name: &str, spec: &NsSpec) -> BdevAioCreateParams {
+    BdevAioCreateParams {
+        filename: spec
+            .path
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        name: name.to_owned(),
+        block_size: Some(spec.lba),
+        ..BdevAioCreateParams::default()
+    }
 }
 
 /// `nvmemu_bdev_set_model` naming the preset and seed of `m` (from `--ns ...,model=`).

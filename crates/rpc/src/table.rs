@@ -14,7 +14,8 @@ use crate::methods::{
     bdev, delay, error_bdev, framework, histogram, log, nvmf, nvmf_host, threads,
 };
 use crate::methods::{
-    bdev::*, delay::*, error_bdev::*, framework::*, histogram::*, log::*, nvmf::*, nvmf_host::*,
+    bdev::*, delay::*, error_bdev::*, file_bdev::*, framework::*, histogram::*, log::*, nvmf::*,
+    nvmf_host::*,
 };
 
 rpc_methods! {
@@ -82,6 +83,18 @@ rpc_methods! {
     /// `bdev_error_inject_error` → `true`.
     BdevErrorInjectError = "bdev_error_inject_error" (BdevErrorInjectErrorParams),
         cli(ErrorInjectArgs, Nothing, "bdev inject error");
+    /// `bdev_aio_create` → the new bdev's name.
+    BdevAioCreate = "bdev_aio_create" (BdevAioCreateParams),
+        cli(AioCreateArgs, Json, "Add a bdev with aio backend");
+    /// `bdev_aio_delete` → `true`.
+    BdevAioDelete = "bdev_aio_delete" (BdevDeleteParams),
+        cli(NameArg, Nothing, "Delete an aio disk");
+    /// `bdev_uring_create` → the new bdev's name.
+    BdevUringCreate = "bdev_uring_create" (BdevUringCreateParams),
+        cli(UringCreateArgs, Json, "Create a bdev with io_uring backend");
+    /// `bdev_uring_delete` → `true`.
+    BdevUringDelete = "bdev_uring_delete" (BdevDeleteParams),
+        cli(NameArg, Nothing, "Delete a uring bdev");
     /// `nvmemu_bdev_set_model` → `true`.
     NvmemuBdevSetModel = "nvmemu_bdev_set_model" (NvmemuBdevSetModelParams),
         cli(SetModelArgs, Nothing, "nvmemu: set a bdev's latency and throughput model (preset, latencies, tail, units, seed).");

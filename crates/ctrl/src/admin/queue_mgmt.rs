@@ -124,16 +124,18 @@ impl Controller {
         Ok(0)
     }
 
-    /// Delete I/O Submission Queue. Commands run within the poll that takes them, so none
-    /// is executing; those the host queued but the controller has not fetched yet complete
-    /// with Command Aborted due to SQ Deletion, and CQEs a model holds are posted, before
-    /// the queue goes (NVMe Base 1.4, 5.6).
+    /// Delete I/O Submission Queue. Commands run within the poll that takes them, except a
+    /// file namespace's, which are waited for; those the host queued but the controller
+    /// has not fetched yet complete with Command Aborted due to SQ Deletion, and CQEs held
+    /// (by a model, or of file commands) are posted, before the queue goes (NVMe Base 1.4,
+    /// 5.6).
     pub(crate) fn delete_io_sq(&mut self, qid: Qid) -> Result<u32, Status> {
         if qid == Qid::ADMIN || self.queues.sq(qid).is_none() {
             return Err(Status::INVALID_QID);
         }
         self.abort_queued(qid);
         self.abort_zeroing_on(qid);
+        self.drain_file_io();
         self.release_held_on(qid);
         self.queues.remove_sq(qid).ok_or(Status::INVALID_QID)?;
         Ok(0)

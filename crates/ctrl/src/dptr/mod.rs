@@ -22,8 +22,8 @@ use nvmemu_spec::{DataPtr, Status};
 pub(crate) enum Chunk<'m> {
     /// `len` bytes at `offset` in `region`.
     Mem {
-        /// The mapping.
-        region: &'m MmapRegion,
+        /// The mapping (its `Arc`, so an asynchronous transfer can keep it alive).
+        region: &'m Arc<MmapRegion>,
         /// Offset inside the mapping.
         offset: u64,
         /// Length in bytes.

@@ -11,7 +11,12 @@ use crate::dptr::{Chunk, walk};
 use crate::namespace::Namespace;
 
 /// The byte range of a data-moving command, with the MDTS check.
-fn transfer(ns: &Namespace, slba: Lba, blocks: u32, max: u64) -> Result<(u64, u64), Status> {
+pub(super) fn transfer(
+    ns: &Namespace,
+    slba: Lba,
+    blocks: u32,
+    max: u64,
+) -> Result<(u64, u64), Status> {
     let (offset, len) = byte_range(ns, slba, blocks)?;
     if len > max {
         return Err(Status::INVALID_FIELD);

@@ -18,6 +18,7 @@ use nvmemu_spec::command::DSM_MAX_RANGES;
 use nvmemu_spec::opcode::IoOpcode;
 use nvmemu_spec::{Nsid, Qid, Sqe, Status};
 
+use super::file_io::Started;
 use super::{active_ns, bdev_status};
 use crate::Controller;
 use crate::instruments::Stamps;
@@ -75,6 +76,11 @@ impl ByteRanges {
 
     fn get(&self, i: usize) -> Option<(u64, u64)> {
         self.list.get(..self.len)?.get(i).copied()
+    }
+
+    /// The `[start, end)` pairs.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.len).filter_map(|i| self.get(i))
     }
 
     /// Bytes covered.
@@ -171,6 +177,13 @@ impl Controller {
         op: BdevOp,
         ranges: &ByteRanges,
     ) -> Option<Result<u32, Status>> {
+        if self.file_on {
+            match self.file_zero((sqid, sqe), nsid, op, ranges) {
+                Started::NotHere => {}
+                Started::Queued => return None,
+                Started::Failed(s) => return Some(Err(s)),
+            }
+        }
         if ranges.total() <= PIECE_BYTES {
             let ns = match active_ns(&self.namespaces, nsid) {
                 Ok(ns) => ns,
@@ -247,7 +260,7 @@ impl Controller {
     /// back off meanwhile. (Completions a model holds only need a pass once due:
     /// [`Controller::next_due_ns`].)
     pub fn has_deferred_work(&self) -> bool {
-        self.zeroing.busy && self.state.is_ready()
+        (self.zeroing.busy || self.file_io.in_flight() > 0) && self.state.is_ready()
     }
 }
 

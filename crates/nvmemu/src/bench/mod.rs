@@ -211,6 +211,7 @@ fn namespace_of(args: &BenchArgs) -> String {
             let kind = match args.ns.kind {
                 crate::ns_spec::NsKind::Null => "null",
                 crate::ns_spec::NsKind::Malloc => "malloc",
+                crate::ns_spec::NsKind::File => "file",
             };
             format!(
                 "in-process {kind} {}, {} B LBA",

@@ -135,6 +135,13 @@ impl EmbeddedTarget {
                 Bdev::malloc_with("bench0", ns.lba, ns.num_blocks(), ns.backing, &|_| {})
             }
             NsKind::Null => Bdev::null("bench0", ns.lba, ns.num_blocks()),
+            NsKind::File => Bdev::open_file(
+                "bench0",
+                ns.path.as_deref().unwrap_or(std::path::Path::new("")),
+                Some(ns.lba),
+                false,
+                nvmemu_bdev::FileEngine::Aio,
+            ),
         }
         .map_err(|e| anyhow::anyhow!(nvmemu::error_chain(&e)))
         .context("cannot create the namespace")?;

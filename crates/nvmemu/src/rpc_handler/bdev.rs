@@ -191,6 +191,28 @@ impl Registry {
         Ok(uuid)
     }
 
+    /// Checks that `name` (and the UUID asked, if any) are free for a new bdev.
+    pub(crate) fn check_new(&self, name: &str, uuid: Option<&str>) -> Result<(), RpcError> {
+        check_name(name)?;
+        self.new_identity(name, uuid).map(drop)
+    }
+
+    /// Registers a bdev built by the caller (a file bdev) under its name, with the UUID
+    /// asked or a new one; its name.
+    pub(crate) fn add_built(&mut self, bdev: Bdev, uuid: Option<&str>) -> Result<String, RpcError> {
+        let name = bdev.name().to_owned();
+        check_name(&name)?;
+        let uuid = self.new_identity(&name, uuid)?;
+        tracing::info!(name, kind = bdev.kind().product_name(), "bdev created");
+        let entry = BdevEntry {
+            bdev: Arc::new(bdev),
+            uuid,
+            base: None,
+        };
+        self.map.insert(name.clone(), entry);
+        Ok(name)
+    }
+
     /// Registers a delay or error bdev (`kind`) `name` on the registered bdev `base`
     /// (checked by the caller).
     pub(crate) fn add_stacked(
@@ -376,6 +398,7 @@ impl Registry {
                 "dif_type": 0, "dif_is_head_of_md": false, "dif_pi_format": 0}}),
             BdevKind::Delay => super::delay::create_call(name, e),
             BdevKind::Error => super::error_bdev::create_call(e),
+            BdevKind::File(engine) => super::file_bdev::create_call(name, e, engine),
         }
     }
 }
@@ -432,6 +455,7 @@ fn driver_specific(name: &str, e: &BdevEntry) -> serde_json::Map<String, Value> 
     let b = &e.bdev;
     let mut map = serde_json::Map::new();
     super::delay::describe(name, e, &mut map);
+    super::file_bdev::describe(e, &mut map);
     if let Some(m) = b.memory() {
         let r = m.residency;
         map.insert(

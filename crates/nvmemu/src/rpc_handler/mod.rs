@@ -16,6 +16,7 @@ mod bdev;
 mod cpu_time;
 mod delay;
 mod error_bdev;
+mod file_bdev;
 mod framework;
 mod ids;
 mod latency;
@@ -30,7 +31,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nvmemu_bdev::BdevKind;
+use nvmemu_bdev::{BdevKind, FileEngine};
 use nvmemu_device::Target;
 use nvmemu_rpc::methods::bdev::{BdevMallocCreateParams, BdevNullCreateParams};
 use nvmemu_rpc::methods::framework::SpdkKillInstanceParams;
@@ -234,6 +235,14 @@ impl Handler for NvmemuHandler {
             R::BdevErrorCreate(p) => self.locked(|st| error_bdev::create(st, &p)),
             R::BdevErrorDelete(p) => self.locked(|st| error_bdev::delete(st, t, &p.name)),
             R::BdevErrorInjectError(p) => self.locked(|st| error_bdev::inject(&st.bdevs, &p)),
+            R::BdevAioCreate(p) => self.locked(|st| file_bdev::aio_create(st, &p)),
+            R::BdevAioDelete(p) => {
+                self.locked(|st| file_bdev::delete(st, t, FileEngine::Aio, &p.name))
+            }
+            R::BdevUringCreate(p) => self.locked(|st| file_bdev::uring_create(st, &p)),
+            R::BdevUringDelete(p) => {
+                self.locked(|st| file_bdev::delete(st, t, FileEngine::Uring, &p.name))
+            }
             R::NvmemuBdevSetModel(p) => self.locked(|st| delay::set_model(&st.bdevs, &p)),
             R::NvmfCreateTransport(p) if nvmf::is_tcp(&p.trtype) => {
                 let core = self.opts.cores.first().copied();

@@ -6,6 +6,7 @@
 pub mod bdev;
 pub mod delay;
 pub mod error_bdev;
+pub mod file_bdev;
 pub mod framework;
 pub mod histogram;
 pub mod log;
@@ -79,6 +80,8 @@ mod tests {
                 | "bdev_set_qos_limit"
                 | "bdev_delay_delete"
                 | "bdev_error_delete"
+                | "bdev_aio_delete"
+                | "bdev_uring_delete"
                 | "nvmemu_bdev_set_model" => {
                     json!({"name": "x"})
                 }
@@ -87,6 +90,7 @@ mod tests {
                     "avg_read_latency": 1, "p99_read_latency": 2,
                     "avg_write_latency": 1, "p99_write_latency": 2}),
                 "bdev_error_create" => json!({"base_name": "b"}),
+                "bdev_aio_create" | "bdev_uring_create" => json!({"filename": "/f", "name": "a"}),
                 "bdev_error_inject_error" => json!({"name": "EE_b", "io_type": "all",
                     "error_type": "failure"}),
                 "bdev_delay_update_latency" => json!({"delay_bdev_name": "d",

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! argv -> params for the device-model methods: the delay and error bdevs, and nvmemu's model.
+//! argv -> params for the device-model methods (the delay and error bdevs, nvmemu's model)
+//! and the file bdevs.
 
 use nvmemu_rpc::cli::args::PrintStyle;
 use serde_json::json;
@@ -102,4 +103,33 @@ fn error_bdev_methods() {
         json!({"name": "EE_Malloc0", "io_type": "all", "error_type": "corrupt_data",
                "queue_depth": 4, "corrupt_offset": 8, "corrupt_value": 255})
     );
+}
+
+#[test]
+fn file_bdev_methods_take_rpc_pys_arguments() {
+    // rpc.py sends its store_true flags as booleans, set or not.
+    assert_eq!(
+        call(&["bdev_aio_create", "/dev/sdb", "Aio0", "4096", "-r"]),
+        (
+            "bdev_aio_create".into(),
+            json!({"filename": "/dev/sdb", "name": "Aio0", "block_size": 4096,
+                   "readonly": true, "fallocate": false}),
+            PrintStyle::Json
+        )
+    );
+    assert_eq!(
+        params(&[
+            "bdev_uring_create",
+            "/tmp/f",
+            "U0",
+            "-u",
+            "7e5c1b52-8c5e-4c1b-9a0d-000000000001"
+        ]),
+        json!({"filename": "/tmp/f", "name": "U0", "uuid": "7e5c1b52-8c5e-4c1b-9a0d-000000000001"})
+    );
+    assert_eq!(
+        params(&["bdev_aio_delete", "Aio0"]),
+        json!({"name": "Aio0"})
+    );
+    assert_eq!(params(&["bdev_uring_delete", "U0"]), json!({"name": "U0"}));
 }
