@@ -201,6 +201,26 @@ impl Drop for FaultSlot {
     }
 }
 
+/// Keeps the pollers' per-command fault step on while it lives, for an injection kept
+/// outside a bdev (the controller's: a fatal countdown, a namespace that is not ready).
+/// The step then asks its owner; nothing else changes.
+#[derive(Debug)]
+pub struct FaultGate(());
+
+impl FaultGate {
+    /// Turn the step on until the gate is dropped.
+    pub fn open() -> FaultGate {
+        ARMED.fetch_add(1, Ordering::Relaxed);
+        FaultGate(())
+    }
+}
+
+impl Drop for FaultGate {
+    fn drop(&mut self) {
+        ARMED.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,6 +113,8 @@ pub struct Controller {
     pub(crate) held: crate::hold::HeldCompletions,
     /// Some bdev in the process has an injection armed (refreshed each pass; `fault.rs`).
     pub(crate) faults_on: bool,
+    /// An injected fatal status waiting for its command count (`ctrl_faults.rs`).
+    pub(crate) fatal_countdown: Option<crate::ctrl_faults::FatalCountdown>,
 }
 
 impl Controller {
@@ -151,6 +153,7 @@ impl Controller {
             model_on: false,
             held: Default::default(),
             faults_on: false,
+            fatal_countdown: None,
             config,
         }
     }

@@ -2,11 +2,11 @@
 //! The poll loop: doorbells, SQE fetch, dispatch, completion posting and interrupts
 //! (NVMe Base 1.4, 4.1 and 7.2 "Command Processing").
 
-use nvmemu_bdev::fault::FaultKind;
 use nvmemu_mem::thread_faults;
 use nvmemu_spec::log_page::AsyncEvent;
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
+use crate::ctrl_faults::Injection;
 use crate::fetch::RingUnreadable;
 use crate::instruments::Stamps;
 use crate::io::zeroing::may_need_slot;
@@ -156,12 +156,12 @@ impl Controller {
             // injection armed; per command, so an injection armed before the host rings a
             // doorbell hits the commands it rings in, even in a pass that began earlier.
             let fault = if qid != Qid::ADMIN && nvmemu_bdev::fault::any_fault() {
-                crate::fault::take(&self.namespaces, &sqe)
+                self.injection(&sqe)
             } else {
                 None
             };
-            if fault.is_some_and(|h| h.kind == FaultKind::Nomem) {
-                // Left in the SQ: taken again next pass (`fault.rs`).
+            if fault.is_some_and(Injection::leaves_queued) {
+                // Left in the SQ: taken again next pass (`fault.rs`), or after a reset.
                 break;
             }
             let fetched = self
@@ -172,8 +172,8 @@ impl Controller {
                 sq.consume();
             }
             taken += 1;
-            let result = if let Some(hit) = fault {
-                self.inject(qid, &sqe, hit)
+            let result = if let Some(injection) = fault {
+                self.apply_injection(qid, &sqe, injection)
             } else if qid == Qid::ADMIN {
                 self.exec_admin(&sqe)
             } else {
