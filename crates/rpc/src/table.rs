@@ -11,10 +11,11 @@
 use crate::cli::args::*;
 #[allow(unused_imports)] // The modules the variants' docs link to.
 use crate::methods::{
-    bdev, delay, error_bdev, framework, histogram, log, nvmf, nvmf_host, threads,
+    bdev, ctrl_faults, delay, error_bdev, framework, histogram, log, nvmf, nvmf_host, threads,
 };
 use crate::methods::{
-    bdev::*, delay::*, error_bdev::*, framework::*, histogram::*, log::*, nvmf::*, nvmf_host::*,
+    bdev::*, ctrl_faults::*, delay::*, error_bdev::*, framework::*, histogram::*, log::*, nvmf::*,
+    nvmf_host::*,
 };
 
 rpc_methods! {
@@ -106,6 +107,12 @@ rpc_methods! {
     /// `nvmf_subsystem_remove_ns` → `true`.
     NvmfSubsystemRemoveNs = "nvmf_subsystem_remove_ns" (NvmfSubsystemRemoveNsParams),
         cli(RemoveNsArgs, Nothing, "Remove a namespace from an NVMe-oF subsystem.");
+    /// `nvmemu_controller_inject_fatal` → `true`.
+    NvmemuControllerInjectFatal = "nvmemu_controller_inject_fatal" (NvmemuControllerInjectFatalParams),
+        cli(InjectFatalArgs, Nothing, "nvmemu: put a subsystem's controllers in Controller Fatal Status (CSTS.CFS), now or after N more I/O commands, until the host resets them.");
+    /// `nvmemu_namespace_inject_not_ready` → `true`.
+    NvmemuNamespaceInjectNotReady = "nvmemu_namespace_inject_not_ready" (NvmemuNamespaceInjectNotReadyParams),
+        cli(InjectNotReadyArgs, Nothing, "nvmemu: make a namespace's I/O complete with Namespace Not Ready (82h), with or without DNR, until --clear.");
     /// `nvmf_subsystem_add_listener` → `true`.
     NvmfSubsystemAddListener = "nvmf_subsystem_add_listener" (NvmfSubsystemAddListenerParams),
         cli(AddListenerArgs, Nothing, "Add a listener to an NVMe-oF subsystem.");

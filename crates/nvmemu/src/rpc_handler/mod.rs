@@ -254,6 +254,8 @@ impl Handler for NvmemuHandler {
             R::NvmfSubsystemRemoveNs(p) => {
                 self.nvmf_locked(|st| nvmf::remove_ns(st, t, &p.nqn, p.nsid))
             }
+            R::NvmemuControllerInjectFatal(p) => self.locked(|st| nvmf::inject_fatal(st, t, &p)),
+            R::NvmemuNamespaceInjectNotReady(p) => self.locked(|st| nvmf::inject_not_ready(st, &p)),
             R::NvmfSubsystemAddListener(p) if nvmf::is_tcp(&p.listen_address.trtype) => {
                 self.nvmf_locked(|st| nvmf::add_tcp_listener(st, &p.nqn, p.listen_address))
             }

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod configure;
+mod ctrl_faults;
 mod errors;
 mod hotplug;
 mod malloc;

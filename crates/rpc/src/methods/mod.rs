@@ -4,6 +4,7 @@
 //! method table (`table.rs`).
 
 pub mod bdev;
+pub mod ctrl_faults;
 pub mod delay;
 pub mod error_bdev;
 pub mod framework;
@@ -95,7 +96,10 @@ mod tests {
                 "nvmf_create_transport" => json!({"trtype": "VFIOUSER"}),
                 "nvmf_create_subsystem" | "nvmf_delete_subsystem" => json!({"nqn": "q"}),
                 "nvmf_subsystem_add_ns" => json!({"nqn": "q", "namespace": {"bdev_name": "b"}}),
-                "nvmf_subsystem_remove_ns" => json!({"nqn": "q", "nsid": 1}),
+                "nvmf_subsystem_remove_ns" | "nvmemu_namespace_inject_not_ready" => {
+                    json!({"nqn": "q", "nsid": 1})
+                }
+                "nvmemu_controller_inject_fatal" => json!({"nqn": "q"}),
                 "nvmf_subsystem_add_host" | "nvmf_subsystem_remove_host" => {
                     json!({"nqn": "q", "host": "h"})
                 }

@@ -11,6 +11,7 @@
 
 mod app;
 mod bdev;
+mod ctrl_faults;
 mod delay;
 mod error_bdev;
 mod histogram;
@@ -23,6 +24,7 @@ use serde_json::Value;
 
 pub use app::*;
 pub use bdev::*;
+pub use ctrl_faults::*;
 pub use delay::*;
 pub use error_bdev::*;
 pub use histogram::*;
