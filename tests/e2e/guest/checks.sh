@@ -321,3 +321,5 @@ scenario_shell() {
 [ -f /e2e/xnvme.sh ] && . /e2e/xnvme.sh
 # Linux's NVMe/TCP initiator against nvmemu serve --tcp in the guest (tcp.sh, host run_tcp).
 [ -f /e2e/tcp.sh ] && . /e2e/tcp.sh
+# Linux's nvme driver meeting injected faults (faults.sh, host run_faults).
+[ -f /e2e/faults.sh ] && . /e2e/faults.sh
