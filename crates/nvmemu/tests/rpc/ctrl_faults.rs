@@ -107,3 +107,69 @@ fn a_namespace_not_ready_fails_io_with_82h_and_the_dnr_asked_until_cleared() {
     c.shutdown().unwrap();
     s.kill();
 }
+
+#[test]
+fn a_namespace_removed_under_io_finishes_what_it_took_and_refuses_the_rest() {
+    let s = Server::start(&[]);
+    s.reference_sequence();
+    // Reads take 2 s, so those submitted before the removal are still held in the
+    // controller when it happens.
+    s.ok(&[
+        "nvmemu_bdev_set_model",
+        "Malloc0",
+        "--avg-read-latency",
+        "2000000",
+        "--p99-read-latency",
+        "2000000",
+    ]);
+    let mut c = attach(&s.traddr());
+    c.set_features(0x0B, 1 << 8).unwrap();
+    c.submit_async_event_request().unwrap();
+    let mut q = c.take_qpair().unwrap();
+    let buf = c.alloc_dma(4096).unwrap();
+    let read = || sqe::rw(IoOpcode::Read, Nsid(1), Lba(0), 1);
+    for token in 0..8 {
+        q.submit_raw(read(), Some((&buf, 512)), token).unwrap();
+    }
+    q.ring().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut seen = Vec::new();
+    q.poll_completions(64, |t, r| seen.push((t, r.map_err(|e| e.to_string()))))
+        .unwrap();
+    assert!(seen.is_empty(), "the model holds them: {seen:?}");
+    s.ok(&["nvmf_subsystem_remove_ns", NQN, "1"]);
+    for token in 8..12 {
+        q.submit_raw(read(), Some((&buf, 512)), token).unwrap();
+    }
+    q.ring().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 12 {
+        q.poll_completions(64, |t, r| seen.push((t, r.map_err(|e| e.to_string()))))
+            .unwrap();
+        assert!(Instant::now() < deadline, "reads lost: {seen:?}");
+    }
+    seen.sort_by_key(|(t, _)| *t);
+    let invalid_ns = format!("command failed with status {}", Status::INVALID_NAMESPACE);
+    for (t, r) in &seen {
+        if *t < 8 {
+            assert_eq!(r, &Ok(0), "read {t}, taken before the removal, finishes");
+        } else {
+            assert_eq!(r.as_ref().err(), Some(&invalid_ns), "read {t}");
+        }
+    }
+    // Namespace Attribute Changed, and the Changed Namespace List names NSID 1.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let event = loop {
+        if let Some(cqe) = c.poll_async_events().unwrap().first() {
+            break cqe.dw0;
+        }
+        assert!(Instant::now() < deadline, "no asynchronous event");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(event, 0x04_00_02);
+    let page = c.get_log_page(0x04, Nsid(0xFFFF_FFFF), 8, 0).unwrap();
+    assert_eq!(page, [1, 0, 0, 0, 0, 0, 0, 0]);
+    drop(q);
+    c.shutdown().unwrap();
+    s.kill();
+}
