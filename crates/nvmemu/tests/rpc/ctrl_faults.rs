@@ -16,14 +16,15 @@ fn reads_completed(
 ) -> Vec<(u64, Result<u32, String>)> {
     for i in 0..n {
         let rd = sqe::rw(IoOpcode::Read, Nsid(1), Lba(i), 1);
-        q.submit_raw(rd, Some((buf, 512)), i).unwrap();
+        q.submit_raw(rd, Some((buf, 512)), i)
+            .expect("submit a read");
     }
-    q.ring().unwrap();
+    q.ring().expect("ring the SQ doorbell");
     let mut seen = Vec::new();
     let deadline = Instant::now() + wait;
     while Instant::now() < deadline {
         q.poll_completions(64, |t, r| seen.push((t, r.map_err(|e| e.to_string()))))
-            .unwrap();
+            .expect("poll the CQ");
         std::thread::sleep(Duration::from_millis(5));
     }
     seen
