@@ -8,6 +8,7 @@
 mod common;
 mod configure;
 mod errors;
+mod faults;
 mod hotplug;
 mod malloc;
 mod server;
