@@ -104,3 +104,28 @@ pub struct NvmemuBdevGetFaultsParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
+
+/// One bdev in the `nvmemu_bdev_get_faults` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BdevFaults {
+    /// The bdev.
+    pub name: String,
+    /// Its rules, in the order they apply.
+    pub faults: Vec<FaultRuleCounters>,
+}
+
+/// The identity and counters of one rule in that result (it also carries every parameter
+/// of the rule under its `nvmemu_bdev_inject_fault` name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultRuleCounters {
+    /// The rule's id.
+    pub id: u32,
+    /// `status`, `corrupt`, `drop`, `delay` (or SPDK's `nomem`).
+    pub action: String,
+    /// `read`, `write`, `flush`, `unmap` or `all`.
+    pub io_type: String,
+    /// Commands it matched.
+    pub matched: u64,
+    /// Commands it fired on.
+    pub injected: u64,
+}
