@@ -300,3 +300,40 @@ fn bad_rules_get_clear_errors_and_a_bdev_holds_sixteen() {
     assert_eq!(all, json!([]), "no bdev has rules");
     s.kill();
 }
+
+#[test]
+fn serve_fault_arms_a_rule_on_its_namespace() {
+    let fault = "ns=1,io-type=read,sct=2,sc=0x81,lba-start=4,lba-count=1,count=0,dnr";
+    let (s, traddr) = Server::start_with_socket_dir(&["--ns", "malloc:size=1M", "--fault", fault]);
+    let mut c = attach(&traddr);
+    let mut q = c.take_qpair().unwrap();
+    let buf = c.alloc_dma(4096).unwrap();
+    assert_eq!(status_of(&mut q, read(0, 4), &buf), Status::SUCCESS);
+    let ure_dnr = Status {
+        dnr: true,
+        ..Status::UNRECOVERED_READ_ERROR
+    };
+    assert_eq!(status_of(&mut q, read(3, 2), &buf), ure_dnr);
+    drop(q);
+    c.shutdown().unwrap();
+    s.kill();
+
+    // A namespace that is not there: one line naming it, and serve does not start.
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--socket-dir",
+            "/nonexistent",
+            "--ns",
+            "malloc:size=1M",
+        ])
+        .args(["--fault", "ns=2,io-type=read"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--fault ns=2: no such --ns namespace (there are 1)"),
+        "{err}"
+    );
+}
