@@ -288,6 +288,7 @@ impl Controller {
             admin_commands: c.admin_commands,
             io_commands: c.io_commands,
             errors: c.errors,
+            media_errors: c.media_errors,
             bytes_read: c.bytes_read,
             bytes_written: c.bytes_written,
             host_read_commands: c.host_read_commands,

@@ -17,7 +17,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use nvmemu_bdev::fault::{FaultGate, FaultKind, Hit};
+use nvmemu_bdev::fault::{FaultAction, FaultGate};
 use nvmemu_spec::{Qid, Sqe, Status};
 
 use crate::state::CtrlEvent;
@@ -78,8 +78,8 @@ pub enum FatalRefused {
 /// What the per-command fault step does with a command.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Injection {
-    /// The bdev's injection (`fault.rs`).
-    Bdev(Hit),
+    /// What the bdev's fault rules say (`fault.rs`).
+    Bdev(FaultAction),
     /// Complete with this status without running (a namespace that is not ready).
     Refuse(Status),
     /// The fatal countdown ran out: the controller is now fatal; the command stays queued.
@@ -89,8 +89,7 @@ pub(crate) enum Injection {
 impl Injection {
     /// Whether the command stays in its SQ (the poller stops taking from it this pass).
     pub(crate) fn leaves_queued(self) -> bool {
-        matches!(self, Injection::Fatal)
-            || matches!(self, Injection::Bdev(h) if h.kind == FaultKind::Nomem)
+        matches!(self, Injection::Fatal) || matches!(self, Injection::Bdev(FaultAction::Nomem))
     }
 }
 
@@ -139,9 +138,9 @@ impl Controller {
         self.apply(CtrlEvent::Fault, None);
     }
 
-    /// The per-command fault step for I/O command `sqe`: the fatal countdown first, then
-    /// the namespace's readiness, then its bdev's injection.
-    pub(crate) fn injection(&mut self, sqe: &Sqe) -> Option<Injection> {
+    /// The per-command fault step for I/O command `sqe` from `sqid`: the fatal countdown
+    /// first, then the namespace's readiness, then its bdev's fault rules.
+    pub(crate) fn injection(&mut self, sqid: Qid, sqe: &Sqe) -> Option<Injection> {
         if let Some(c) = &mut self.fatal_countdown {
             if c.remaining == 0 {
                 self.fatal_countdown = None;
@@ -155,7 +154,7 @@ impl Controller {
         if let Some(status) = ns.and_then(Namespace::not_ready) {
             return Some(Injection::Refuse(status));
         }
-        crate::fault::take(&self.namespaces, sqe).map(Injection::Bdev)
+        crate::fault::take(&self.namespaces, sqid, sqe).map(Injection::Bdev)
     }
 
     /// Apply `injection` to `sqe`, consumed from `sqid`: the result to complete it with,
@@ -168,7 +167,7 @@ impl Controller {
         injection: Injection,
     ) -> Option<Result<u32, Status>> {
         match injection {
-            Injection::Bdev(hit) => self.inject(sqid, sqe, hit),
+            Injection::Bdev(action) => self.inject(sqid, sqe, action),
             Injection::Refuse(status) => Some(Err(status)),
             // Never consumed (`leaves_queued`); were it to be, it fails.
             Injection::Fatal => Some(Err(Status::INTERNAL_ERROR)),

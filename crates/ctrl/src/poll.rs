@@ -156,7 +156,7 @@ impl Controller {
             // injection armed; per command, so an injection armed before the host rings a
             // doorbell hits the commands it rings in, even in a pass that began earlier.
             let fault = if qid != Qid::ADMIN && nvmemu_bdev::fault::any_fault() {
-                self.injection(&sqe)
+                self.injection(qid, &sqe)
             } else {
                 None
             };
@@ -179,7 +179,7 @@ impl Controller {
             } else {
                 self.exec_io(qid, &sqe)
             };
-            // None: held (Asynchronous Event Request, an injected `pending`) or set aside
+            // None: held (Asynchronous Event Request, an injected `drop` or `delay`) or set aside
             // (see `io/zeroing.rs`).
             let Some(result) = result else {
                 slot_busy = self.zeroing.busy;
@@ -368,6 +368,9 @@ impl Controller {
         if !status.is_success() {
             sq.stats.errors += 1;
             self.counters.errors += 1;
+            if status.sct == nvmemu_spec::Sct::MediaDataIntegrity {
+                self.counters.media_errors += 1;
+            }
             self.error_log.record(sqid, sqe, status);
         }
         Some((cqid, sqhd))

@@ -4,6 +4,7 @@
 
 mod bench;
 mod bind;
+mod fault_spec;
 mod id_print;
 mod identify;
 mod identify_tcp;

@@ -16,6 +16,7 @@ mod bdev;
 mod cpu_time;
 mod delay;
 mod error_bdev;
+mod fault;
 mod framework;
 mod ids;
 mod latency;
@@ -235,6 +236,9 @@ impl Handler for NvmemuHandler {
             R::BdevErrorDelete(p) => self.locked(|st| error_bdev::delete(st, t, &p.name)),
             R::BdevErrorInjectError(p) => self.locked(|st| error_bdev::inject(&st.bdevs, &p)),
             R::NvmemuBdevSetModel(p) => self.locked(|st| delay::set_model(&st.bdevs, &p)),
+            R::NvmemuBdevInjectFault(p) => self.locked(|st| fault::inject(&st.bdevs, &p)),
+            R::NvmemuBdevClearFaults(p) => self.locked(|st| fault::clear(&st.bdevs, &p)),
+            R::NvmemuBdevGetFaults(p) => self.locked(|st| fault::get(&st.bdevs, &p)),
             R::NvmfCreateTransport(p) if nvmf::is_tcp(&p.trtype) => {
                 let core = self.opts.cores.first().copied();
                 self.nvmf_locked(|st| nvmf::create_tcp_transport(st, core, p))

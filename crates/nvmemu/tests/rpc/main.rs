@@ -9,6 +9,7 @@ mod common;
 mod configure;
 mod ctrl_faults;
 mod errors;
+mod faults;
 mod hotplug;
 mod malloc;
 mod server;

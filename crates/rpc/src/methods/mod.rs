@@ -7,6 +7,7 @@ pub mod bdev;
 pub mod ctrl_faults;
 pub mod delay;
 pub mod error_bdev;
+pub mod fault;
 pub mod framework;
 pub mod histogram;
 pub mod log;
@@ -80,7 +81,9 @@ mod tests {
                 | "bdev_set_qos_limit"
                 | "bdev_delay_delete"
                 | "bdev_error_delete"
-                | "nvmemu_bdev_set_model" => {
+                | "nvmemu_bdev_set_model"
+                | "nvmemu_bdev_inject_fault"
+                | "nvmemu_bdev_clear_faults" => {
                     json!({"name": "x"})
                 }
                 "bdev_enable_histogram" => json!({"name": "x", "enable": true}),
