@@ -22,7 +22,7 @@ fault_arm() {
     drop) fault_rpc bdev_error_inject_error "EE_$FAULT_BDEV" read pending -n 1 ;;
     fatal) fault_rpc nvmemu_controller_inject_fatal "$FAULT_NQN" ;;
     media) fault_rpc nvmemu_bdev_inject_fault "EE_$FAULT_BDEV" --io-type read --sct 2 --sc 0x81 \
-        --dnr --lba-start 2400 --lba-count 8 --count 100 ;;
+        --dnr --lba-start 2400 --lba-count 8 --count 1 ;;
     notready) fault_rpc nvmemu_namespace_inject_not_ready "$FAULT_NQN" 1 --dnr ;;
     ready) fault_rpc nvmemu_namespace_inject_not_ready "$FAULT_NQN" 1 --clear ;;
     *) return 1 ;;
@@ -42,12 +42,6 @@ fault_watch() {
     done
 }
 
-# The media step needs nvmemu_bdev_inject_fault (an LBA range, any status): run it only when
-# the server has the method.
-fault_media_supported() {
-    "$BIN" rpc -s "$RUN/rpc.sock" rpc_get_methods 2>/dev/null | grep -q '"nvmemu_bdev_inject_fault"'
-}
-
 fault_setup_subsystem() {
     mkdir -p "$RUN/faults-sock"
     fault_rpc bdev_malloc_create 64 512 -b "$FAULT_BDEV" &&
@@ -59,7 +53,7 @@ fault_setup_subsystem() {
 
 # run_faults: one guest boot against the fault subsystem of the running (or a new) server.
 run_faults() {
-    local rc=0 watch stage media=0 t0=$SECONDS
+    local rc=0 watch stage t0=$SECONDS
     BIN=$(nvmemu_bin)
     [[ -n "$SERVER_PID" ]] || start_server "$BIN"
     : >"$RUN/faults-rpc.log"
@@ -68,12 +62,10 @@ run_faults() {
         log "FAIL: cannot set up $FAULT_NQN"
         return 1
     fi
-    if fault_media_supported; then media=1; else log "faults: no nvmemu_bdev_inject_fault on this server: media step skipped"; fi
     stage=$(mktemp -d "$RUN/faults.XXXXXX")
     mkdir -p "$stage/e2e"
     install -m 0644 "$E2E_DIR/guest/faults.sh" "$stage/e2e/faults.sh" || die "cannot stage guest/faults.sh"
-    make_initrd "$RUN/initrd-faults" "E2E_SCENARIO=faults
-FAULT_MEDIA=$media"
+    make_initrd "$RUN/initrd-faults" "E2E_SCENARIO=faults"
     (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >>"$RUN/initrd-faults" ||
         die "cannot pack the faults scenario's files"
     rm -rf "$stage"

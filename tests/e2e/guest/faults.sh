@@ -10,8 +10,9 @@
 #            retry succeeds;
 #   fatal    the controller enters Controller Fatal Status: the next read times out, the driver
 #            sees CSTS.CFS, resets the controller, and the read succeeds;
-#   media    (when the host can inject one) reads of an LBA range fail with Unrecovered Read
-#            Error and DNR: the read fails with a medium error;
+#   media    the next read of an LBA range (nvmemu_bdev_inject_fault) fails with
+#            Unrecovered Read Error and DNR: the read fails with a medium error, the next one
+#            succeeds;
 #   notready the namespace answers Namespace Not Ready with DNR: the read fails; "ready" clears it.
 # Then fio writes and verifies the namespace: I/O resumed after everything.
 
@@ -87,6 +88,8 @@ fault_media() {
     expect_log media 'Unrecovered Read Error|sct 0x2 / sc 0x81'
     fault_read 400
     check_equal "media: a read outside the range succeeds" 0 "$READ_RC"
+    fault_read 300
+    check_equal "media: the rule hit once (--count 1): LBA 300 reads again" 0 "$READ_RC"
 }
 
 fault_notready() {
@@ -104,7 +107,7 @@ scenario_faults() {
     t0=$(now)
     fault_drop
     fault_fatal
-    [ "${FAULT_MEDIA:-0}" = 1 ] && fault_media
+    fault_media
     fault_notready
     fio_verify after-faults "$FAULT_NS" io_uring 4k 16
     echo "E2E-FAULT seconds=$(echo "$(now) $t0" | awk '{ printf "%.1f", $1 - $2 }')"
