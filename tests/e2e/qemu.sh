@@ -17,6 +17,8 @@
 #                                scripts/guest-tcp-bench.sh)
 #   tests/e2e/qemu.sh xnvme      only the guests running fio with xNVMe's uPCIe driver
 #                                (tests/e2e/xnvme.sh)
+#   tests/e2e/qemu.sh faults     only the guest whose nvme driver meets injected faults
+#                                (tests/e2e/faults.sh)
 #   tests/e2e/qemu.sh bench [nvmemu|qemu-nvme|virtio-blk]...
 #                                fio 4k randread iodepth 16 in the guest, for docs/qemu-guest.md
 #   tests/e2e/qemu.sh latency [SVG]
@@ -34,8 +36,10 @@
 # guest against nvmemu serve and against SPDK's nvmf_tgt in interrupt mode (tests/e2e/xnvme.sh;
 # skipped in one line outside CI when the peer binaries are absent); then a last guest runs
 # nvmemu serve --tcp on its own loopback and Linux's nvme-tcp initiator against it (discover,
-# connect, fio verify, disconnect, reconnect and read back: tests/e2e/guest/tcp.sh). Any failure exits non-zero
-# with the guest console in the log.
+# connect, fio verify, disconnect, reconnect and read back: tests/e2e/guest/tcp.sh); then a guest
+# whose nvme driver meets injected faults on a subsystem of its own: a dropped read (timeout,
+# abort), a fatal controller (reset), a media error, a namespace not ready, then fio verify
+# (tests/e2e/faults.sh). Any failure exits non-zero with the guest console in the log.
 #
 # Environment:
 #   NVMEMU_BIN          nvmemu binary (default: cargo build --release -p nvmemu)
@@ -60,6 +64,8 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/xnvme.sh"
 # shellcheck source=tests/e2e/tcp_bench.sh
 . "$(dirname "${BASH_SOURCE[0]}")/tcp_bench.sh"
+# shellcheck source=tests/e2e/faults.sh
+. "$(dirname "${BASH_SOURCE[0]}")/faults.sh"
 
 MODEL=${NVMEMU_MODEL:-nvmemu Virtual NVMe}
 SERIAL=${NVMEMU_SERIAL:-NVMEMU0001}
@@ -344,7 +350,7 @@ main() {
     case $mode in
     nvmemu | reference)
         [[ $mode == reference ]] && mode=qemu-nvme
-        if run_flow "$mode" && { [[ $mode != nvmemu ]] || { run_userspace && run_xnvme && run_tcp; }; }; then
+        if run_flow "$mode" && { [[ $mode != nvmemu ]] || { run_userspace && run_xnvme && run_tcp && run_faults; }; }; then
             log "PASS: e2e against $mode in $((SECONDS - T_START)) s"
         else
             log "FAIL: e2e against $mode after $((SECONDS - T_START)) s"
@@ -371,6 +377,14 @@ main() {
         shift
         run_tcp_bench "$@" || exit 1
         ;;
+    faults)
+        if run_faults; then
+            log "PASS: Linux nvme meets injected faults in the guest in $((SECONDS - T_START)) s"
+        else
+            log "FAIL: Linux nvme meets injected faults in the guest after $((SECONDS - T_START)) s"
+            exit 1
+        fi
+        ;;
     xnvme)
         if run_xnvme; then
             log "PASS: fio with xNVMe's uPCIe driver in the guest in $((SECONDS - T_START)) s"
@@ -392,7 +406,7 @@ main() {
         shift
         run_latency "$@" || exit 1
         ;;
-    *) die "usage: $0 [reference | userspace | xnvme | tcp | tcp-bench check|full [OUT] | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]... | latency [SVG]]" ;;
+    *) die "usage: $0 [reference | userspace | xnvme | tcp | tcp-bench check|full [OUT] | faults | shell [nvmemu|qemu-nvme] | bench [nvmemu|qemu-nvme|virtio-blk]... | latency [SVG]]" ;;
     esac
 }
 

@@ -12,6 +12,8 @@
 #   bdevperf    bdevperf -w verify over bdev_nvme (SPDK's bdev layer): IOPS > 0, 0 failed I/O
 #   file-bdevperf  bdevperf -w verify against a file-backed namespace (--ns file:path=):
 #               0 failed I/O, and the file holds what was written
+#   bdevperf-faults  `serve --fault` fails every 50th read (Unrecovered Read Error, DNR);
+#               bdevperf -f -w randread counts as many failed I/O as nvmemu injected
 #   compliance  nvme_compliance (SPDK's CUnit suite for vfio-user controllers): every test passes
 #   rpc-setup   SPDK's rpc.py runs the set-up script against nvmemu serve; nvmemu bench
 #               --verify=crc32c then passes on the controller it created
@@ -324,6 +326,28 @@ J
   [ "$(stat -c %b "$img")" -gt 0 ]
 }
 
+# nvmemu's fault rules seen by SPDK's bdev layer: DNR, so bdev_nvme does not retry (each
+# injected error is one failed bdev I/O); -f keeps bdevperf going after failures.
+check_bdevperf_faults() {
+  serve bdevperf-faults --fault "io-type=read,sct=2,sc=0x81,dnr,every=50,count=0"
+  cat >"$WORK/bdevperf-faults.json" <<J
+{"subsystems": [{"subsystem": "bdev", "config": [{"method": "bdev_nvme_attach_controller",
+  "params": {"name": "Nvme0", "trtype": "vfiouser", "traddr": "$WORK/bdevperf-faults",
+             "subnqn": "$NQN"}}]}]}
+J
+  start bdevperf-faults "$P/bdevperf" --json "$WORK/bdevperf-faults.json" -m 0x1 -g -s 512 \
+    --huge-dir "$HUGE" -r "$WORK/bdevperf-faults-rpc.sock" -q 32 -o 4096 -w randread -t 3 -z -f
+  local bp=$LAST_PID
+  wait_socket "$WORK/bdevperf-faults-rpc.sock" "$bp"
+  PYTHONPATH="$PEERS/python" python3 "$HERE/spdk_results.py" bdevperf-run \
+    "$WORK/bdevperf-faults-rpc.sock" "$WORK/bdevperf-faults-results.json" --timeout 30
+  nvmemu_rpc "$WORK/bdevperf-faults.sock" nvmemu_bdev_get_faults >"$WORK/bdevperf-faults-rules.json"
+  python3 "$HERE/spdk_results.py" bdevperf-failed "$WORK/bdevperf-faults-results.json" \
+    "$WORK/bdevperf-faults-rules.json"
+  rpcpy "$WORK/bdevperf-faults-rpc.sock" spdk_kill_instance SIGTERM >/dev/null
+  stop "$bp"
+}
+
 check_compliance() {
   serve compliance
   local rc=0
@@ -574,6 +598,7 @@ check identity check_identity
 check perf check_perf
 check bdevperf check_bdevperf
 check file-bdevperf check_file_bdevperf
+check bdevperf-faults check_bdevperf_faults
 check compliance check_compliance
 check rpc-setup check_rpc_setup
 check rpc-shape check_rpc_shape

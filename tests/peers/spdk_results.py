@@ -7,11 +7,14 @@
     spdk_results.py perf LOG --label TEXT
     spdk_results.py compliance LOG
     spdk_results.py bdevperf RPC_SOCKET [--timeout SECONDS]   (needs SPDK's python/ on PYTHONPATH)
+    spdk_results.py bdevperf-run RPC_SOCKET RESULTS.json [--timeout SECONDS]   (runs the tests only)
+    spdk_results.py bdevperf-failed RESULTS.json FAULTS.json   (io_failed = nvmemu's injected)
 
 Each prints a one-line summary and exits 0, or prints every reason it fails and exits 1.
 """
 
 import argparse
+import json
 import re
 import sys
 
@@ -178,6 +181,33 @@ def check_bdevperf(sock, timeout):
     )
 
 
+def perform_tests(sock, timeout, save):
+    """bdevperf -z: run perform_tests; its answer, also written to `save`."""
+    from spdk.rpc.client import JSONRPCClient, JSONRPCException  # SPDK's own client
+
+    try:
+        result = JSONRPCClient(sock, timeout=timeout).call("perform_tests")
+    except JSONRPCException as e:
+        raise CheckFailed(f"perform_tests did not answer within {timeout} s or failed: {str(e).strip()}") from e
+    with open(save, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    return result
+
+
+def check_failed_counts(result, faults):
+    """bdevperf's failed I/O (its jobs' io_failed, -f: it went on after them) against the
+    commands nvmemu's fault rules fired on (nvmemu_bdev_get_faults): equal, and not 0."""
+    jobs = result.get("results") or []
+    if not jobs or any("io_failed" not in j for j in jobs):
+        raise CheckFailed(f"no io_failed in bdevperf's results (its format changed?): {result}")
+    failed = sum(j["io_failed"] for j in jobs)
+    injected = sum(r.get("injected", 0) for b in faults for r in b.get("faults", []))
+    if injected == 0 or failed != injected:
+        raise CheckFailed(f"bdevperf counted {failed} failed I/O, nvmemu injected {injected}")
+    ios = sum(j.get("iops", 0) * j.get("runtime", 0) for j in jobs)
+    return f"bdevperf counted {failed} failed I/O of about {ios:.0f}, as many as nvmemu injected"
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="tool", required=True)
@@ -197,10 +227,23 @@ def main(argv):
     p = sub.add_parser("bdevperf")
     p.add_argument("sock")
     p.add_argument("--timeout", type=float, default=60)
+    p = sub.add_parser("bdevperf-run")
+    p.add_argument("sock")
+    p.add_argument("save")
+    p.add_argument("--timeout", type=float, default=60)
+    p = sub.add_parser("bdevperf-failed")
+    p.add_argument("results")
+    p.add_argument("faults")
     a = ap.parse_args(argv)
     try:
         if a.tool == "bdevperf":
             line = check_bdevperf(a.sock, a.timeout)
+        elif a.tool == "bdevperf-run":
+            perform_tests(a.sock, a.timeout, a.save)
+            line = f"bdevperf results in {a.save}"
+        elif a.tool == "bdevperf-failed":
+            with open(a.results, encoding="utf-8") as r, open(a.faults, encoding="utf-8") as f:
+                line = check_failed_counts(json.load(r), json.load(f))
         elif a.tool == "identity":
             texts = []
             for log in a.logs:

@@ -14,7 +14,14 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import rpc_shape  # noqa: E402
-from spdk_results import CheckFailed, check_compliance, check_identify, check_identity, check_perf  # noqa: E402
+from spdk_results import (  # noqa: E402
+    CheckFailed,
+    check_compliance,
+    check_failed_counts,
+    check_identify,
+    check_identity,
+    check_perf,
+)
 
 COMPLIANCE_OK = """
 Suite: nvme_compliance
@@ -110,6 +117,24 @@ Namespace Sharing Capabilities:        Multiple Controllers
 NGUID:                                 2E97D595264346C38A9C5388E18ADBAB
 UUID:                                  2e97d595-2643-46c3-8a9c-5388e18adbab
 """
+
+
+class FailedCounts(unittest.TestCase):
+    RESULT = {"results": [{"job": "Nvme0n1", "io_failed": 40, "iops": 1000.0, "runtime": 2.0}]}
+
+    def faults(self, injected):
+        return [{"name": "ns0n1", "faults": [{"id": 1, "injected": injected}]}]
+
+    def test_equal_counts_pass(self):
+        line = check_failed_counts(self.RESULT, self.faults(40))
+        self.assertIn("40 failed I/O", line)
+
+    def test_a_difference_or_nothing_injected_fails(self):
+        for injected in (39, 0):
+            with self.assertRaises(CheckFailed):
+                check_failed_counts(self.RESULT, self.faults(injected))
+        with self.assertRaises(CheckFailed):
+            check_failed_counts({"results": [{"job": "x"}]}, self.faults(1))
 
 
 class Identity(unittest.TestCase):

@@ -119,6 +119,8 @@ pub struct Controller {
     pub(crate) file_on: bool,
     /// The io_uring of file namespaces and their commands in flight (`io/file_io.rs`).
     pub(crate) file_io: crate::io::file_io::FileIo,
+    /// An injected fatal status waiting for its command count (`ctrl_faults.rs`).
+    pub(crate) fatal_countdown: Option<crate::ctrl_faults::FatalCountdown>,
 }
 
 impl Controller {
@@ -160,6 +162,7 @@ impl Controller {
             kato_ms: 0,
             file_on: false,
             file_io: Default::default(),
+            fatal_countdown: None,
             config,
         }
     }
@@ -303,6 +306,7 @@ impl Controller {
             admin_commands: c.admin_commands,
             io_commands: c.io_commands,
             errors: c.errors,
+            media_errors: c.media_errors,
             bytes_read: c.bytes_read,
             bytes_written: c.bytes_written,
             host_read_commands: c.host_read_commands,

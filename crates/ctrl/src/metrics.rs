@@ -24,6 +24,9 @@ pub(crate) struct CtrlCounters {
     pub(crate) admin_commands: u64,
     pub(crate) io_commands: u64,
     pub(crate) errors: u64,
+    /// Errors with a Media and Data Integrity status (SCT 2): SMART Media and Data
+    /// Integrity Errors.
+    pub(crate) media_errors: u64,
     pub(crate) bytes_read: u64,
     pub(crate) bytes_written: u64,
     /// Read and Compare commands (SMART Host Read Commands).
@@ -49,6 +52,8 @@ pub struct ControllerStats {
     pub io_commands: u64,
     /// Commands completed with an error status (admin and I/O).
     pub errors: u64,
+    /// Of those, the ones with a Media and Data Integrity status (SCT 2).
+    pub media_errors: u64,
     /// Bytes read by the host.
     pub bytes_read: u64,
     /// Bytes written by the host.

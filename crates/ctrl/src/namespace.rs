@@ -21,6 +21,8 @@ pub struct Namespace {
     uuid: [u8; 16],
     /// Shared by every clone: each controller the namespace is attached to gets a clone.
     reservations: Arc<Reservations>,
+    /// Whether it takes I/O (`ctrl_faults.rs`); shared by every clone, as `reservations`.
+    readiness: Arc<crate::ctrl_faults::Readiness>,
     /// This controller's QoS tokens for the namespace (`qos.rs`).
     pub(crate) qos: crate::qos::QosBucket,
     /// Reservation Notification Mask (Features 82h) this controller set for it.
@@ -52,6 +54,7 @@ impl Namespace {
             eui64: [0; 8],
             uuid,
             reservations: Arc::default(),
+            readiness: Arc::default(),
             qos: crate::qos::QosBucket::default(),
             notice_mask: 0,
             model: crate::model::NsModel::default(),
@@ -104,6 +107,11 @@ impl Namespace {
     /// The bdev's QoS limits and pool, and this controller's bucket for them.
     pub(crate) fn qos_parts(&mut self) -> (&nvmemu_bdev::QosLimits, &mut crate::qos::QosBucket) {
         (self.io.bdev().qos(), &mut self.qos)
+    }
+
+    /// Whether it takes I/O, shared with every controller this namespace is attached to.
+    pub(crate) fn readiness(&self) -> &crate::ctrl_faults::Readiness {
+        &self.readiness
     }
 
     /// The reservation state, shared with every controller this namespace is attached to.

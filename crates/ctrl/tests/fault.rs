@@ -8,7 +8,7 @@
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use nvmemu_bdev::fault::{FaultIo, FaultKind, Hit};
+use nvmemu_bdev::fault::{FaultIo, FaultKind};
 use nvmemu_ctrl::test_utils::{
     HostMemory, TestHost, bare, delete_sq, get_log, layout, pattern, rw,
 };
@@ -17,17 +17,19 @@ use nvmemu_spec::{DataPtr, Status};
 
 fn arm(h: &TestHost, io: FaultIo, kind: FaultKind, num: u32) {
     let ns = h.ctrl.namespaces().next().expect("namespace 1");
-    ns.bdev().faults().arm(io, Hit::new(kind), num);
+    let faults = ns.bdev().faults();
+    faults
+        .arm(io, kind, kind.action(0, 0), num)
+        .expect("room for a rule");
 }
 
 fn arm_corrupt(h: &TestHost, io: FaultIo, offset: u64, value: u8) {
     let ns = h.ctrl.namespaces().next().expect("namespace 1");
-    let hit = Hit {
-        kind: FaultKind::CorruptData,
-        corrupt_offset: offset,
-        corrupt_value: value,
-    };
-    ns.bdev().faults().arm(io, hit, 1);
+    let kind = FaultKind::CorruptData;
+    let faults = ns.bdev().faults();
+    faults
+        .arm(io, kind, kind.action(offset, value), 1)
+        .expect("room for a rule");
 }
 
 fn write(h: &TestHost, slba: u64) -> nvmemu_spec::Sqe {

@@ -360,6 +360,13 @@ impl AttachedController {
         self.aers_outstanding
     }
 
+    /// CSTS, read now. A host reads it when a command does not complete: CFS set means
+    /// the controller needs a reset ([`AttachedController::shutdown`] does one, then
+    /// attach again).
+    pub fn csts(&mut self) -> Result<u32, DriverError> {
+        Ok(self.transport.read_reg32(regs::CSTS)?)
+    }
+
     /// Submit `sqe` on the admin queue as given (CID replaced) and return its completion.
     pub fn admin_raw(&mut self, sqe: Sqe) -> Result<Cqe, DriverError> {
         self.admin_raw_with_data(sqe, None)

@@ -5,6 +5,7 @@
 mod bench;
 mod bind;
 mod fd_limit;
+mod fault_spec;
 mod id_print;
 mod identify;
 mod identify_tcp;

@@ -19,12 +19,14 @@ use nvmemu_rpc::methods::bdev::{
 };
 use nvmemu_rpc::methods::delay::NvmemuBdevSetModelParams;
 use nvmemu_rpc::methods::file_bdev::BdevAioCreateParams;
+use nvmemu_rpc::methods::fault::NvmemuBdevInjectFaultParams;
 use nvmemu_rpc::methods::nvmf::{
     ListenAddress, NamespaceParams, NvmfCreateSubsystemParams, NvmfCreateTransportParams,
     NvmfSubsystemAddListenerParams, NvmfSubsystemAddNsParams,
 };
 use nvmemu_rpc::{Access, DEFAULT_SOCKET, Handler, Limits, Request, RpcSocket, StopHandle};
 
+use crate::fault_spec::FaultSpec;
 use crate::ns_spec::{NsKind, NsSpec};
 use crate::rpc_handler::{HandlerOptions, LogControl, NvmemuHandler};
 
@@ -53,6 +55,11 @@ pub struct ServeArgs {
     /// pages back, and nothing is reserved (the OOM killer may strike when it fills).
     #[arg(long = "ns", value_name = "SPEC")]
     pub namespaces: Vec<NsSpec>,
+    /// A fault rule on namespace `ns` (default 1) of every subsystem made from `--ns`, in
+    /// the names of `nvmemu_bdev_inject_fault`: `ns=1,io-type=read,sct=2,sc=0x81,count=0`
+    /// (docs/device-models.md); repeat for more.
+    #[arg(long = "fault", value_name = "SPEC")]
+    pub faults: Vec<FaultSpec>,
     /// Also serve the subsystems over NVMe/TCP on this address (`127.0.0.1:4420`; a port
     /// alone listens on 127.0.0.1). There is no in-band authentication: an address other
     /// than loopback lets every host that reaches it connect, limited only by each
@@ -182,6 +189,17 @@ fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
         }
         return Ok(());
     }
+    if let Some(f) = args
+        .faults
+        .iter()
+        .find(|f| f.ns as usize > args.namespaces.len())
+    {
+        bail!(
+            "--fault ns={}: no such --ns namespace (there are {})",
+            f.ns,
+            args.namespaces.len()
+        );
+    }
     let call = |req: Request| {
         let method = req.method();
         h.handle(req)
@@ -236,10 +254,8 @@ fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
                 NsKind::File => Request::BdevAioCreate(file_params(&name, spec)),
             })
             .with_context(|| format!("cannot create namespace {name}"))?;
-            if let Some(m) = &spec.model {
-                call(Request::NvmemuBdevSetModel(model_params(&name, m)))
-                    .with_context(|| format!("cannot set the model of namespace {name}"))?;
-            }
+            let faults = args.faults.iter().filter(|f| f.ns == nsid);
+            shape_namespace(&call, &name, spec, faults)?;
             call(Request::NvmfSubsystemAddNs(NvmfSubsystemAddNsParams {
                 nqn: nqn.clone(),
                 namespace: namespace_params(&name, nsid)?,
@@ -260,6 +276,28 @@ fn apply_command_line(args: &ServeArgs, h: &dyn Handler) -> Result<()> {
             call(add_listener(&nqn, "TCP", addr.ip().to_string(), &port))
                 .with_context(|| format!("cannot serve {nqn} on {addr}"))?;
         }
+    }
+    Ok(())
+}
+
+/// Give the bdev `name` of namespace `spec` its model and its `--fault` rules.
+fn shape_namespace<'a>(
+    call: &dyn Fn(Request) -> Result<serde_json::Value>,
+    name: &str,
+    spec: &NsSpec,
+    faults: impl Iterator<Item = &'a FaultSpec>,
+) -> Result<()> {
+    if let Some(m) = &spec.model {
+        call(Request::NvmemuBdevSetModel(model_params(name, m)))
+            .with_context(|| format!("cannot set the model of namespace {name}"))?;
+    }
+    for f in faults {
+        let params = NvmemuBdevInjectFaultParams {
+            name: name.to_owned(),
+            ..f.params.clone()
+        };
+        call(Request::NvmemuBdevInjectFault(params))
+            .with_context(|| format!("cannot add a fault rule to namespace {name}"))?;
     }
     Ok(())
 }

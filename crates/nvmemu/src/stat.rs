@@ -2,7 +2,8 @@
 //! `nvmemu stat`: live figures of a running `nvmemu serve`, refreshed every `-i` seconds like
 //! `iostat -x 1`: per controller IOPS, bandwidth, the queue depth its doorbell looks saw and
 //! the target's per-layer mean times; per namespace (bdev) reads and writes; per poller the
-//! busy share. Each report covers the interval since the previous sample (the first one the
+//! busy share; the fault rules (`nvmemu_bdev_inject_fault`) with their counters since they
+//! were added. Each report covers the interval since the previous sample (the first one the
 //! first interval). Layer times need `bdev_enable_histogram` on the bdev; without it they
 //! read `-`, and the text report says how to turn timing on.
 
@@ -15,6 +16,7 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use nvmemu_rpc::Client;
 use nvmemu_rpc::methods::bdev::BdevIostat;
+use nvmemu_rpc::methods::fault::BdevFaults;
 use nvmemu_rpc::methods::histogram::{LatencyBreakdown, LayerStats};
 use serde::Serialize;
 use serde_json::json;
@@ -53,6 +55,7 @@ struct Sample {
     at: Instant,
     breakdown: LatencyBreakdown,
     iostat: BdevIostat,
+    faults: Vec<BdevFaults>,
 }
 
 fn sample(client: &mut Client) -> anyhow::Result<Sample> {
@@ -62,10 +65,14 @@ fn sample(client: &mut Client) -> anyhow::Result<Sample> {
     let i = client
         .call("bdev_get_iostat", json!({}))
         .context("bdev_get_iostat")?;
+    let f = client
+        .call("nvmemu_bdev_get_faults", json!({}))
+        .context("nvmemu_bdev_get_faults")?;
     Ok(Sample {
         at: Instant::now(),
         breakdown: serde_json::from_value(b).context("nvmemu_get_latency_breakdown result")?,
         iostat: serde_json::from_value(i).context("bdev_get_iostat result")?,
+        faults: serde_json::from_value(f).context("nvmemu_bdev_get_faults result")?,
     })
 }
 
@@ -105,12 +112,24 @@ struct PollerRow {
     busy_pct: f64,
 }
 
+/// A fault rule's counters since it was added.
+#[derive(Debug, Serialize)]
+struct FaultRow {
+    bdev: String,
+    id: u32,
+    action: String,
+    io_type: String,
+    matched: u64,
+    injected: u64,
+}
+
 #[derive(Debug, Serialize)]
 struct Report {
     interval_s: f64,
     controllers: Vec<CtrlRow>,
     namespaces: Vec<NsRow>,
     pollers: Vec<PollerRow>,
+    faults: Vec<FaultRow>,
 }
 
 fn per_s(delta: u64, secs: f64) -> f64 {
@@ -154,6 +173,20 @@ fn report(prev: &Sample, now: &Sample) -> Report {
         controllers: controller_rows(prev, now, secs),
         namespaces: namespace_rows(prev, now, secs),
         pollers: poller_rows(prev, now),
+        faults: now
+            .faults
+            .iter()
+            .flat_map(|b| {
+                b.faults.iter().map(|r| FaultRow {
+                    bdev: b.name.clone(),
+                    id: r.id,
+                    action: r.action.clone(),
+                    io_type: r.io_type.clone(),
+                    matched: r.matched,
+                    injected: r.injected,
+                })
+            })
+            .collect(),
     }
 }
 
@@ -316,6 +349,13 @@ fn print_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     if r.controllers.iter().any(|c| !c.timing) {
         writeln!(out, "{TIMING_OFF_HINT}")?;
     }
+    for f in &r.faults {
+        writeln!(
+            out,
+            "fault {} #{}: {} on {}, matched {}, injected {}",
+            f.bdev, f.id, f.action, f.io_type, f.matched, f.injected
+        )?;
+    }
     let pollers: Vec<String> = r
         .pollers
         .iter()
@@ -381,6 +421,7 @@ mod tests {
             }],
             namespaces: Vec::new(),
             pollers: Vec::new(),
+            faults: Vec::new(),
         }
     }
 
@@ -399,5 +440,24 @@ mod tests {
             "{off}"
         );
         assert!(!text(&report(true)).contains("bdev_enable_histogram"));
+    }
+
+    #[test]
+    fn fault_rules_show_with_their_counters() {
+        let mut r = report(true);
+        assert!(!text(&r).contains("fault"));
+        r.faults.push(FaultRow {
+            bdev: "Malloc0".into(),
+            id: 2,
+            action: "status".into(),
+            io_type: "read".into(),
+            matched: 7,
+            injected: 3,
+        });
+        let t = text(&r);
+        assert!(
+            t.contains("fault Malloc0 #2: status on read, matched 7, injected 3"),
+            "{t}"
+        );
     }
 }

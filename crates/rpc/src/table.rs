@@ -11,11 +11,12 @@
 use crate::cli::args::*;
 #[allow(unused_imports)] // The modules the variants' docs link to.
 use crate::methods::{
-    bdev, delay, error_bdev, framework, histogram, log, nvmf, nvmf_host, threads,
+    bdev, ctrl_faults, delay, error_bdev, fault, framework, histogram, log, nvmf, nvmf_host,
+    threads,
 };
 use crate::methods::{
-    bdev::*, delay::*, error_bdev::*, file_bdev::*, framework::*, histogram::*, log::*, nvmf::*,
-    nvmf_host::*,
+    bdev::*, ctrl_faults::*, delay::*, error_bdev::*, fault::*, file_bdev::*, framework::*,
+    histogram::*, log::*, nvmf::*, nvmf_host::*,
 };
 
 rpc_methods! {
@@ -98,6 +99,15 @@ rpc_methods! {
     /// `nvmemu_bdev_set_model` → `true`.
     NvmemuBdevSetModel = "nvmemu_bdev_set_model" (NvmemuBdevSetModelParams),
         cli(SetModelArgs, Nothing, "nvmemu: set a bdev's latency and throughput model (preset, latencies, tail, units, seed).");
+    /// `nvmemu_bdev_inject_fault` → the new rule's id ([`fault`]).
+    NvmemuBdevInjectFault = "nvmemu_bdev_inject_fault" (NvmemuBdevInjectFaultParams),
+        cli(InjectFaultArgs, Json, "nvmemu: add a fault rule to a bdev (status, corrupt, drop or delay; which commands; when).");
+    /// `nvmemu_bdev_clear_faults` → `true`.
+    NvmemuBdevClearFaults = "nvmemu_bdev_clear_faults" (NvmemuBdevClearFaultsParams),
+        cli(ClearFaultsArgs, Nothing, "nvmemu: remove one fault rule of a bdev, or all.");
+    /// `nvmemu_bdev_get_faults` → the bdevs' fault rules with their counters.
+    NvmemuBdevGetFaults = "nvmemu_bdev_get_faults" (NvmemuBdevGetFaultsParams),
+        cli(GetFaultsArgs, Dict, "nvmemu: show the fault rules of the bdevs, with their counters.");
     /// `nvmf_create_transport` → `true`.
     NvmfCreateTransport = "nvmf_create_transport" (NvmfCreateTransportParams),
         cli(CreateTransportArgs, Nothing, "Create NVMf transport.");
@@ -119,6 +129,12 @@ rpc_methods! {
     /// `nvmf_subsystem_remove_ns` → `true`.
     NvmfSubsystemRemoveNs = "nvmf_subsystem_remove_ns" (NvmfSubsystemRemoveNsParams),
         cli(RemoveNsArgs, Nothing, "Remove a namespace from an NVMe-oF subsystem.");
+    /// `nvmemu_controller_inject_fatal` → `true`.
+    NvmemuControllerInjectFatal = "nvmemu_controller_inject_fatal" (NvmemuControllerInjectFatalParams),
+        cli(InjectFatalArgs, Nothing, "nvmemu: put a subsystem's controllers in Controller Fatal Status (CSTS.CFS), now or after N more I/O commands, until the host resets them.");
+    /// `nvmemu_namespace_inject_not_ready` → `true`.
+    NvmemuNamespaceInjectNotReady = "nvmemu_namespace_inject_not_ready" (NvmemuNamespaceInjectNotReadyParams),
+        cli(InjectNotReadyArgs, Nothing, "nvmemu: make a namespace's I/O complete with Namespace Not Ready (82h), with or without DNR, until --clear.");
     /// `nvmf_subsystem_add_listener` → `true`.
     NvmfSubsystemAddListener = "nvmf_subsystem_add_listener" (NvmfSubsystemAddListenerParams),
         cli(AddListenerArgs, Nothing, "Add a listener to an NVMe-oF subsystem.");

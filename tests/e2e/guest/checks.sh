@@ -323,3 +323,5 @@ scenario_shell() {
 [ -f /e2e/tcp.sh ] && . /e2e/tcp.sh
 # The kernel study's seed table: nvmet-tcp (null_blk, brd) vs nvmemu serve --tcp (tcp_bench.sh).
 [ -f /e2e/tcp_bench.sh ] && . /e2e/tcp_bench.sh
+# Linux's nvme driver meeting injected faults (faults.sh, host run_faults).
+[ -f /e2e/faults.sh ] && . /e2e/faults.sh

@@ -230,6 +230,7 @@ impl Controller {
         s.controller_busy_time = u128_field(self.instruments.busy_nanos_now() / 60_000_000_000);
         s.power_cycles = u128_field(1);
         s.power_on_hours = u128_field(u128::from(self.created.elapsed().as_secs() / 3600));
+        s.media_errors = u128_field(u128::from(c.media_errors));
         s.num_error_log_entries = u128_field(u128::from(self.error_log.count()));
         s.temp_sensors = [0; 8];
         s

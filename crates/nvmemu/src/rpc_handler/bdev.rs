@@ -75,6 +75,11 @@ enum NewKind {
 
 impl Registry {
     /// The bdev named `name`, or whose UUID (its alias) is `name`, with its name.
+    /// Every bdev, in name order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &BdevEntry)> {
+        self.map.iter().map(|(n, e)| (n.as_str(), e))
+    }
+
     pub(crate) fn get(&self, name: &str) -> Option<(&str, &BdevEntry)> {
         self.map
             .get_key_value(name)
@@ -538,6 +543,17 @@ fn create_error(n: &NewBdev, e: &BdevError) -> RpcError {
     }
 }
 
+/// SPDK's `io_error`: failed commands by bdev I/O status name, the non-zero ones (only
+/// injected faults fail a command here).
+fn io_error(b: &Bdev) -> serde_json::Map<String, Value> {
+    let e = b.faults().io_errors();
+    [("failed", e.failed), ("nvme_error", e.nvme_error)]
+        .into_iter()
+        .filter(|(_, n)| *n != 0)
+        .map(|(k, n)| (k.to_owned(), Value::from(n)))
+        .collect()
+}
+
 fn iostat_entry(name: &str, b: &Bdev) -> BdevIostatEntry {
     let s = b.stats().snapshot();
     BdevIostatEntry {
@@ -558,6 +574,7 @@ fn iostat_entry(name: &str, b: &Bdev) -> BdevIostatEntry {
         unmap_latency_ticks: s.unmap_latency.sum_ns,
         max_unmap_latency_ticks: s.unmap_latency.max_ns,
         min_unmap_latency_ticks: s.unmap_latency.min_ns,
+        io_error: io_error(b),
         ..BdevIostatEntry::default()
     }
 }

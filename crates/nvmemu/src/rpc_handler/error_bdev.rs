@@ -4,7 +4,7 @@
 //! SPDK's does; the pollers apply what is armed (`nvmemu_ctrl`'s `fault.rs`).
 
 use nvmemu_bdev::BdevKind;
-use nvmemu_bdev::fault::{FaultIo, FaultKind, Hit};
+use nvmemu_bdev::fault::{FaultIo, FaultKind};
 use nvmemu_device::Target;
 use nvmemu_rpc::methods::error_bdev::{BdevErrorCreateParams, BdevErrorInjectErrorParams};
 use nvmemu_rpc::{Errno, RpcError};
@@ -89,13 +89,11 @@ pub(crate) fn inject(reg: &Registry, p: &BdevErrorInjectErrorParams) -> Result<V
         return Ok(Value::Bool(true));
     }
     let num = p.num.unwrap_or(1);
-    let hit = Hit {
-        kind,
-        corrupt_offset: p.corrupt_offset.unwrap_or(0),
-        corrupt_value,
-    };
+    let action = kind.action(p.corrupt_offset.unwrap_or(0), corrupt_value);
     for &io in types {
-        faults.arm(io, hit, num);
+        faults
+            .arm(io, kind, action, num)
+            .map_err(|full| RpcError::errno_msg(Errno::ENOSPC, format!("{name}: {full}")))?;
     }
     tracing::info!(name, io_type = %p.io_type, error_type = kind.name(), num, "error injection armed");
     Ok(Value::Bool(true))

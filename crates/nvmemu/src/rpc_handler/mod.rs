@@ -17,6 +17,7 @@ mod cpu_time;
 mod delay;
 mod error_bdev;
 mod file_bdev;
+mod fault;
 mod framework;
 mod ids;
 mod latency;
@@ -244,6 +245,9 @@ impl Handler for NvmemuHandler {
                 self.locked(|st| file_bdev::delete(st, t, FileEngine::Uring, &p.name))
             }
             R::NvmemuBdevSetModel(p) => self.locked(|st| delay::set_model(&st.bdevs, &p)),
+            R::NvmemuBdevInjectFault(p) => self.locked(|st| fault::inject(&st.bdevs, &p)),
+            R::NvmemuBdevClearFaults(p) => self.locked(|st| fault::clear(&st.bdevs, &p)),
+            R::NvmemuBdevGetFaults(p) => self.locked(|st| fault::get(&st.bdevs, &p)),
             R::NvmfCreateTransport(p) if nvmf::is_tcp(&p.trtype) => {
                 let core = self.opts.cores.first().copied();
                 self.nvmf_locked(|st| nvmf::create_tcp_transport(st, core, p))
@@ -263,6 +267,8 @@ impl Handler for NvmemuHandler {
             R::NvmfSubsystemRemoveNs(p) => {
                 self.nvmf_locked(|st| nvmf::remove_ns(st, t, &p.nqn, p.nsid))
             }
+            R::NvmemuControllerInjectFatal(p) => self.locked(|st| nvmf::inject_fatal(st, t, &p)),
+            R::NvmemuNamespaceInjectNotReady(p) => self.locked(|st| nvmf::inject_not_ready(st, &p)),
             R::NvmfSubsystemAddListener(p) if nvmf::is_tcp(&p.listen_address.trtype) => {
                 self.nvmf_locked(|st| nvmf::add_tcp_listener(st, &p.nqn, p.listen_address))
             }

@@ -28,7 +28,7 @@ fn start_on_error_bdev() -> Server {
 }
 
 /// Abort (admin opcode 08h) of command `cid` on SQ `sqid`.
-fn abort(sqid: u16, cid: u16) -> Sqe {
+pub(super) fn abort(sqid: u16, cid: u16) -> Sqe {
     Sqe {
         cdw0: 0x08,
         cdw10: u32::from(sqid) | (u32::from(cid) << 16),

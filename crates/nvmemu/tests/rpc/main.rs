@@ -7,7 +7,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod configure;
+mod ctrl_faults;
 mod errors;
+mod faults;
 mod hotplug;
 mod malloc;
 mod server;

@@ -4,9 +4,11 @@
 //! method table (`table.rs`).
 
 pub mod bdev;
+pub mod ctrl_faults;
 pub mod delay;
 pub mod error_bdev;
 pub mod file_bdev;
+pub mod fault;
 pub mod framework;
 pub mod histogram;
 pub mod log;
@@ -82,7 +84,9 @@ mod tests {
                 | "bdev_error_delete"
                 | "bdev_aio_delete"
                 | "bdev_uring_delete"
-                | "nvmemu_bdev_set_model" => {
+                | "nvmemu_bdev_set_model"
+                | "nvmemu_bdev_inject_fault"
+                | "nvmemu_bdev_clear_faults" => {
                     json!({"name": "x"})
                 }
                 "bdev_enable_histogram" => json!({"name": "x", "enable": true}),
@@ -99,7 +103,10 @@ mod tests {
                 "nvmf_create_transport" => json!({"trtype": "VFIOUSER"}),
                 "nvmf_create_subsystem" | "nvmf_delete_subsystem" => json!({"nqn": "q"}),
                 "nvmf_subsystem_add_ns" => json!({"nqn": "q", "namespace": {"bdev_name": "b"}}),
-                "nvmf_subsystem_remove_ns" => json!({"nqn": "q", "nsid": 1}),
+                "nvmf_subsystem_remove_ns" | "nvmemu_namespace_inject_not_ready" => {
+                    json!({"nqn": "q", "nsid": 1})
+                }
+                "nvmemu_controller_inject_fatal" => json!({"nqn": "q"}),
                 "nvmf_subsystem_add_host" | "nvmf_subsystem_remove_host" => {
                     json!({"nqn": "q", "host": "h"})
                 }

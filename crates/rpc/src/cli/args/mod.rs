@@ -11,9 +11,11 @@
 
 mod app;
 mod bdev;
+mod ctrl_faults;
 mod delay;
 mod error_bdev;
 mod file_bdev;
+mod fault;
 mod histogram;
 mod monitor;
 mod nvmf;
@@ -24,9 +26,11 @@ use serde_json::Value;
 
 pub use app::*;
 pub use bdev::*;
+pub use ctrl_faults::*;
 pub use delay::*;
 pub use error_bdev::*;
 pub use file_bdev::*;
+pub use fault::*;
 pub use histogram::*;
 pub use monitor::*;
 pub use nvmf::*;
