@@ -160,7 +160,7 @@ impl Controller {
             } else {
                 None
             };
-            if fault == Some(FaultAction::Nomem) {
+            if matches!(fault, Some(FaultAction::Nomem)) {
                 // Left in the SQ: taken again next pass (`fault.rs`).
                 break;
             }
@@ -179,8 +179,8 @@ impl Controller {
             } else {
                 self.exec_io(qid, &sqe)
             };
-            // None: held (Asynchronous Event Request, an injected `drop` or `delay`) or set aside
-            // (see `io/zeroing.rs`).
+            // None: held (Asynchronous Event Request, an injected `drop`, `delay` or
+            // `reorder`) or set aside (see `io/zeroing.rs`).
             let Some(result) = result else {
                 slot_busy = self.zeroing.busy;
                 continue;

@@ -28,7 +28,7 @@ fn is_false(b: &bool) -> bool {
 pub struct NvmemuBdevInjectFaultParams {
     /// The bdev (name or alias).
     pub name: String,
-    /// `status` (default), `corrupt`, `drop` or `delay`.
+    /// `status` (default), `corrupt`, `drop`, `delay` or `reorder`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
     /// `status`: Status Code Type (0, 1, 2, 3 or 7; default 0).
@@ -40,7 +40,7 @@ pub struct NvmemuBdevInjectFaultParams {
     /// `status`: Do Not Retry.
     #[serde(default, skip_serializing_if = "is_false")]
     pub dnr: bool,
-    /// `delay`: microseconds.
+    /// `delay`, `reorder`: microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_us: Option<u64>,
     /// `corrupt`: the byte of the data (default 0).
@@ -120,7 +120,7 @@ pub struct BdevFaults {
 pub struct FaultRuleCounters {
     /// The rule's id.
     pub id: u32,
-    /// `status`, `corrupt`, `drop`, `delay` (or SPDK's `nomem`).
+    /// `status`, `corrupt`, `drop`, `delay`, `reorder` (or SPDK's `nomem`).
     pub action: String,
     /// `read`, `write`, `flush`, `unmap` or `all`.
     pub io_type: String,
