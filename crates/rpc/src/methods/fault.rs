@@ -17,10 +17,6 @@ impl PartialEq for Probability {
 
 impl Eq for Probability {}
 
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
 /// `nvmemu_bdev_inject_fault` parameters. Result: the new rule's id. docs/device-models.md
 /// says what each one does and its default.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +34,7 @@ pub struct NvmemuBdevInjectFaultParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sc: Option<u8>,
     /// `status`: Do Not Retry.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "super::bdev::is_false")]
     pub dnr: bool,
     /// `delay`, `reorder`: microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
