@@ -9,6 +9,8 @@
 //!   with no due time (`hold.rs`): only an Abort (Command Abort Requested), a Delete I/O SQ
 //!   (Command Aborted due to SQ Deletion) or a controller reset ends it;
 //! - `delay`: the command runs and its completion is held for the rule's time;
+//! - `reorder`: as `delay`, for a time that shrinks with each firing of the rule, so the
+//!   commands it fires on complete in reverse order;
 //! - `nomem`: the command is left in its SQ and taken again in a later pass (each retry
 //!   spends one firing, as each resubmission does in SPDK);
 //! - `corrupt`: the command runs, with the byte at `offset` of its data XORed with
@@ -85,7 +87,8 @@ impl crate::Controller {
             FaultAction::Status { sct, sc, dnr } => Some(Err(status(sct, sc, dnr))),
             FaultAction::Nomem => Some(Err(Status::INTERNAL_ERROR)),
             FaultAction::Corrupt { offset, value } => self.exec_corrupted(sqid, sqe, offset, value),
-            FaultAction::Delay { us } => {
+            // `take` turns a Reorder into the Delay of this command.
+            FaultAction::Delay { us } | FaultAction::Reorder { us } => {
                 let result = self.exec_io(sqid, sqe)?;
                 let due = global_clock()
                     .now_ns()

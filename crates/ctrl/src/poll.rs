@@ -186,8 +186,8 @@ impl Controller {
             } else {
                 self.exec_io(qid, &sqe)
             };
-            // None: held (Asynchronous Event Request, an injected `drop` or `delay`) or set aside
-            // (see `io/zeroing.rs`).
+            // None: held (Asynchronous Event Request, an injected `drop`, `delay` or
+            // `reorder`) or set aside (see `io/zeroing.rs`).
             let Some(result) = result else {
                 slot_busy = self.zeroing.busy;
                 continue;

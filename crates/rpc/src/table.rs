@@ -101,7 +101,7 @@ rpc_methods! {
         cli(SetModelArgs, Nothing, "nvmemu: set a bdev's latency and throughput model (preset, latencies, tail, units, seed).");
     /// `nvmemu_bdev_inject_fault` → the new rule's id ([`fault`]).
     NvmemuBdevInjectFault = "nvmemu_bdev_inject_fault" (NvmemuBdevInjectFaultParams),
-        cli(InjectFaultArgs, Json, "nvmemu: add a fault rule to a bdev (status, corrupt, drop or delay; which commands; when).");
+        cli(InjectFaultArgs, Json, "nvmemu: add a fault rule to a bdev (status, corrupt, drop, delay or reorder; which commands; when).");
     /// `nvmemu_bdev_clear_faults` → `true`.
     NvmemuBdevClearFaults = "nvmemu_bdev_clear_faults" (NvmemuBdevClearFaultsParams),
         cli(ClearFaultsArgs, Nothing, "nvmemu: remove one fault rule of a bdev, or all.");

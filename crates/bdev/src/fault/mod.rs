@@ -30,6 +30,7 @@ static ARMED: AtomicUsize = AtomicUsize::new(0);
 pub fn any_fault() -> bool {
     ARMED.load(Ordering::Relaxed) != 0
 }
+
 /// The I/O types an injection is armed for (SPDK's `io_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultIo {
@@ -254,14 +255,20 @@ impl FaultSlot {
     }
 
     /// The action for `cmd`: that of the first rule, in list order, that matches it and
-    /// fires; None if none does.
+    /// fires (a `Reorder` as the `Delay` it makes of this command); None if none does.
     pub fn take(&self, cmd: &FaultCmd) -> Option<FaultAction> {
         let rules = self.rules.load();
         let mut now = None;
-        let rule = rules
-            .iter()
-            .find(|r| r.is_live() && r.matches(cmd, &mut now) && r.fire())?;
-        let action = rule.spec.action;
+        let (rule, left) = rules.iter().find_map(|r| {
+            let fires = r.is_live() && r.matches(cmd, &mut now);
+            fires.then(|| r.fire().map(|left| (r, left))).flatten()
+        })?;
+        let action = match rule.spec.action {
+            FaultAction::Reorder { us } => FaultAction::Delay {
+                us: us.saturating_mul(u64::from(left) + 1),
+            },
+            action => action,
+        };
         if let FaultAction::Status { .. } = action {
             let counter = if action == FAILURE {
                 &self.failed
@@ -399,5 +406,23 @@ mod tests {
         assert_eq!(slot.io_errors().nvme_error, 1);
         assert!(slot.remove(None));
         assert!(slot.rules().is_empty());
+    }
+
+    #[test]
+    fn reorder_delays_each_firing_less_than_the_one_before() {
+        let slot = FaultSlot::default();
+        let when = FaultWhen {
+            count: 3,
+            ..FaultWhen::default()
+        };
+        let rule = FaultRule {
+            action: FaultAction::Reorder { us: 10 },
+            target: FaultTarget::default(),
+            when,
+        };
+        slot.add(rule).unwrap();
+        let delays: Vec<_> = (0..4).map(|_| slot.take(&cmd(FaultIo::Read))).collect();
+        let delay = |us| Some(FaultAction::Delay { us });
+        assert_eq!(delays, [delay(30), delay(20), delay(10), None]);
     }
 }

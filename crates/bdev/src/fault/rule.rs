@@ -41,6 +41,13 @@ pub enum FaultAction {
         /// The delay, microseconds.
         us: u64,
     },
+    /// Runs; its completion is held as `Delay` for `us` times the firings its rule has
+    /// left after it plus one, so the commands a rule fires on close together (within
+    /// `us` of each other) complete in reverse order.
+    Reorder {
+        /// The step between two completions, microseconds.
+        us: u64,
+    },
     /// Left in its queue and taken again later (SPDK's `nomem`).
     Nomem,
 }
@@ -53,6 +60,7 @@ impl FaultAction {
             FaultAction::Corrupt { .. } => "corrupt",
             FaultAction::Drop => "drop",
             FaultAction::Delay { .. } => "delay",
+            FaultAction::Reorder { .. } => "reorder",
             FaultAction::Nomem => "nomem",
         }
     }
@@ -225,15 +233,16 @@ impl Rule {
         since_ms >= w.from_ms && w.until_ms.is_none_or(|until| since_ms < until)
     }
 
-    /// Count a matched command and decide whether the rule fires on it.
-    pub(crate) fn fire(&self) -> bool {
+    /// Count a matched command and decide whether the rule fires on it: if it does, the
+    /// firings it has left after this one (`u32::MAX`: no limit).
+    pub(crate) fn fire(&self) -> Option<u32> {
         let index = self.matched.fetch_add(1, Ordering::Relaxed);
         let w = &self.spec.when;
         if !(index + 1).is_multiple_of(u64::from(w.every.max(1))) {
-            return false;
+            return None;
         }
         if self.threshold != u64::MAX && draw(w.seed, index) >= self.threshold {
-            return false;
+            return None;
         }
         let taken = self
             .remaining
@@ -242,16 +251,16 @@ impl Rule {
                 UNLIMITED => Some(n),
                 n => Some(n - 1),
             });
-        match taken {
-            Ok(before) => {
-                if before == 1 {
-                    ARMED.fetch_sub(1, Ordering::Relaxed);
-                }
-                self.injected.fetch_add(1, Ordering::Relaxed);
-                true
-            }
-            Err(_) => false,
+        let before = taken.ok()?;
+        if before == 1 {
+            ARMED.fetch_sub(1, Ordering::Relaxed);
         }
+        self.injected.fetch_add(1, Ordering::Relaxed);
+        Some(if before == UNLIMITED {
+            UNLIMITED
+        } else {
+            before - 1
+        })
     }
 
     /// Stop it firing (it is removed or replaced).
@@ -374,8 +383,9 @@ mod tests {
             ..FaultWhen::default()
         };
         let r = rule(FaultTarget::default(), when);
-        let fired: Vec<bool> = (0..9).map(|_| r.fire()).collect();
-        let expect = [false, false, true, false, false, true, false, false, false];
+        let fired: Vec<Option<u32>> = (0..9).map(|_| r.fire()).collect();
+        let (no, left) = (None, Some);
+        let expect = [no, no, left(1), no, no, left(0), no, no, no];
         assert_eq!(fired, expect, "the 3rd and 6th, then spent");
         let v = r.view();
         assert_eq!((v.matched, v.injected, v.remaining), (9, 2, Some(0)));
@@ -392,7 +402,7 @@ mod tests {
         };
         let run = |seed| {
             let r = rule(FaultTarget::default(), when(seed));
-            let fired: Vec<bool> = (0..400).map(|_| r.fire()).collect();
+            let fired: Vec<bool> = (0..400).map(|_| r.fire().is_some()).collect();
             r.disarm();
             fired
         };

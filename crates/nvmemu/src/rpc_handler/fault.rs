@@ -16,6 +16,8 @@ use super::bdev::Registry;
 
 /// The longest `delay_us`: a minute.
 const MAX_DELAY_US: u64 = 60_000_000;
+/// The most commands one `reorder` rule reverses.
+const MAX_REORDERED: u32 = 64;
 
 fn invalid(msg: impl Into<String>) -> RpcError {
     RpcError::errno_msg(Errno::EINVAL, msg)
@@ -77,17 +79,25 @@ fn action(p: &NvmemuBdevInjectFaultParams) -> Result<FaultAction, RpcError> {
             },
         },
         "drop" => FaultAction::Drop,
-        "delay" => match p.delay_us {
-            Some(us @ 1..=MAX_DELAY_US) => FaultAction::Delay { us },
-            _ => {
+        "delay" | "reorder" => {
+            let Some(us @ 1..=MAX_DELAY_US) = p.delay_us else {
                 return Err(invalid(format!(
-                    "action delay needs delay_us from 1 to {MAX_DELAY_US}"
+                    "action {action} needs delay_us from 1 to {MAX_DELAY_US}"
+                )));
+            };
+            if action == "delay" {
+                FaultAction::Delay { us }
+            } else if matches!(p.count, Some(1..=MAX_REORDERED)) {
+                FaultAction::Reorder { us }
+            } else {
+                return Err(invalid(format!(
+                    "action reorder needs a count from 1 to {MAX_REORDERED} (the commands reversed)"
                 )));
             }
-        },
+        }
         other => {
             return Err(invalid(format!(
-                "action {other}: use status, corrupt, drop or delay"
+                "action {other}: use status, corrupt, drop, delay or reorder"
             )));
         }
     })
@@ -191,7 +201,7 @@ pub(crate) fn view_json(v: &RuleView) -> Value {
             put("corrupt_offset", json!(offset));
             put("corrupt_value", json!(value));
         }
-        FaultAction::Delay { us } => put("delay_us", json!(us)),
+        FaultAction::Delay { us } | FaultAction::Reorder { us } => put("delay_us", json!(us)),
         FaultAction::Drop | FaultAction::Nomem => {}
     }
     let t = &v.spec.target;

@@ -195,6 +195,39 @@ fn drop_waits_for_abort_delay_posts_late_and_corrupt_flips_a_byte() {
 }
 
 #[test]
+fn reorder_completes_a_burst_in_reverse() {
+    let (s, mut c, mut q, buf) = start();
+    let args = [
+        "--io-type",
+        "read",
+        "--action",
+        "reorder",
+        "--delay-us",
+        "100000",
+    ];
+    inject(&s, &[&args[..], &["--count", "4"]].concat());
+    for token in 1..=4u64 {
+        q.submit_raw(read(token, 1), Some((&buf, 512)), token)
+            .expect("queued");
+    }
+    q.ring().expect("rung");
+    let mut order = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while order.len() < 4 {
+        q.poll_completions(8, |t, r| {
+            assert!(r.is_ok(), "{r:?}");
+            order.push(t);
+        })
+        .expect("reaped");
+        assert!(Instant::now() < deadline, "only {order:?} completed");
+    }
+    assert_eq!(order, [4, 3, 2, 1]);
+    drop(q);
+    c.shutdown().expect("shut down");
+    s.kill();
+}
+
+#[test]
 fn every_count_queue_and_window_pick_the_commands() {
     let (s, mut c, mut q, buf) = start();
     inject(&s, &["--io-type", "write", "--every", "3", "--count", "2"]);
@@ -268,6 +301,7 @@ fn bad_rules_get_clear_errors_and_a_bdev_holds_sixteen() {
         json!({"probability": 0.0}),
         json!({"probability": 1.5}),
         json!({"action": "delay"}),
+        json!({"action": "reorder", "delay_us": 10, "count": 0}),
         json!({"action": "explode"}),
         json!({"io_type": "read", "opcode": 2}),
         json!({"io_type": "trim"}),

@@ -58,7 +58,7 @@ fn any_numa() -> i32 {
     -1
 }
 
-fn is_false(b: &bool) -> bool {
+pub(crate) fn is_false(b: &bool) -> bool {
     !*b
 }
 

@@ -17,10 +17,6 @@ impl PartialEq for Probability {
 
 impl Eq for Probability {}
 
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
 /// `nvmemu_bdev_inject_fault` parameters. Result: the new rule's id. docs/device-models.md
 /// says what each one does and its default.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,7 +24,7 @@ fn is_false(b: &bool) -> bool {
 pub struct NvmemuBdevInjectFaultParams {
     /// The bdev (name or alias).
     pub name: String,
-    /// `status` (default), `corrupt`, `drop` or `delay`.
+    /// `status` (default), `corrupt`, `drop`, `delay` or `reorder`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
     /// `status`: Status Code Type (0, 1, 2, 3 or 7; default 0).
@@ -38,9 +34,9 @@ pub struct NvmemuBdevInjectFaultParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sc: Option<u8>,
     /// `status`: Do Not Retry.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "super::bdev::is_false")]
     pub dnr: bool,
-    /// `delay`: microseconds.
+    /// `delay`, `reorder`: microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_us: Option<u64>,
     /// `corrupt`: the byte of the data (default 0).
@@ -120,7 +116,7 @@ pub struct BdevFaults {
 pub struct FaultRuleCounters {
     /// The rule's id.
     pub id: u32,
-    /// `status`, `corrupt`, `drop`, `delay` (or SPDK's `nomem`).
+    /// `status`, `corrupt`, `drop`, `delay`, `reorder` (or SPDK's `nomem`).
     pub action: String,
     /// `read`, `write`, `flush`, `unmap` or `all`.
     pub io_type: String,

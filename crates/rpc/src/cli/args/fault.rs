@@ -21,7 +21,7 @@ fn byte(text: &str) -> Result<u8, String> {
 pub struct InjectFaultArgs {
     /// The bdev.
     pub name: String,
-    /// status (default), corrupt, drop or delay.
+    /// status (default), corrupt, drop, delay or reorder.
     #[arg(long)]
     pub action: Option<String>,
     /// Status Code Type (0, 1, 2, 3 or 7).
@@ -34,7 +34,7 @@ pub struct InjectFaultArgs {
     #[arg(long, action = ArgAction::SetTrue)]
     #[serde(skip_serializing_if = "is_false")]
     pub dnr: bool,
-    /// delay: microseconds.
+    /// delay, reorder: microseconds.
     #[arg(long = "delay-us")]
     pub delay_us: Option<u64>,
     /// corrupt: the byte of the data.
