@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `--ns` values: `malloc:size=4G,lba=512`, `malloc:size=64G,lazy=on`,
-//! `malloc:size=4G,hugepages=on`, `null:size=1T,lba=4096`, `malloc:size=1G,model=tlc,seed=7`.
+//! `malloc:size=4G,hugepages=on`, `null:size=1T,lba=4096`, `malloc:size=1G,model=tlc,seed=7`,
+//! `malloc:size=4G,numa=1`.
 
 use nvmemu_bdev::MallocBacking;
 use nvmemu_bdev::model::{ModelConfig, PRESETS, preset};
@@ -30,6 +31,8 @@ pub struct NsSpec {
     pub backing: MallocBacking,
     /// The latency model (`model=PRESET`, seeded by `seed=N`), if any.
     pub model: Option<ModelConfig>,
+    /// The NUMA node a malloc namespace's memory is bound to (`numa=N`).
+    pub numa_node: Option<u32>,
 }
 
 impl NsSpec {
@@ -56,6 +59,7 @@ impl std::str::FromStr for NsSpec {
         let (mut size, mut lba) = (None, 512u32);
         let (mut lazy, mut huge) = (false, false);
         let (mut model, mut seed) = (None, 0u64);
+        let mut numa_node = None;
         for opt in opts.split(',').filter(|o| !o.is_empty()) {
             match opt.split_once('=') {
                 Some(("size", v)) => size = Some(parse_size(v)?),
@@ -69,6 +73,11 @@ impl std::str::FromStr for NsSpec {
                 Some(("lazy", v)) => lazy = on_off("lazy", v)?,
                 Some(("hugepages", v)) => huge = on_off("hugepages", v)?,
                 Some(("model", v)) => model = Some(v),
+                Some(("numa", v)) => {
+                    numa_node = Some(v.parse().map_err(|_| {
+                        format!("numa={v}: the NUMA node is a number (see lscpu or numactl -H)")
+                    })?);
+                }
                 Some(("seed", v)) => {
                     seed = v
                         .parse()
@@ -77,7 +86,8 @@ impl std::str::FromStr for NsSpec {
                 _ => {
                     return Err(format!(
                         "unknown namespace option '{opt}' (use size=SIZE,lba=512|4096, \
-                         model=scm|tlc|qlc,seed=N, and for malloc lazy=on or hugepages=on)"
+                         model=scm|tlc|qlc,seed=N, and for malloc lazy=on, hugepages=on or \
+                         numa=NODE)"
                     ));
                 }
             }
@@ -87,6 +97,11 @@ impl std::str::FromStr for NsSpec {
             return Err(format!(
                 "size {size} is not a positive multiple of the LBA size {lba}"
             ));
+        }
+        if kind == NsKind::Null && numa_node.is_some() {
+            return Err(
+                "numa= applies to malloc namespaces only (null ones have no memory)".into(),
+            );
         }
         let backing = match (kind, lazy, huge) {
             (_, false, false) => MallocBacking::Populated,
@@ -116,6 +131,7 @@ impl std::str::FromStr for NsSpec {
             lba,
             backing,
             model,
+            numa_node,
         })
     }
 }
@@ -144,6 +160,7 @@ mod tests {
                 lba: 512,
                 backing: MallocBacking::Populated,
                 model: None,
+                numa_node: None,
             }
         );
         assert_eq!(s.num_blocks(), 8 << 20);
@@ -159,6 +176,23 @@ mod tests {
         assert!("malloc:size=1G,lba=520".parse::<NsSpec>().is_err());
         assert!("malloc:size=1000,lba=512".parse::<NsSpec>().is_err());
         assert!("malloc:size=1G,color=red".parse::<NsSpec>().is_err());
+    }
+
+    #[test]
+    fn a_numa_node_is_a_malloc_option() {
+        let node = |t: &str| t.parse::<NsSpec>().map(|s| s.numa_node);
+        assert_eq!(node("malloc:size=1G,numa=1"), Ok(Some(1)));
+        assert_eq!(node("malloc:size=1G"), Ok(None));
+        assert!(
+            node("malloc:size=1G,numa=one")
+                .unwrap_err()
+                .contains("is a number")
+        );
+        assert!(
+            node("null:size=1G,numa=0")
+                .unwrap_err()
+                .contains("malloc namespaces only")
+        );
     }
 
     #[test]

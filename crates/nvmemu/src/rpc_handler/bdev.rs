@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use nvmemu_bdev::{Bdev, BdevError, BdevErrorKind, BdevKind, MallocBacking};
+use nvmemu_device::NumaTopology;
 use nvmemu_mem::{ByteSize, PROGRESS_INTERVAL, Progress};
 use nvmemu_rpc::methods::bdev::{
     BdevGetIostatParams, BdevInfo, BdevIostat, BdevIostatEntry, BdevMallocCreateParams,
@@ -53,6 +54,8 @@ pub(crate) struct NewBdev {
     uuid: String,
     num_blocks: u64,
     block_size: u32,
+    /// NUMA node a malloc bdev's memory is bound to.
+    numa_node: Option<u32>,
 }
 
 /// What the create methods are asked for, before any check.
@@ -87,8 +90,13 @@ impl Registry {
     }
 
     /// Checks a `bdev_malloc_create` and reserves its name: build the bdev with
-    /// [`NewBdev::build`] (without the handler's lock), then [`Registry::finish`].
-    pub(crate) fn malloc_create(&mut self, p: BdevMallocCreateParams) -> Result<NewBdev, RpcError> {
+    /// [`NewBdev::build`] (without the handler's lock), then [`Registry::finish`]. Its
+    /// memory goes on the `numa_id` node, or `default_node` when that is -1.
+    pub(crate) fn malloc_create(
+        &mut self,
+        p: BdevMallocCreateParams,
+        default_node: Option<u32>,
+    ) -> Result<NewBdev, RpcError> {
         if p.block_size == 0 || !p.block_size.is_multiple_of(512) {
             return Err(RpcError::errno_msg(
                 Errno::EINVAL,
@@ -106,6 +114,7 @@ impl Registry {
                 ));
             }
         };
+        let numa_node = numa_node(p.numa_id, default_node)?;
         let name = match p.name {
             Some(n) => n,
             None => (0u32..)
@@ -113,7 +122,7 @@ impl Registry {
                 .find(|n| !self.taken(n))
                 .ok_or_else(|| RpcError::errno(Errno::ENOSPC))?,
         };
-        self.reserve(CreateRequest {
+        let mut new = self.reserve(CreateRequest {
             kind: NewKind::Malloc(backing),
             name,
             uuid: p.uuid.as_deref(),
@@ -121,7 +130,9 @@ impl Registry {
             block_size: p.block_size,
             md_size: p.md_size,
             dif_type: p.dif_type,
-        })
+        })?;
+        new.numa_node = numa_node;
+        Ok(new)
     }
 
     /// `bdev_null_create`: a null bdev takes no memory, so it is built under the lock.
@@ -159,6 +170,7 @@ impl Registry {
             uuid,
             num_blocks: n.num_blocks,
             block_size: n.block_size,
+            numa_node: None,
         })
     }
 
@@ -368,6 +380,9 @@ impl Registry {
                     }
                     Some(MallocBacking::Populated) | None => {}
                 }
+                if let Some(node) = b.memory().and_then(|m| m.numa_node) {
+                    params["numa_id"] = json!(node);
+                }
                 json!({"method": "bdev_malloc_create", "params": params})
             }
             BdevKind::Null => json!({"method": "bdev_null_create", "params": {
@@ -440,6 +455,7 @@ fn driver_specific(name: &str, e: &BdevEntry) -> serde_json::Map<String, Value> 
                 "lazy": m.backing == MallocBacking::Lazy,
                 "hugepages": m.backing == MallocBacking::HugePages,
                 "page_size": m.page_size,
+                "numa_node": m.numa_node,
                 "resident_bytes": r.map(|r| r.resident_bytes),
                 "transparent_huge_bytes": r.map(|r| r.transparent_huge_bytes),
             }),
@@ -460,6 +476,25 @@ impl NewBdev {
     }
 }
 
+/// The node of a `numa_id` (-1: `default_node`), checked against the machine's nodes.
+fn numa_node(numa_id: i32, default_node: Option<u32>) -> Result<Option<u32>, RpcError> {
+    if numa_id == -1 {
+        return Ok(default_node);
+    }
+    let topology = NumaTopology::read();
+    u32::try_from(numa_id)
+        .map_err(|_| {
+            RpcError::invalid_params(format!(
+                "Invalid parameters: numa_id {numa_id} is neither -1 (any) nor a node: {}",
+                topology.describe()
+            ))
+        })
+        .and_then(|node| match topology.memory_node(node) {
+            Ok(_) => Ok(Some(node)),
+            Err(e) => Err(RpcError::errno_msg(Errno::EINVAL, e.to_string())),
+        })
+}
+
 fn create_malloc(n: &NewBdev, backing: MallocBacking) -> Result<Bdev, BdevError> {
     let started = std::time::Instant::now();
     let progress = |p: Progress| {
@@ -471,7 +506,14 @@ fn create_malloc(n: &NewBdev, backing: MallocBacking) -> Result<Bdev, BdevError>
             p.elapsed.as_secs_f64()
         );
     };
-    let b = Bdev::malloc_with(&n.name, n.block_size, n.num_blocks, backing, &progress)?;
+    let b = Bdev::malloc_on_node(
+        &n.name,
+        n.block_size,
+        n.num_blocks,
+        backing,
+        n.numa_node,
+        &progress,
+    )?;
     let took = started.elapsed();
     if took >= PROGRESS_INTERVAL {
         eprintln!(
@@ -552,7 +594,9 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let malloc = match Request::decode("bdev_malloc_create", Some(params)) {
-            Ok(Request::BdevMallocCreate(p)) => Registry::default().malloc_create(p).map(drop),
+            Ok(Request::BdevMallocCreate(p)) => {
+                Registry::default().malloc_create(p, None).map(drop)
+            }
             other => panic!("{other:?}"),
         };
         [null, malloc].map(|r| r.err().map_or(0, |e| e.code))
