@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use nvmemu_bench::{BenchOptions, BenchResult, RunSummary, render, render_header};
+use nvmemu_device::NumaTopology;
 
 pub use args::BenchArgs;
 use checks::{check_cpus, check_embedded, check_writable, shared_cpus_warning};
@@ -185,6 +186,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         None => run_embedded(&lead, &plan, &stop, false)?.0,
     };
     result.machine.namespace = namespace_of(&lead);
+    result.machine.numa = numa_of(&lead, &result.machine);
     attach_written_options(&mut result, &plan);
     out.write(&(header + &render(&result, format)))?;
     if let Some(path) = &lead.plot {
@@ -225,6 +227,40 @@ fn namespace_of(args: &BenchArgs) -> String {
             )
         }
     }
+}
+
+/// Which NUMA nodes the jobs, the pollers and the in-process namespace's memory are on.
+fn numa_of(args: &BenchArgs, m: &nvmemu_bench::MachineInfo) -> String {
+    let topology = NumaTopology::read();
+    let nodes = |cpus: &mut dyn Iterator<Item = Option<usize>>| {
+        let mut ids: Vec<String> = cpus
+            .map(|c| {
+                c.and_then(|c| topology.node_of_cpu(c))
+                    .map_or("?".into(), |n| n.to_string())
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.join(",")
+    };
+    let mut parts = vec![format!(
+        "jobs on node {}",
+        nodes(&mut m.jobs_cpus.iter().copied())
+    )];
+    if !m.target_cpus.is_empty() {
+        let target = nodes(&mut m.target_cpus.iter().map(|&c| Some(c)));
+        parts.push(format!("target on node {target}"));
+    }
+    let embedded = args.socket.is_none() && args.device.is_none() && args.tcp.tcp.is_none();
+    if embedded && args.ns.kind == crate::ns_spec::NsKind::Malloc {
+        parts.push(
+            match target::namespace_node(&args.ns, &m.target_cpus, &topology) {
+                Ok(Some(n)) => format!("namespace memory bound to node {n}"),
+                _ => "namespace memory where the kernel puts it".into(),
+            },
+        );
+    }
+    format!("{}; machine: {}", parts.join(", "), topology.describe())
 }
 
 /// A job-file run's options as the files wrote them, for the JSON report: `[global]`

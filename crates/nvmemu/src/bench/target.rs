@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use nvmemu_bdev::Bdev;
 use nvmemu_bench::{CoreCounters, TargetProbe, TargetSnapshot};
 use nvmemu_ctrl::{ControllerConfig, LatencyHook, Namespace};
-use nvmemu_device::{Backoff, ControllerSpec, Target, TargetConfig};
+use nvmemu_device::{Backoff, ControllerSpec, NumaTopology, Target, TargetConfig};
 use nvmemu_spec::Nsid;
 
 use crate::ns_spec::{NsKind, NsSpec};
@@ -82,6 +82,19 @@ fn list(cpus: &[usize]) -> String {
         .join(",")
 }
 
+/// The NUMA node of the in-process namespace's memory: `numa=N` of `--ns` (checked against
+/// the machine), else, on a machine with more than one node, the pollers' node.
+pub fn namespace_node(
+    ns: &NsSpec,
+    target_cpus: &[usize],
+    topology: &NumaTopology,
+) -> Result<Option<u32>> {
+    if let Some(node) = ns.numa_node {
+        topology.memory_node(node).context("--ns numa=")?;
+    }
+    Ok(topology.namespace_node(ns.numa_node, target_cpus))
+}
+
 /// A target whose controllers serve one namespace (NSID 1), each on a socket in a
 /// temporary directory, removed with it.
 #[derive(Debug)]
@@ -130,9 +143,10 @@ impl EmbeddedTarget {
         // A malloc namespace is backed before the run (unless lazy=on), so the run never
         // takes a first-touch page fault and reads hit real pages rather than the kernel's
         // shared zero page (which would make cold reads look faster than written data).
+        let node = namespace_node(ns, &placement.target_cpus, &NumaTopology::read())?;
         let bdev = match ns.kind {
             NsKind::Malloc => {
-                Bdev::malloc_with("bench0", ns.lba, ns.num_blocks(), ns.backing, &|_| {})
+                Bdev::malloc_on_node("bench0", ns.lba, ns.num_blocks(), ns.backing, node, &|_| {})
             }
             NsKind::Null => Bdev::null("bench0", ns.lba, ns.num_blocks()),
         }
