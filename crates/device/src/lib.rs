@@ -3,7 +3,8 @@
 //!
 //! Owns: the PCI config space and BAR layout, MSI-X eventfds, the doorbell page, the control
 //! thread that serves each controller's vfio-user socket, and the pinned poller threads that
-//! own the controllers and run their queues. May depend on: spec, mem, vfio-user, bdev, ctrl.
+//! own the controllers and run their queues, placed by core mask and NUMA node (`numa`: the
+//! nodes as sysfs lists them). May depend on: spec, mem, vfio-user, bdev, ctrl.
 //! Must never: touch a controller from a thread other than its poller (control threads send
 //! the poller a closure instead), or make a syscall on the I/O path other than the MSI-X
 //! eventfd write.
