@@ -159,7 +159,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         Some(dir) => run_on_socket(&lead, &plan, dir, &stop)?,
         None if lead.lat_breakdown => {
             let (plain, _) = run_embedded(&lead, &plan, &Arc::clone(&stop), false)?;
-            let (result, sums) = run_embedded(&lead, &plan, &stop, true)?;
+            let (mut result, sums) = run_embedded(&lead, &plan, &stop, true)?;
+            describe_placement(&mut result, &lead);
             let overhead = Some((
                 RunSummary::from_result(&plain).iops,
                 RunSummary::from_result(&result).iops,
@@ -185,8 +186,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         None => run_embedded(&lead, &plan, &stop, false)?.0,
     };
-    result.machine.namespace = namespace_of(&lead);
-    result.machine.numa = numa_of(&lead, &result.machine);
+    describe_placement(&mut result, &lead);
     attach_written_options(&mut result, &plan);
     out.write(&(header + &render(&result, format)))?;
     if let Some(path) = &lead.plot {
@@ -197,6 +197,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .map_err(|e| anyhow!("cannot write the job logs in the current directory ({e})"))?;
     // As fio: the report is printed either way, the exit status says a job failed.
     finish(&result)
+}
+
+/// The report's namespace and NUMA descriptions; an in-process run left what backs its
+/// namespace in `machine.namespace`.
+fn describe_placement(result: &mut BenchResult, args: &BenchArgs) {
+    result.machine.namespace = match std::mem::take(&mut result.machine.namespace) {
+        memory if memory.is_empty() => namespace_of(args),
+        memory => format!("{}, {memory}", namespace_of(args)),
+    };
+    result.machine.numa = numa_of(args, &result.machine);
 }
 
 /// What the run measured, for the report's machine section and the plot.

@@ -100,6 +100,7 @@ pub fn namespace_node(
 #[derive(Debug)]
 pub struct EmbeddedTarget {
     target: Target,
+    bdev: Arc<Bdev>,
     dir: tempfile::TempDir,
     dirs: Vec<PathBuf>,
     pollers: usize,
@@ -154,6 +155,7 @@ impl EmbeddedTarget {
         .context("cannot create the namespace")?;
         bdev.model().set(ns.model.clone());
         let bdev = Arc::new(bdev);
+        let shared = Arc::clone(&bdev);
         let mut dirs = Vec::new();
         let pollers = u32::try_from(placement.target_cpus.len().max(1)).unwrap_or(1);
         // The target puts each new controller on its least loaded poller, the first of
@@ -175,7 +177,7 @@ impl EmbeddedTarget {
                         cntlid: u16::try_from(i + 1).unwrap_or(u16::MAX),
                         ..ControllerConfig::default()
                     },
-                    namespaces: vec![Namespace::new(Nsid(1), Arc::clone(&bdev))],
+                    namespaces: vec![Namespace::new(Nsid(1), Arc::clone(&shared))],
                     admission: nvmemu_device::Admission::default(),
                 })
                 .context("cannot start the in-process controller")?;
@@ -191,6 +193,7 @@ impl EmbeddedTarget {
         }
         Ok(EmbeddedTarget {
             target,
+            bdev,
             dir,
             dirs,
             pollers: usize::try_from(pollers).unwrap_or(1),
@@ -200,6 +203,22 @@ impl EmbeddedTarget {
     /// The poller (index into the target CPUs) serving controller `i` of [`Self::dirs`].
     pub fn poller_of(&self, i: usize) -> usize {
         i % self.pollers
+    }
+
+    /// How much of a malloc namespace's memory is in transparent huge pages now (a buffer
+    /// without them pays a page walk per random read, so runs are compared with it):
+    /// `100 % of 1.0 GiB in transparent huge pages`. None for null namespaces.
+    pub fn memory_line(&self) -> Option<String> {
+        let r = self.bdev.memory()?.residency?;
+        let share = if r.resident_bytes == 0 {
+            0.0
+        } else {
+            100.0 * r.transparent_huge_bytes as f64 / r.resident_bytes as f64
+        };
+        Some(format!(
+            "{share:.0} % of {} in transparent huge pages",
+            nvmemu_mem::ByteSize(r.resident_bytes)
+        ))
     }
 
     /// Number of pollers.

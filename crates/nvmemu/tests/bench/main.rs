@@ -104,6 +104,10 @@ fn the_report_names_the_numa_nodes_and_numa_binds_the_namespace() {
         numa.contains("target on node 0, namespace memory bound to node 0; machine: node 0"),
         "{numa}"
     );
+    // And how much of the namespace is in transparent huge pages (a 16 MiB one: some).
+    let ns = v["machine"]["namespace"].as_str().unwrap();
+    assert!(ns.starts_with("in-process malloc 16"), "{ns}");
+    assert!(ns.contains(" MiB in transparent huge pages"), "{ns}");
     let out = bench(&["--runtime=1", "--ns=malloc:size=16M,numa=999"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
