@@ -123,6 +123,18 @@ impl NumaTopology {
             .map(|n| n.id)
     }
 
+    /// The nodes of `cpus`, ascending and once each (`0,1`; `?` for a CPU of no node).
+    pub fn nodes_of(&self, cpus: &[usize]) -> String {
+        let mut nodes: Vec<Option<u32>> = cpus.iter().map(|&c| self.node_of_cpu(c)).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+            .iter()
+            .map(|n| n.map_or("?".into(), |n| n.to_string()))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Node `id` if it exists and has memory to bind a namespace to.
     pub fn memory_node(&self, id: u32) -> Result<&NumaNode, PlacementError> {
         self.node(id)
@@ -239,6 +251,8 @@ mod tests {
         assert_eq!(ids, [0, 1, 2]);
         assert_eq!(t.node(1).unwrap().cpus, [1, 3]);
         assert_eq!((t.node_of_cpu(2), t.node_of_cpu(3)), (Some(0), Some(1)));
+        assert_eq!(t.nodes_of(&[3, 0, 1, 2]), "0,1");
+        assert_eq!(t.nodes_of(&[9]), "?");
         assert!(!t.node(2).unwrap().has_memory);
         assert_eq!(
             t.describe(),

@@ -188,18 +188,9 @@ pub fn start(args: &ServeArgs, stop: StopHandle, log: Option<LogControl>) -> Res
     })
 }
 
-/// `pollers on CPU 2,3 (NUMA node 1); namespace memory on node 1; machine: node 0 (CPUs
-/// 0-1), node 1 (CPUs 2-3)`.
+/// `pollers on CPU 2-3 (NUMA node 1); namespace memory bound to node 1; machine: node 0
+/// (CPUs 0-1), node 1 (CPUs 2-3)`.
 fn placement_line(topology: &NumaTopology, cores: &[usize], numa_node: Option<u32>) -> String {
-    let mut nodes: Vec<String> = cores
-        .iter()
-        .map(|&c| {
-            topology
-                .node_of_cpu(c)
-                .map_or("?".into(), |n| n.to_string())
-        })
-        .collect();
-    nodes.dedup();
     let memory = match numa_node {
         Some(n) => format!("namespace memory bound to node {n}"),
         None => "namespace memory: the kernel's default policy".into(),
@@ -207,7 +198,7 @@ fn placement_line(topology: &NumaTopology, cores: &[usize], numa_node: Option<u3
     format!(
         "pollers on CPU {} (NUMA node {}); {memory}; machine: {}",
         cpu_ranges(cores),
-        nodes.join(","),
+        topology.nodes_of(cores),
         topology.describe()
     )
 }

@@ -242,24 +242,17 @@ fn namespace_of(args: &BenchArgs) -> String {
 /// Which NUMA nodes the jobs, the pollers and the in-process namespace's memory are on.
 fn numa_of(args: &BenchArgs, m: &nvmemu_bench::MachineInfo) -> String {
     let topology = NumaTopology::read();
-    let nodes = |cpus: &mut dyn Iterator<Item = Option<usize>>| {
-        let mut ids: Vec<String> = cpus
-            .map(|c| {
-                c.and_then(|c| topology.node_of_cpu(c))
-                    .map_or("?".into(), |n| n.to_string())
-            })
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.join(",")
-    };
-    let mut parts = vec![format!(
-        "jobs on node {}",
-        nodes(&mut m.jobs_cpus.iter().copied())
-    )];
+    let pinned: Vec<usize> = m.jobs_cpus.iter().flatten().copied().collect();
+    let mut parts = vec![if pinned.len() < m.jobs_cpus.len() {
+        "jobs not pinned".to_owned()
+    } else {
+        format!("jobs on node {}", topology.nodes_of(&pinned))
+    }];
     if !m.target_cpus.is_empty() {
-        let target = nodes(&mut m.target_cpus.iter().map(|&c| Some(c)));
-        parts.push(format!("target on node {target}"));
+        parts.push(format!(
+            "target on node {}",
+            topology.nodes_of(&m.target_cpus)
+        ));
     }
     let embedded = args.socket.is_none() && args.device.is_none() && args.tcp.tcp.is_none();
     if embedded && args.ns.kind == crate::ns_spec::NsKind::Malloc {
