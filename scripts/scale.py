@@ -6,7 +6,9 @@ For N = 1, 2, 4, ... pairs (up to half the physical cores this process may use),
 runs N busy pollers with N subsystems (one namespace and one vfio-user listener each), and N
 clients read them: one `nvmemu bench --socket` process per subsystem, or one
 `spdk_nvme_perf` process with one core per subsystem. Pair i has its client and its poller on
-two physical cores of their own, next to each other in the same package. Namespaces are
+two physical cores of their own, next to each other in the same NUMA node (so the same
+package); on a machine with more than one node, nvmemu binds pair i's namespace to that node
+and its client process runs on that node's CPUs. Namespaces are
 malloc or null; workloads 512 B randread QD16 and 4 KiB randread QD32 by default. nvmemu's
 `serve` and SPDK's `nvmf_tgt` are measured the same way in the same run, alternating which
 goes first.
@@ -43,12 +45,22 @@ def log(msg):
     print(f"scale: {msg}", file=sys.stderr, flush=True)
 
 
-def physical_cores():
-    """One logical CPU per physical core this process may run on, ordered by package then
-    core, so that neighbours share a package."""
+def node_of(cpu, sysfs="/sys/devices/system"):
+    """The NUMA node of a CPU (its `nodeN` link in sysfs); 0 without NUMA support."""
+    try:
+        links = os.listdir(f"{sysfs}/cpu/cpu{cpu}")
+    except OSError:
+        return 0
+    nodes = [int(n[4:]) for n in links if n.startswith("node") and n[4:].isdigit()]
+    return min(nodes, default=0)
+
+
+def physical_cores(sysfs="/sys/devices/system", cpus=None):
+    """One logical CPU per physical core this process may run on, ordered by NUMA node, then
+    package, then core, so that neighbours share a node; and {cpu: node}."""
     cores = {}
-    for cpu in sorted(os.sched_getaffinity(0)):
-        topo = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+    for cpu in sorted(os.sched_getaffinity(0) if cpus is None else cpus):
+        topo = f"{sysfs}/cpu/cpu{cpu}/topology"
         try:
             with open(f"{topo}/physical_package_id") as f:
                 pkg = int(f.read())
@@ -56,13 +68,25 @@ def physical_cores():
                 core = int(f.read())
         except (OSError, ValueError):
             pkg, core = 0, cpu
-        cores.setdefault((pkg, core), cpu)
-    return [cores[k] for k in sorted(cores)]
+        cores.setdefault((node_of(cpu, sysfs), pkg, core), cpu)
+    keys = sorted(cores)
+    return [cores[k] for k in keys], {cores[k]: k[0] for k in keys}
 
 
-def placement(cores, n):
-    """(client CPUs, poller CPUs) of n pairs: pair i on cores 2i and 2i+1."""
-    return [cores[2 * i] for i in range(n)], [cores[2 * i + 1] for i in range(n)]
+def pairs_of(cores, nodes):
+    """Every (client, poller, node) pair the cores give: two neighbouring cores of one node
+    (a node's odd core out stays unused, so no pair spans two nodes)."""
+    by_node = {}
+    for c in cores:
+        by_node.setdefault(nodes.get(c, 0), []).append(c)
+    return [(cs[2 * i], cs[2 * i + 1], node) for node, cs in sorted(by_node.items())
+            for i in range(len(cs) // 2)]
+
+
+def placement(pairs, n):
+    """(client CPUs, poller CPUs, nodes) of the first n pairs."""
+    chosen = pairs[:n]
+    return [c for c, _, _ in chosen], [p for _, p, _ in chosen], [nd for _, _, nd in chosen]
 
 
 def mask(cpus):
@@ -80,8 +104,11 @@ def run(cmd, timeout):
 class Target:
     """One target with n subsystems on n pollers, configured over JSON-RPC."""
 
-    def __init__(self, kind, a, work, pollers, ns):
+    def __init__(self, kind, a, work, pollers, ns, nodes):
         self.kind, self.a, self.ns, self.n = kind, a, ns, len(pollers)
+        # nvmemu binds each namespace to its pair's node (SPDK's rpc.py has no numa-id: its
+        # malloc bdevs come from the hugepages of nvmf_tgt's own node).
+        self.nodes = nodes if kind == "nvmemu" and a.many_nodes else [None] * self.n
         self.sock = os.path.join(work, kind + ".sock")
         self.dirs = [os.path.join(work, f"{kind}-vfu{i}") for i in range(self.n)]
         if kind == "spdk":
@@ -109,7 +136,8 @@ class Target:
                 if self.ns == "null":
                     self.rpc("bdev_null_create", bdev, str(self.a.ns_mib), "512")
                 else:
-                    self.rpc("bdev_malloc_create", str(self.a.ns_mib), "512", "-b", bdev)
+                    node = [] if self.nodes[i] is None else ["-n", str(self.nodes[i])]
+                    self.rpc("bdev_malloc_create", str(self.a.ns_mib), "512", "-b", bdev, *node)
                 self.rpc("nvmf_create_subsystem", NQN.format(i), "-a", "-s", f"SCALE{i:02}")
                 self.rpc("nvmf_subsystem_add_ns", NQN.format(i), bdev)
                 os.makedirs(d, exist_ok=True)
@@ -126,6 +154,15 @@ class Target:
             shutil.rmtree(d, ignore_errors=True)
 
 
+def node_cpus(a, cpu):
+    """The CPUs a client process may use: those of its CPU's node when there are several
+    (its buffers then come from that node), else every CPU."""
+    if not a.many_nodes:
+        return None
+    node = a.nodes.get(cpu, 0)
+    return {c for c in os.sched_getaffinity(0) if node_of(c) == node}
+
+
 def own_clients(a, target, clients, bs, qd):
     """One `nvmemu bench --socket` per subsystem, all at once; the IOPS of each."""
     procs = []
@@ -133,8 +170,10 @@ def own_clients(a, target, clients, bs, qd):
         cmd = [a.nvmemu, "bench", "--socket", d, "--rw=randread", f"--bs={bs}",
                f"--iodepth={qd}", f"--runtime={a.runtime}", "--time_based", "--ramp_time=1",
                f"--cpus_allowed={cpu}", "--output-format=json", "--eta=never"]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
+        allowed = node_cpus(a, cpu)
+        procs.append(subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=None if allowed is None else lambda: os.sched_setaffinity(0, allowed)))
     out = []
     for p in procs:
         stdout, stderr = p.communicate(timeout=a.runtime + 120)
@@ -167,7 +206,7 @@ def spdk_clients(a, target, clients, bs, qd):
     return [per_dir.get(d, per_dir.get(d + "/cntrl", 0.0)) for d in target.dirs]
 
 
-def measure(a, cores):
+def measure(a, pairs):
     """Every case; a list of dicts (target, client, ns, workload, pairs, rep, per_pair)."""
     rows = []
     clients_of = {"nvmemu bench": own_clients, "spdk_nvme_perf": spdk_clients}
@@ -177,17 +216,17 @@ def measure(a, cores):
         for rep in range(a.reps):
             for ns in a.ns:
                 for n in a.pairs:
-                    cpus, pollers = placement(cores, n)
+                    cpus, pollers, nodes = placement(pairs, n)
                     order = targets if (rep + n) % 2 == 0 else targets[::-1]
                     for kind in order:
-                        with Target(kind, a, work, pollers, ns) as t:
+                        with Target(kind, a, work, pollers, ns, nodes) as t:
                             for client in clients:
                                 for bs, qd in a.workloads:
                                     per_pair = clients_of[client](a, t, cpus, bs, qd)
                                     rows.append(dict(target=kind, client=client, ns=ns,
                                                      bs=bs, qd=qd, pairs=n, rep=rep,
-                                                     per_pair=per_pair,
-                                                     clients=cpus, pollers=pollers))
+                                                     per_pair=per_pair, clients=cpus,
+                                                     pollers=pollers, nodes=nodes))
                                     log(f"rep {rep + 1} {kind:6} {client:14} {ns:6} {bs:>4} B "
                                         f"QD{qd:<3} {n} pair(s): {sum(per_pair) / 1e6:.3f} M "
                                         "IOPS")
@@ -243,17 +282,20 @@ def parse_args(argv=None):
 
 def main():
     a = parse_args()
-    cores = physical_cores()
-    most = len(cores) // 2
+    cores, a.nodes = physical_cores()
+    a.many_nodes = len(set(a.nodes.values())) > 1
+    pairs = pairs_of(cores, a.nodes)
+    most = len(pairs)
     if most < 1:
-        sys.exit(f"scale: needs two physical cores (a client and a poller), has {len(cores)}")
+        sys.exit(f"scale: needs two physical cores of one NUMA node (a client and a poller), "
+                 f"has {cores}")
     if a.pairs:
         a.pairs = [int(x) for x in a.pairs.split(",")]
     else:
         a.pairs = sorted({1 << i for i in range(most.bit_length()) if 1 << i <= most} | {most})
     if max(a.pairs) > most:
-        sys.exit(f"scale: {max(a.pairs)} pairs need {2 * max(a.pairs)} physical cores; "
-                 f"this process may use {len(cores)} ({cores})")
+        sys.exit(f"scale: {max(a.pairs)} pairs need {2 * max(a.pairs)} physical cores, two "
+                 f"per NUMA node; this process may use {len(cores)} ({cores}), {most} pairs")
     if a.peers:
         # Hugepages for nvmf_tgt's malloc bdevs and spdk_nvme_perf's -s, at the most pairs.
         mib = max(2048, max(a.pairs) * (a.ns_mib + 256) + 1024)
@@ -261,16 +303,18 @@ def main():
         a.huge_dir = run(setup, 600).strip().splitlines()[-1]
     log(f"physical cores {cores}; pairs {a.pairs}; "
         f"{'with' if a.peers else 'without'} SPDK's tools")
-    rows = measure(a, cores)
+    for i, (c, p, node) in enumerate(pairs[:max(a.pairs)]):
+        log(f"pair {i}: client CPU {c}, poller CPU {p}, NUMA node {node}")
+    rows = measure(a, pairs)
     table = summarize(rows)
-    text = markdown(table, a, cores)
+    text = markdown(table, a, cores, pairs[:max(a.pairs)])
     if a.md:
         with open(a.md, "w") as f:
             f.write(text)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(dict(cores=cores, runtime_s=a.runtime, reps=a.reps, runs=rows,
-                           summary=table), f, indent=1)
+            json.dump(dict(cores=cores, pairs=pairs[:max(a.pairs)], runtime_s=a.runtime,
+                           reps=a.reps, runs=rows, summary=table), f, indent=1)
     if a.plot:
         with open(a.plot, "w") as f:
             f.write(svg(table))

@@ -4,6 +4,8 @@
 placement of many pairs, spdk_nvme_perf's per-subsystem lines, the summary's efficiency and
 ratio, the table and the plot. Run: python3 scripts/test_scale.py (.ci/run does)."""
 
+import os
+import tempfile
 import types
 import unittest
 import xml.dom.minidom
@@ -29,10 +31,38 @@ def row(target, pairs, per_pair, client="nvmemu bench"):
                 per_pair=per_pair)
 
 
+def fake_sysfs(root, cpus):
+    """cpus: {cpu: (node, package, core)} as sysfs lays them out."""
+    for cpu, (node, pkg, core) in cpus.items():
+        d = os.path.join(root, "cpu", f"cpu{cpu}")
+        os.makedirs(os.path.join(d, "topology"))
+        os.makedirs(os.path.join(d, f"node{node}"))
+        for name, value in (("physical_package_id", pkg), ("core_id", core)):
+            with open(os.path.join(d, "topology", name), "w") as f:
+                f.write(f"{value}\n")
+
+
 class Placement(unittest.TestCase):
     def test_pairs_take_neighbouring_cores(self):
-        self.assertEqual(scale.placement([0, 2, 4, 6, 8, 10], 2), ([0, 4], [2, 6]))
-        self.assertEqual(scale.placement([0, 1], 1), ([0], [1]))
+        pairs = scale.pairs_of([0, 2, 4, 6, 8, 10], {})
+        self.assertEqual(scale.placement(pairs, 2), ([0, 4], [2, 6], [0, 0]))
+        self.assertEqual(scale.placement(scale.pairs_of([0, 1], {}), 1), ([0], [1], [0]))
+
+    def test_two_nodes_pairs_never_span_a_node(self):
+        # Node 0: CPUs 0, 2, 4 (three cores; 6 is 0's SMT sibling), node 1: CPUs 1, 3, 5, 7.
+        cpus = {0: (0, 0, 0), 2: (0, 0, 1), 4: (0, 0, 2), 6: (0, 0, 0),
+                1: (1, 1, 0), 3: (1, 1, 1), 5: (1, 1, 2), 7: (1, 1, 3)}
+        with tempfile.TemporaryDirectory() as root:
+            fake_sysfs(root, cpus)
+            cores, nodes = scale.physical_cores(sysfs=root, cpus=cpus)
+            self.assertEqual(scale.node_of(3, root), 1)
+        self.assertEqual(cores, [0, 2, 4, 1, 3, 5, 7])
+        pairs = scale.pairs_of(cores, nodes)
+        self.assertEqual(pairs, [(0, 2, 0), (1, 3, 1), (5, 7, 1)])
+        self.assertEqual(scale.placement(pairs, 3), ([0, 1, 5], [2, 3, 7], [0, 1, 1]))
+        table = scale.summarize([row("nvmemu", 1, [4e6])])
+        a = types.SimpleNamespace(peers=None, runtime=4, reps=1, ns_mib=256)
+        self.assertIn("0 / 2 node 0, 1 / 3 node 1", markdown(table, a, cores, pairs[:2]))
 
     def test_mask(self):
         self.assertEqual(scale.mask([1, 3]), "0xa")

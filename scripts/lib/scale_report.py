@@ -26,14 +26,15 @@ def eff(v):
     return "–" if v is None else f"{v:.2f}"
 
 
-def markdown(table, a, cores):
+def markdown(table, a, cores, pairs=()):
     targets = ["nvmemu"] + (["spdk"] if a.peers else [])
     names = {"nvmemu": "nvmemu serve", "spdk": "SPDK nvmf_tgt"}
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
         f"Machine: {cpu_model()}, {len(cores)} physical cores usable ({', '.join(map(str, cores))}); "
-        f"load average {load} at the end. Pair i: client on CPU {{2i}}, poller on CPU {{2i+1}} of "
-        "that list (neighbours in one package). "
+        f"load average {load} at the end. Pairs (client CPU / poller CPU, NUMA node): "
+        + ", ".join(f"{c} / {p} node {nd}" for c, p, nd in pairs)
+        + " (neighbours in one node). "
         f"{a.runtime} s runs after a 1 s ramp (nvmemu bench), medians of {a.reps}; "
         f"{a.ns_mib} MiB namespace per subsystem, 512 B blocks; random reads.",
         "",
@@ -63,8 +64,8 @@ def markdown(table, a, cores):
               "the clients and the pollers):", "", "```sh",
               "nvmemu serve -m MASK($P) --busy-poll -r SOCK     # or: nvmf_tgt -m MASK($P) -r SOCK "
               "--huge-dir HUGE --disable-cpumask-locks",
-              f"rpc.py -s SOCK bdev_malloc_create {a.ns_mib} 512 -b Bi   # or: bdev_null_create Bi "
-              f"{a.ns_mib} 512",
+              f"rpc.py -s SOCK bdev_malloc_create {a.ns_mib} 512 -b Bi [-n NODEi]   # or: "
+              f"bdev_null_create Bi {a.ns_mib} 512; -n (nvmemu, more than one node): pair i's node",
               "rpc.py -s SOCK nvmf_create_subsystem nqn.2016-06.io.spdk:cnodei -a; "
               "rpc.py -s SOCK nvmf_subsystem_add_ns ... Bi; ... add_listener ... -a $Di",
               f"nvmemu bench --socket $Di --rw=randread --bs=BS --iodepth=QD --runtime={a.runtime} "

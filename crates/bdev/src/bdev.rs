@@ -97,8 +97,21 @@ impl Bdev {
         backing: MallocBacking,
         progress: &dyn Fn(Progress),
     ) -> Result<Bdev, BdevError> {
+        Self::malloc_on_node(name, block_size, num_blocks, backing, None, progress)
+    }
+
+    /// [`Bdev::malloc_with`] with its memory bound to NUMA node `numa_node` (`None`: the
+    /// kernel's default policy, usually the node of the CPU that faults a page in).
+    pub fn malloc_on_node(
+        name: &str,
+        block_size: u32,
+        num_blocks: u64,
+        backing: MallocBacking,
+        numa_node: Option<u32>,
+        progress: &dyn Fn(Progress),
+    ) -> Result<Bdev, BdevError> {
         let size = geometry(block_size, num_blocks)?;
-        let storage = Storage::new(size, backing, progress)?;
+        let storage = Storage::new(size, backing, numa_node, progress)?;
         Ok(Bdev::new(
             name,
             BdevKind::Malloc,

@@ -38,6 +38,8 @@ pub struct MemoryReport {
     /// Bytes resident and in transparent huge pages; `None` when `/proc/self/smaps` could
     /// not be read.
     pub residency: Option<Residency>,
+    /// The NUMA node its pages are bound to; `None`: the kernel's default policy.
+    pub numa_node: Option<u32>,
 }
 
 /// A malloc bdev's memory and how it was made.
@@ -45,22 +47,28 @@ pub struct MemoryReport {
 pub(crate) struct Storage {
     pub(crate) mem: MmapRegion,
     backing: MallocBacking,
+    numa_node: Option<u32>,
 }
 
 impl Storage {
-    /// `size` bytes backed as asked; `progress` hears about a long population.
+    /// `size` bytes backed as asked, bound to NUMA node `numa_node` when given (before any
+    /// page is faulted in); `progress` hears about a long population.
     pub(crate) fn new(
         size: u64,
         backing: MallocBacking,
+        numa_node: Option<u32>,
         progress: &dyn Fn(Progress),
     ) -> Result<Storage, BdevError> {
         let mem = match backing {
-            MallocBacking::Lazy => MmapRegion::anonymous(size),
+            MallocBacking::Lazy => MmapRegion::anonymous(size).and_then(|m| {
+                numa_node.map_or(Ok(()), |n| m.bind_to_node(n))?;
+                Ok(m)
+            }),
             MallocBacking::Populated => {
-                MmapRegion::anonymous_populated(size, PageKind::Base, progress)
+                MmapRegion::anonymous_populated(size, PageKind::Base, numa_node, progress)
             }
             MallocBacking::HugePages => {
-                MmapRegion::anonymous_populated(size, PageKind::HugeTlb, progress)
+                MmapRegion::anonymous_populated(size, PageKind::HugeTlb, numa_node, progress)
             }
         }
         .map_err(|source| {
@@ -72,7 +80,11 @@ impl Storage {
                 _ => BdevError::Map { size, source },
             }
         })?;
-        Ok(Storage { mem, backing })
+        Ok(Storage {
+            mem,
+            backing,
+            numa_node,
+        })
     }
 
     /// Make `[offset, offset + len)` read as zeroes (range checked by the caller). A lazy
@@ -106,6 +118,7 @@ impl Storage {
             backing: self.backing,
             page_size: self.mem.page_size(),
             residency: self.mem.residency().ok(),
+            numa_node: self.numa_node,
         }
     }
 }
@@ -121,7 +134,7 @@ mod tests {
     #[test]
     fn populated_storage_stays_resident_through_zeroing() {
         let size = 32 << 20;
-        let s = Storage::new(size, MallocBacking::Populated, &|_| {}).unwrap();
+        let s = Storage::new(size, MallocBacking::Populated, None, &|_| {}).unwrap();
         assert!(resident(&s) >= size);
         s.mem.fill(0, size, 0x5a).unwrap();
         s.zero(BdevOp::Deallocate, 4096, 16 << 20, true).unwrap();
@@ -138,7 +151,7 @@ mod tests {
     #[test]
     fn lazy_storage_is_sparse_and_discards() {
         let size = 32 << 20;
-        let s = Storage::new(size, MallocBacking::Lazy, &|_| {}).unwrap();
+        let s = Storage::new(size, MallocBacking::Lazy, None, &|_| {}).unwrap();
         assert!(resident(&s) < size / 8);
         s.mem.fill(0, size, 1).unwrap();
         assert!(resident(&s) >= size);
@@ -148,13 +161,27 @@ mod tests {
     }
 
     #[test]
+    fn storage_bound_to_a_node_says_so_and_keeps_its_pages_there() {
+        for backing in [MallocBacking::Populated, MallocBacking::Lazy] {
+            let s = Storage::new(4 << 20, backing, Some(0), &|_| {}).unwrap();
+            s.mem.fill(0, 4 << 20, 7).unwrap();
+            assert_eq!(s.report().numa_node, Some(0));
+            if let Some(m) = s.mem.numa_maps().unwrap() {
+                assert_eq!(m.policy, "bind:0", "{backing:?}");
+            }
+        }
+        let s = Storage::new(4 << 20, MallocBacking::Populated, None, &|_| {}).unwrap();
+        assert_eq!(s.report().numa_node, None);
+    }
+
+    #[test]
     fn unbackable_sizes_name_the_memory_not_the_geometry() {
         // More than any machine has: refused by the MemAvailable check.
-        let e = Storage::new(1 << 50, MallocBacking::Populated, &|_| {}).unwrap_err();
+        let e = Storage::new(1 << 50, MallocBacking::Populated, None, &|_| {}).unwrap_err();
         assert!(matches!(e, BdevError::NoMemory { .. }), "{e:?}");
         assert!(e.to_string().contains("1024.0 TiB"), "{e}");
         // Beyond the address space even lazily: the mmap fails.
-        let e = Storage::new(1 << 62, MallocBacking::Lazy, &|_| {}).unwrap_err();
+        let e = Storage::new(1 << 62, MallocBacking::Lazy, None, &|_| {}).unwrap_err();
         assert!(matches!(e, BdevError::Map { .. }), "{e:?}");
         assert!(e.to_string().starts_with("cannot map"), "{e}");
     }

@@ -175,6 +175,9 @@ pub struct MachineInfo {
     pub target_cpus: Vec<usize>,
     /// What was measured, as the caller describes it (`malloc 1 GiB, 512 B LBA`).
     pub namespace: String,
+    /// NUMA placement, as the caller describes it (`jobs on node 0, target on node 0,
+    /// namespace memory bound to node 0; 1 node`); empty when not known.
+    pub numa: String,
 }
 
 /// A finished run; every report is a pure function of this.

@@ -28,17 +28,7 @@ pub fn parse_core_mask(mask: &str) -> Result<Vec<usize>, CoreMaskError> {
     let text = mask.trim();
     let mut cores = Vec::new();
     if let Some(list) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
-        for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (lo, hi) = match part.split_once('-') {
-                Some((a, b)) => (a.trim().parse::<usize>(), b.trim().parse::<usize>()),
-                None => (part.parse::<usize>(), part.parse::<usize>()),
-            };
-            let (lo, hi) = (lo.map_err(|_| syntax())?, hi.map_err(|_| syntax())?);
-            if lo > hi || hi >= 1024 {
-                return Err(syntax());
-            }
-            cores.extend(lo..=hi);
-        }
+        cores = parse_cpu_list(list).ok_or_else(syntax)?;
     } else {
         let hex = text
             .strip_prefix("0x")
@@ -66,6 +56,24 @@ pub fn parse_core_mask(mask: &str) -> Result<Vec<usize>, CoreMaskError> {
         });
     }
     Ok(cores)
+}
+
+/// A kernel-style CPU list (`0-3,8,10-11`, as in sysfs `cpulist` files) in the order
+/// written; `None` when it is not one (or names a CPU from 1024 up). Empty text is empty.
+pub fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<usize>(), b.trim().parse::<usize>()),
+            None => (part.parse::<usize>(), part.parse::<usize>()),
+        };
+        let (lo, hi) = (lo.ok()?, hi.ok()?);
+        if lo > hi || hi >= 1024 {
+            return None;
+        }
+        cpus.extend(lo..=hi);
+    }
+    Some(cpus)
 }
 
 /// Pin the calling thread to one CPU.

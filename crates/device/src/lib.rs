@@ -3,7 +3,8 @@
 //!
 //! Owns: the PCI config space and BAR layout, MSI-X eventfds, the doorbell page, the control
 //! thread that serves each controller's vfio-user socket, and the pinned poller threads that
-//! own the controllers and run their queues. May depend on: spec, mem, vfio-user, bdev, ctrl.
+//! own the controllers and run their queues, placed by core mask and NUMA node (`numa`: the
+//! nodes as sysfs lists them). May depend on: spec, mem, vfio-user, bdev, ctrl.
 //! Must never: touch a controller from a thread other than its poller (control threads send
 //! the poller a closure instead), or make a syscall on the I/O path other than the MSI-X
 //! eventfd write.
@@ -17,6 +18,7 @@ mod function;
 mod idle;
 pub mod irq;
 pub mod mailbox;
+pub mod numa;
 pub mod pci;
 pub mod poller;
 pub mod regions;
@@ -24,9 +26,10 @@ mod resync;
 mod target;
 
 pub use admission::Admission;
-pub use affinity::{CoreMaskError, parse_core_mask};
+pub use affinity::{CoreMaskError, parse_core_mask, parse_cpu_list};
 pub use budget::ClientBudget;
 pub use mailbox::CALL_TIMEOUT;
+pub use numa::{NumaNode, NumaTopology, PlacementError};
 pub use nvmemu_vfio_user::Deadlines;
 pub use poller::{Backoff, PollerStatsSnapshot};
 pub use target::{ControllerSpec, Target, TargetConfig, TargetError, socket_path};

@@ -64,11 +64,15 @@ impl MmapRegion {
     /// (`NotEnoughMemory` against `MemAvailable` less [`MEMORY_HEADROOM`], `NoHugePages`
     /// against the free pool), and with `Populate` when the kernel runs out on the way.
     ///
+    /// With `node`, the mapping is bound to that NUMA node before any page is faulted in
+    /// ([`MmapRegion::bind_to_node`]), so every page comes from it.
+    ///
     /// Several threads populate chunks in parallel; `progress` is called on the calling
     /// thread every [`PROGRESS_INTERVAL`] until done (never for a quick one).
     pub fn anonymous_populated(
         len: u64,
         pages: PageKind,
+        node: Option<u32>,
         progress: &dyn Fn(Progress),
     ) -> Result<MmapRegion, MemError> {
         let info = MemInfo::read();
@@ -89,6 +93,9 @@ impl MmapRegion {
             }
             PageKind::HugeTlb => map_hugetlb(len, info)?,
         };
+        if let Some(node) = node {
+            region.bind_to_node(node)?;
+        }
         populate(&region, progress)?;
         Ok(region)
     }
@@ -283,7 +290,7 @@ mod tests {
     fn populated_memory_is_resident_and_zero() {
         let len = 96 << 20;
         let calls = Cell::new(0);
-        let m = MmapRegion::anonymous_populated(len, PageKind::Base, &|_| {
+        let m = MmapRegion::anonymous_populated(len, PageKind::Base, None, &|_| {
             calls.set(calls.get() + 1);
         })
         .unwrap();
@@ -300,10 +307,27 @@ mod tests {
     }
 
     #[test]
+    fn populated_memory_bound_to_a_node_is_all_on_that_node() {
+        let len = 8 << 20;
+        let m = MmapRegion::anonymous_populated(len, PageKind::Base, Some(0), &|_| {}).unwrap();
+        let Some(maps) = m.numa_maps().unwrap() else {
+            eprintln!("no /proc/self/numa_maps on this kernel: nothing to check");
+            return;
+        };
+        assert_eq!(maps.policy, "bind:0");
+        assert!(maps.pages_per_node.iter().all(|(n, _)| *n == 0), "{maps:?}");
+        let unbound = MmapRegion::anonymous_populated(len, PageKind::Base, None, &|_| {}).unwrap();
+        assert_eq!(unbound.numa_maps().unwrap().unwrap().policy, "default");
+        // A node the machine lacks fails before any page is faulted in.
+        let e = MmapRegion::anonymous_populated(len, PageKind::Base, Some(1000), &|_| {});
+        assert!(matches!(e, Err(MemError::Os { op: "mbind", .. })), "{e:?}");
+    }
+
+    #[test]
     fn more_than_available_is_refused_before_mapping() {
         let info = MemInfo::read().unwrap();
         let asked = info.available + (1 << 30);
-        let e = MmapRegion::anonymous_populated(asked, PageKind::Base, &|_| {}).unwrap_err();
+        let e = MmapRegion::anonymous_populated(asked, PageKind::Base, None, &|_| {}).unwrap_err();
         assert!(
             matches!(e, MemError::NotEnoughMemory { asked: a, .. } if a.0 == asked),
             "{e:?}"
@@ -315,7 +339,7 @@ mod tests {
     #[test]
     fn hugetlb_pages_are_used_or_refused_with_the_pool_figures() {
         let len = 4 << 20;
-        match MmapRegion::anonymous_populated(len, PageKind::HugeTlb, &|_| {}) {
+        match MmapRegion::anonymous_populated(len, PageKind::HugeTlb, None, &|_| {}) {
             Ok(m) => {
                 assert_eq!(m.page_size(), MemInfo::read().unwrap().huge_page_size);
                 assert!(m.residency().unwrap().resident_bytes >= len);
@@ -347,7 +371,7 @@ mod tests {
     #[test]
     fn progress_is_reported_only_for_long_populations() {
         let seen = Cell::new(None);
-        let m = MmapRegion::anonymous_populated(CHUNK as u64 + 4096, PageKind::Base, &|p| {
+        let m = MmapRegion::anonymous_populated(CHUNK as u64 + 4096, PageKind::Base, None, &|p| {
             seen.set(Some(p));
         })
         .unwrap();

@@ -3,7 +3,8 @@
 //!
 //! Owns: mappings of file descriptors shared with another process (client RAM, the doorbell
 //! page, DMA buffers), anonymous mappings (the malloc namespace: lazy, or populated up front after a check against
-//! `/proc/meminfo`, with its residency read from `/proc/self/smaps`), bounds-checked raw-pointer access
+//! `/proc/meminfo`, with its residency read from `/proc/self/smaps`, bound to a NUMA node
+//! with `mbind` where asked), bounds-checked raw-pointer access
 //! to them (copies and atomics), and the table that turns a client's IOVA into a place in one of those mappings.
 //! Also the Linux VFIO ioctls a userspace driver on a PCI function needs (`vfio`), since an
 //! ioctl that passes a pointer is `unsafe`, the TSC clock (`clock`), since `rdtsc` is an
@@ -31,6 +32,7 @@ mod guest;
 mod memfd;
 mod meminfo;
 mod mmap;
+mod numa;
 mod region_table;
 pub mod uring;
 pub mod vfio;
@@ -42,3 +44,4 @@ pub use guest::{Access, DmaBacking, DmaError, DmaRegion, GuestMemory, Iova};
 pub use memfd::{create_memfd, page_size_of};
 pub use meminfo::{ByteSize, MemInfo, Residency};
 pub use mmap::{MemError, MmapRegion, Protection};
+pub use numa::{MAX_NUMA_NODES, NumaMaps};

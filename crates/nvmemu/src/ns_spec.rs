@@ -2,7 +2,8 @@
 //! `--ns` values: `malloc:size=4G,lba=512`, `malloc:size=64G,lazy=on`,
 //! `malloc:size=4G,hugepages=on`, `null:size=1T,lba=4096`, `malloc:size=1G,model=tlc,seed=7`,
 //! `file:path=/var/lib/disk.img,lba=512` (an existing file or block device; its size is
-//! the namespace's).
+//! the namespace's),
+//! `malloc:size=4G,numa=1`.
 
 use std::path::PathBuf;
 
@@ -38,6 +39,8 @@ pub struct NsSpec {
     pub model: Option<ModelConfig>,
     /// The file of a `file` namespace.
     pub path: Option<PathBuf>,
+    /// The NUMA node a malloc namespace's memory is bound to (`numa=N`).
+    pub numa_node: Option<u32>,
 }
 
 impl NsSpec {
@@ -66,6 +69,7 @@ impl std::str::FromStr for NsSpec {
         let (mut lazy, mut huge) = (false, false);
         let (mut model, mut seed) = (None, 0u64);
         let mut path = None;
+        let mut numa_node = None;
         for opt in opts.split(',').filter(|o| !o.is_empty()) {
             match opt.split_once('=') {
                 Some(("size", v)) => size = Some(parse_size(v)?),
@@ -80,6 +84,11 @@ impl std::str::FromStr for NsSpec {
                 Some(("hugepages", v)) => huge = on_off("hugepages", v)?,
                 Some(("model", v)) => model = Some(v),
                 Some(("path", v)) if kind == NsKind::File => path = Some(PathBuf::from(v)),
+                Some(("numa", v)) => {
+                    numa_node = Some(v.parse().map_err(|_| {
+                        format!("numa={v}: the NUMA node is a number (see lscpu or numactl -H)")
+                    })?);
+                }
                 Some(("seed", v)) => {
                     seed = v
                         .parse()
@@ -88,8 +97,8 @@ impl std::str::FromStr for NsSpec {
                 _ => {
                     return Err(format!(
                         "unknown namespace option '{opt}' (use size=SIZE,lba=512|4096, \
-                         model=scm|tlc|qlc,seed=N, for malloc lazy=on or hugepages=on, for \
-                         file path=FILE instead of size)"
+                         model=scm|tlc|qlc,seed=N, for malloc lazy=on, hugepages=on or \
+                         numa=NODE, for file path=FILE instead of size)"
                     ));
                 }
             }
@@ -106,6 +115,13 @@ impl std::str::FromStr for NsSpec {
             return Err(format!(
                 "size {size} is not a positive multiple of the LBA size {lba}"
             ));
+        }
+        if kind != NsKind::Malloc && numa_node.is_some() {
+            return Err(
+                "numa= applies to malloc namespaces only (null and file ones have no memory \
+                 of their own)"
+                    .into(),
+            );
         }
         let backing = match (kind, lazy, huge) {
             (_, false, false) => MallocBacking::Populated,
@@ -136,6 +152,7 @@ impl std::str::FromStr for NsSpec {
             backing,
             model,
             path,
+            numa_node,
         })
     }
 }
@@ -179,6 +196,7 @@ mod tests {
                 backing: MallocBacking::Populated,
                 model: None,
                 path: None,
+                numa_node: None,
             }
         );
         assert_eq!(s.num_blocks(), 8 << 20);
@@ -194,6 +212,23 @@ mod tests {
         assert!("malloc:size=1G,lba=520".parse::<NsSpec>().is_err());
         assert!("malloc:size=1000,lba=512".parse::<NsSpec>().is_err());
         assert!("malloc:size=1G,color=red".parse::<NsSpec>().is_err());
+    }
+
+    #[test]
+    fn a_numa_node_is_a_malloc_option() {
+        let node = |t: &str| t.parse::<NsSpec>().map(|s| s.numa_node);
+        assert_eq!(node("malloc:size=1G,numa=1"), Ok(Some(1)));
+        assert_eq!(node("malloc:size=1G"), Ok(None));
+        assert!(
+            node("malloc:size=1G,numa=one")
+                .unwrap_err()
+                .contains("is a number")
+        );
+        assert!(
+            node("null:size=1G,numa=0")
+                .unwrap_err()
+                .contains("malloc namespaces only")
+        );
     }
 
     #[test]

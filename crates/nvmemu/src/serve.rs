@@ -12,7 +12,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use nvmemu_bdev::MallocBacking;
 use nvmemu_bdev::model::ModelConfig;
-use nvmemu_device::{Backoff, ClientBudget, Target, TargetConfig, parse_core_mask};
+use nvmemu_device::numa::cpu_ranges;
+use nvmemu_device::{Backoff, ClientBudget, NumaTopology, Target, TargetConfig};
 use nvmemu_mem::ByteSize;
 use nvmemu_rpc::methods::bdev::{
     BdevGetBdevsParams, BdevInfo, BdevMallocCreateParams, BdevNullCreateParams,
@@ -67,8 +68,15 @@ pub struct ServeArgs {
     #[arg(long = "tcp", value_name = "ADDR", value_parser = parse_tcp_addr)]
     pub tcp: Option<std::net::SocketAddr>,
     /// Core mask for pollers, SPDK style: `0x2` or `[0,2-3]`; one poller per core.
-    #[arg(short = 'm', long = "cpumask", default_value = "0x1")]
-    pub cpumask: String,
+    /// Default: `0x1`, or with `--numa-node` the node's first CPU.
+    #[arg(short = 'm', long = "cpumask")]
+    pub cpumask: Option<String>,
+    /// Keep the pollers and the namespaces' memory on this NUMA node: the cores of `-m`
+    /// must be on it, and every malloc namespace's memory is bound to it (an `--ns` with
+    /// `numa=N`, or an RPC's `numa_id`, picks another). Without it, on a machine with more
+    /// than one node, namespaces follow the pollers when they all sit on one node.
+    #[arg(long = "numa-node", value_name = "N")]
+    pub numa_node: Option<u32>,
     /// Busy-poll even when idle (lowest latency; burns the cores of the mask).
     #[arg(long)]
     pub busy_poll: bool,
@@ -127,6 +135,8 @@ pub struct Served {
     pub target: Arc<Target>,
     /// The handler every configuration goes through.
     pub handler: Arc<NvmemuHandler>,
+    /// Where the pollers and the namespaces' memory went, for the start-up log.
+    pub placement: String,
 }
 
 /// Start a target, apply the command line's controllers and the `--json` file; `stop` is
@@ -134,7 +144,10 @@ pub struct Served {
 pub fn start(args: &ServeArgs, stop: StopHandle, log: Option<LogControl>) -> Result<Served> {
     // The TCP transport may come later, by RPC; the limit is raised for it now.
     crate::fd_limit::raise_for(nvmemu_tcp::TcpOptions::default().max_connections);
-    let cores = parse_core_mask(&args.cpumask)?;
+    let topology = NumaTopology::read();
+    let cores = topology.poller_cores(args.cpumask.as_deref(), args.numa_node)?;
+    let numa_node = topology.namespace_node(args.numa_node, &cores);
+    let placement = placement_line(&topology, &cores, numa_node);
     let backoff = if args.busy_poll {
         Backoff::NONE
     } else {
@@ -158,6 +171,7 @@ pub fn start(args: &ServeArgs, stop: StopHandle, log: Option<LogControl>) -> Res
             socket_mode: args.socket_mode,
             cores,
             log,
+            numa_node,
         },
     ));
     apply_command_line(args, handler.as_ref())?;
@@ -177,7 +191,26 @@ pub fn start(args: &ServeArgs, stop: StopHandle, log: Option<LogControl>) -> Res
             );
         }
     }
-    Ok(Served { target, handler })
+    Ok(Served {
+        target,
+        handler,
+        placement,
+    })
+}
+
+/// `pollers on CPU 2-3 (NUMA node 1); namespace memory bound to node 1; machine: node 0
+/// (CPUs 0-1), node 1 (CPUs 2-3)`.
+fn placement_line(topology: &NumaTopology, cores: &[usize], numa_node: Option<u32>) -> String {
+    let memory = match numa_node {
+        Some(n) => format!("namespace memory bound to node {n}"),
+        None => "namespace memory: the kernel's default policy".into(),
+    };
+    format!(
+        "pollers on CPU {} (NUMA node {}); {memory}; machine: {}",
+        cpu_ranges(cores),
+        topology.nodes_of(cores),
+        topology.describe()
+    )
 }
 
 /// `--socket-dir`/`--ns`: per directory, bdevs `ns{c}n{nsid}`, a subsystem
@@ -324,7 +357,8 @@ fn malloc_params(name: &str, spec: &NsSpec) -> serde_json::Result<BdevMallocCrea
     serde_json::from_value(
         serde_json::json!({"name": name, "num_blocks": spec.num_blocks(),
         "block_size": spec.lba, "lazy": spec.backing == MallocBacking::Lazy,
-        "hugepages": spec.backing == MallocBacking::HugePages}),
+        "hugepages": spec.backing == MallocBacking::HugePages,
+        "numa_id": spec.numa_node.map_or(-1, i64::from)}),
     )
 }
 
@@ -382,10 +416,11 @@ fn backing_line(b: &BdevInfo) -> String {
     let resident = num("resident_bytes").map_or("? B".into(), |r| ByteSize(r).to_string());
     let page = ByteSize(num("page_size").unwrap_or(0));
     let name = &b.name;
+    let node = num("numa_node").map_or(String::new(), |n| format!(", bound to NUMA node {n}"));
     if flag("lazy") {
         return format!(
             "bdev {name}: malloc {size}, lazy=on, {resident} resident \
-             (unwritten blocks read from the kernel's zero page)"
+             (unwritten blocks read from the kernel's zero page){node}"
         );
     }
     let how = if flag("hugepages") {
@@ -394,7 +429,7 @@ fn backing_line(b: &BdevInfo) -> String {
         let thp = ByteSize(num("transparent_huge_bytes").unwrap_or(0));
         format!("in {page} pages ({thp} of it in transparent huge pages)")
     };
-    format!("bdev {name}: malloc {size}, {resident} resident {how}")
+    format!("bdev {name}: malloc {size}, {resident} resident {how}{node}")
 }
 
 const RPC_SOCKET_ERROR: &str = "cannot serve JSON-RPC (-r picks another socket)";
@@ -455,6 +490,7 @@ pub fn run(args: &ServeArgs, log: Option<LogControl>) -> Result<()> {
             .context("cannot start the signal thread")?
     };
     let result = start(args, stop.clone(), log).and_then(|served| {
+        eprintln!("nvmemu: {}", served.placement);
         for dir in &args.socket_dirs {
             eprintln!("nvmemu: serving {}/cntrl", dir.display());
         }

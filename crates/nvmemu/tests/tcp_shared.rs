@@ -41,6 +41,7 @@ fn both_transports() -> (NvmemuHandler, tempfile::TempDir, u16) {
             socket_mode: 0o600,
             cores: vec![0],
             log: None,
+            numa_node: None,
         },
     );
     let dir = tempfile::tempdir().unwrap();

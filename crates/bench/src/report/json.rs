@@ -244,6 +244,7 @@ pub fn render_json(r: &BenchResult, plus: bool) -> String {
             "jobs_cpus": m.jobs_cpus,
             "target_cpus": m.target_cpus,
             "namespace": m.namespace,
+            "numa": m.numa,
         },
     });
     if let (Some(o), Value::Object(rest)) = (root.as_object_mut(), rest) {

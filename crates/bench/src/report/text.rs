@@ -302,4 +302,7 @@ fn machine_status(out: &mut String, r: &BenchResult) {
         cpus(&m.jobs_cpus),
         cpus(&tc)
     );
+    if !m.numa.is_empty() {
+        let _ = writeln!(out, "NUMA: {}", m.numa);
+    }
 }

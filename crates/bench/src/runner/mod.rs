@@ -125,6 +125,7 @@ pub fn run_stage(
             jobs_cpus: cpus,
             target_cpus: target_cpus.to_vec(),
             namespace: String::new(),
+            numa: String::new(),
         },
     })
 }

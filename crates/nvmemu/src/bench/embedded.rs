@@ -97,9 +97,11 @@ pub fn run_embedded(
             }
         }
     }
+    let memory = target.memory_line();
     target.shutdown();
-    let all =
+    let mut all =
         BenchResult::merge_stages(runs).ok_or_else(|| anyhow!("stopped before any job ran"))?;
+    all.machine.namespace = memory.unwrap_or_default();
     Ok((all, tracing.map(|t| t.sums)))
 }
 

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use nvmemu_bench::{BenchOptions, BenchResult, RunSummary, render, render_header};
+use nvmemu_device::NumaTopology;
 
 pub use args::BenchArgs;
 use checks::{check_cpus, check_embedded, check_writable, shared_cpus_warning};
@@ -158,7 +159,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         Some(dir) => run_on_socket(&lead, &plan, dir, &stop)?,
         None if lead.lat_breakdown => {
             let (plain, _) = run_embedded(&lead, &plan, &Arc::clone(&stop), false)?;
-            let (result, sums) = run_embedded(&lead, &plan, &stop, true)?;
+            let (mut result, sums) = run_embedded(&lead, &plan, &stop, true)?;
+            describe_placement(&mut result, &lead);
             let overhead = Some((
                 RunSummary::from_result(&plain).iops,
                 RunSummary::from_result(&result).iops,
@@ -184,7 +186,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         None => run_embedded(&lead, &plan, &stop, false)?.0,
     };
-    result.machine.namespace = namespace_of(&lead);
+    describe_placement(&mut result, &lead);
     attach_written_options(&mut result, &plan);
     out.write(&(header + &render(&result, format)))?;
     if let Some(path) = &lead.plot {
@@ -195,6 +197,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .map_err(|e| anyhow!("cannot write the job logs in the current directory ({e})"))?;
     // As fio: the report is printed either way, the exit status says a job failed.
     finish(&result)
+}
+
+/// The report's namespace and NUMA descriptions; an in-process run left what backs its
+/// namespace in `machine.namespace`.
+fn describe_placement(result: &mut BenchResult, args: &BenchArgs) {
+    result.machine.namespace = match std::mem::take(&mut result.machine.namespace) {
+        memory if memory.is_empty() => namespace_of(args),
+        memory => format!("{}, {memory}", namespace_of(args)),
+    };
+    result.machine.numa = numa_of(args, &result.machine);
 }
 
 /// What the run measured, for the report's machine section and the plot.
@@ -226,6 +238,33 @@ fn namespace_of(args: &BenchArgs) -> String {
             )
         }
     }
+}
+
+/// Which NUMA nodes the jobs, the pollers and the in-process namespace's memory are on.
+fn numa_of(args: &BenchArgs, m: &nvmemu_bench::MachineInfo) -> String {
+    let topology = NumaTopology::read();
+    let pinned: Vec<usize> = m.jobs_cpus.iter().flatten().copied().collect();
+    let mut parts = vec![if pinned.len() < m.jobs_cpus.len() {
+        "jobs not pinned".to_owned()
+    } else {
+        format!("jobs on node {}", topology.nodes_of(&pinned))
+    }];
+    if !m.target_cpus.is_empty() {
+        parts.push(format!(
+            "target on node {}",
+            topology.nodes_of(&m.target_cpus)
+        ));
+    }
+    let embedded = args.socket.is_none() && args.device.is_none() && args.tcp.tcp.is_none();
+    if embedded && args.ns.kind == crate::ns_spec::NsKind::Malloc {
+        parts.push(
+            match target::namespace_node(&args.ns, &m.target_cpus, &topology) {
+                Ok(Some(n)) => format!("namespace memory bound to node {n}"),
+                _ => "namespace memory where the kernel puts it".into(),
+            },
+        );
+    }
+    format!("{}; machine: {}", parts.join(", "), topology.describe())
 }
 
 /// A job-file run's options as the files wrote them, for the JSON report: `[global]`

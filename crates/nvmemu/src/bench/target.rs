@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use nvmemu_bdev::Bdev;
 use nvmemu_bench::{CoreCounters, TargetProbe, TargetSnapshot};
 use nvmemu_ctrl::{ControllerConfig, LatencyHook, Namespace};
-use nvmemu_device::{Backoff, ControllerSpec, Target, TargetConfig};
+use nvmemu_device::{Backoff, ControllerSpec, NumaTopology, Target, TargetConfig};
 use nvmemu_spec::Nsid;
 
 use crate::ns_spec::{NsKind, NsSpec};
@@ -82,11 +82,25 @@ fn list(cpus: &[usize]) -> String {
         .join(",")
 }
 
+/// The NUMA node of the in-process namespace's memory: `numa=N` of `--ns` (checked against
+/// the machine), else, on a machine with more than one node, the pollers' node.
+pub fn namespace_node(
+    ns: &NsSpec,
+    target_cpus: &[usize],
+    topology: &NumaTopology,
+) -> Result<Option<u32>> {
+    if let Some(node) = ns.numa_node {
+        topology.memory_node(node).context("--ns numa=")?;
+    }
+    Ok(topology.namespace_node(ns.numa_node, target_cpus))
+}
+
 /// A target whose controllers serve one namespace (NSID 1), each on a socket in a
 /// temporary directory, removed with it.
 #[derive(Debug)]
 pub struct EmbeddedTarget {
     target: Target,
+    bdev: Arc<Bdev>,
     dir: tempfile::TempDir,
     dirs: Vec<PathBuf>,
     pollers: usize,
@@ -130,9 +144,10 @@ impl EmbeddedTarget {
         // A malloc namespace is backed before the run (unless lazy=on), so the run never
         // takes a first-touch page fault and reads hit real pages rather than the kernel's
         // shared zero page (which would make cold reads look faster than written data).
+        let node = namespace_node(ns, &placement.target_cpus, &NumaTopology::read())?;
         let bdev = match ns.kind {
             NsKind::Malloc => {
-                Bdev::malloc_with("bench0", ns.lba, ns.num_blocks(), ns.backing, &|_| {})
+                Bdev::malloc_on_node("bench0", ns.lba, ns.num_blocks(), ns.backing, node, &|_| {})
             }
             NsKind::Null => Bdev::null("bench0", ns.lba, ns.num_blocks()),
             NsKind::File => Bdev::open_file(
@@ -147,6 +162,7 @@ impl EmbeddedTarget {
         .context("cannot create the namespace")?;
         bdev.model().set(ns.model.clone());
         let bdev = Arc::new(bdev);
+        let shared = Arc::clone(&bdev);
         let mut dirs = Vec::new();
         let pollers = u32::try_from(placement.target_cpus.len().max(1)).unwrap_or(1);
         // The target puts each new controller on its least loaded poller, the first of
@@ -168,7 +184,7 @@ impl EmbeddedTarget {
                         cntlid: u16::try_from(i + 1).unwrap_or(u16::MAX),
                         ..ControllerConfig::default()
                     },
-                    namespaces: vec![Namespace::new(Nsid(1), Arc::clone(&bdev))],
+                    namespaces: vec![Namespace::new(Nsid(1), Arc::clone(&shared))],
                     admission: nvmemu_device::Admission::default(),
                 })
                 .context("cannot start the in-process controller")?;
@@ -184,6 +200,7 @@ impl EmbeddedTarget {
         }
         Ok(EmbeddedTarget {
             target,
+            bdev,
             dir,
             dirs,
             pollers: usize::try_from(pollers).unwrap_or(1),
@@ -193,6 +210,22 @@ impl EmbeddedTarget {
     /// The poller (index into the target CPUs) serving controller `i` of [`Self::dirs`].
     pub fn poller_of(&self, i: usize) -> usize {
         i % self.pollers
+    }
+
+    /// How much of a malloc namespace's memory is in transparent huge pages now (a buffer
+    /// without them pays a page walk per random read, so runs are compared with it):
+    /// `100 % of 1.0 GiB in transparent huge pages`. None for null namespaces.
+    pub fn memory_line(&self) -> Option<String> {
+        let r = self.bdev.memory()?.residency?;
+        let share = if r.resident_bytes == 0 {
+            0.0
+        } else {
+            100.0 * r.transparent_huge_bytes as f64 / r.resident_bytes as f64
+        };
+        Some(format!(
+            "{share:.0} % of {} in transparent huge pages",
+            nvmemu_mem::ByteSize(r.resident_bytes)
+        ))
     }
 
     /// Number of pollers.

@@ -48,6 +48,10 @@ pub struct HandlerOptions {
     pub cores: Vec<usize>,
     /// Where the `log_*` methods apply their filter (none: they only keep the settings).
     pub log: Option<LogControl>,
+    /// NUMA node for the memory of a malloc bdev that names none (`numa_id` -1): serve's
+    /// `--numa-node`, or the pollers' node on a many-node machine; `None`: the kernel's
+    /// default policy.
+    pub numa_node: Option<u32>,
 }
 
 /// Everything the RPCs create.
@@ -163,7 +167,7 @@ impl NvmemuHandler {
     /// `bdev_malloc_create` backs all the bdev's memory, which takes seconds for a large one:
     /// done without the lock, so every other method (and `spdk_kill_instance`) goes on.
     fn malloc_create(&self, p: BdevMallocCreateParams) -> Result<Value, RpcError> {
-        let new = self.lock().bdevs.malloc_create(p)?;
+        let new = self.lock().bdevs.malloc_create(p, self.opts.numa_node)?;
         let built = new.build();
         let mut st = self.lock();
         let r = st.bdevs.finish(new, built);

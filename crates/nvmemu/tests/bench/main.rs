@@ -94,6 +94,26 @@ fn short_embedded_run_reports_fio_json_with_target_and_machine() {
     }
 }
 
+/// The report says which NUMA node the jobs, the poller and the namespace's memory are on;
+/// `--ns ...,numa=N` binds the namespace, and a node the machine lacks is refused.
+#[test]
+fn the_report_names_the_numa_nodes_and_numa_binds_the_namespace() {
+    let v = json_of(&bench(&["--runtime=1", "--ns=malloc:size=16M,numa=0"]));
+    let numa = v["machine"]["numa"].as_str().unwrap();
+    assert!(
+        numa.contains("target on node 0, namespace memory bound to node 0; machine: node 0"),
+        "{numa}"
+    );
+    // And how much of the namespace is in transparent huge pages (a 16 MiB one: some).
+    let ns = v["machine"]["namespace"].as_str().unwrap();
+    assert!(ns.starts_with("in-process malloc 16"), "{ns}");
+    assert!(ns.contains(" MiB in transparent huge pages"), "{ns}");
+    let out = bench(&["--runtime=1", "--ns=malloc:size=16M,numa=999"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("NUMA node 999 does not exist"), "{err}");
+}
+
 #[test]
 fn randwrite_verify_reads_back_every_block_it_wrote() {
     let v = json_of(&bench(&[

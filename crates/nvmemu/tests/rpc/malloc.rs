@@ -108,3 +108,79 @@ fn malloc_memory_is_backed_at_creation_and_an_oversized_one_is_refused() {
     );
     s.kill();
 }
+
+/// `--numa-node 0` (the node every machine has): the pollers and a namespace's memory go on
+/// it, which the start-up log, `bdev_get_bdevs` and the kernel's `numa_maps` all say; a
+/// `numa_id` the machine lacks is refused with its nodes named, and one that exists is
+/// kept by `save_config`.
+#[test]
+fn numa_node_binds_namespace_memory_and_a_missing_node_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sock, traddr) = (dir.path().join("rpc.sock"), dir.path().join("ctrl0"));
+    std::fs::create_dir(&traddr).unwrap();
+    let args = ["--numa-node", "0", "--socket-dir", traddr.to_str().unwrap()];
+    let args = args.map(std::ffi::OsStr::new);
+    let mut extra = args.to_vec();
+    extra.extend(["--ns", "malloc:size=16M"].map(std::ffi::OsStr::new));
+    let child = common::spawn_logged_serve(&sock, &extra);
+    common::wait_for_rpc_socket(&sock);
+    let rpc = |method: &str, params: Value| nvmemu_rpc::call(&sock, method, params);
+    let malloc =
+        rpc("bdev_get_bdevs", json!({"name": "ns0n1"})).unwrap()[0]["driver_specific"]["malloc"]
+            .clone();
+    assert_eq!(malloc["numa_node"], json!(0), "{malloc}");
+    let maps = std::fs::read_to_string(format!("/proc/{}/numa_maps", child.id()));
+    if let Ok(maps) = maps {
+        // The kernel's view: the namespace's mapping carries the bind policy.
+        let bound = maps.lines().filter(|l| l.contains(" bind:0 "));
+        assert!(bound.count() >= 1, "no mapping bound to node 0:\n{maps}");
+    }
+
+    let (code, msg) = rpc_code(rpc(
+        "bdev_malloc_create",
+        json!({"name": "Far", "num_blocks": 1024, "block_size": 512, "numa_id": 999}),
+    ));
+    assert_eq!(code, -22, "{msg}");
+    assert!(msg.contains("NUMA node 999 does not exist") && msg.contains("node 0 (CPUs "));
+    let (code, msg) = rpc_code(rpc(
+        "bdev_malloc_create",
+        json!({"name": "Odd", "num_blocks": 1024, "block_size": 512, "numa_id": -2}),
+    ));
+    assert_eq!(code, -32602, "{msg}");
+    rpc(
+        "bdev_malloc_create",
+        json!({"name": "Near", "num_blocks": 1024, "block_size": 512, "numa_id": 0}),
+    )
+    .unwrap();
+    let saved = rpc("save_config", json!(null)).unwrap().to_string();
+    assert!(
+        saved.contains(r#""name":"Near","#) && saved.contains(r#""numa_id":0"#),
+        "{saved}"
+    );
+
+    rpc("spdk_kill_instance", json!({"sig_name": "SIGTERM"})).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("pollers on CPU 0 (NUMA node 0); namespace memory bound to node 0"),
+        "{log}"
+    );
+    assert!(log.contains("bound to NUMA node 0"), "{log}");
+}
+
+/// A node the machine does not have stops `nvmemu serve` with one line naming its nodes.
+#[test]
+fn serve_refuses_a_numa_node_the_machine_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--numa-node", "999", "-r"])
+        .arg(dir.path().join("rpc.sock"))
+        .output()
+        .unwrap();
+    let err = common::one_line_failure(&out);
+    assert!(
+        err.contains("NUMA node 999 does not exist or has no memory; this machine has node 0"),
+        "{err}"
+    );
+    assert!(!dir.path().join("rpc.sock").exists());
+}

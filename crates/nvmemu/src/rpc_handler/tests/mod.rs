@@ -35,6 +35,7 @@ pub(super) fn handler() -> (NvmemuHandler, StopHandle) {
             socket_mode: 0o600,
             cores: vec![0],
             log: None,
+            numa_node: None,
         },
     );
     (h, stop)

@@ -10,8 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use nvmemu_bdev::{Bdev, BdevError, BdevErrorKind, BdevKind, MallocBacking};
-use nvmemu_mem::{ByteSize, PROGRESS_INTERVAL, Progress};
+use nvmemu_bdev::{Bdev, BdevKind, MallocBacking};
 use nvmemu_rpc::methods::bdev::{
     BdevGetIostatParams, BdevInfo, BdevIostat, BdevIostatEntry, BdevMallocCreateParams,
     BdevNullCreateParams, SupportedIoTypes,
@@ -20,6 +19,10 @@ use nvmemu_rpc::{Errno, RpcError};
 use serde_json::{Value, json};
 
 use super::{ids, to_value};
+
+mod build;
+
+use build::numa_node;
 
 /// Tick rate of the stats methods: ticks are nanoseconds.
 pub(crate) const TICK_RATE: u64 = 1_000_000_000;
@@ -53,6 +56,8 @@ pub(crate) struct NewBdev {
     uuid: String,
     num_blocks: u64,
     block_size: u32,
+    /// NUMA node a malloc bdev's memory is bound to.
+    numa_node: Option<u32>,
 }
 
 /// What the create methods are asked for, before any check.
@@ -92,8 +97,13 @@ impl Registry {
     }
 
     /// Checks a `bdev_malloc_create` and reserves its name: build the bdev with
-    /// [`NewBdev::build`] (without the handler's lock), then [`Registry::finish`].
-    pub(crate) fn malloc_create(&mut self, p: BdevMallocCreateParams) -> Result<NewBdev, RpcError> {
+    /// [`NewBdev::build`] (without the handler's lock), then [`Registry::finish`]. Its
+    /// memory goes on the `numa_id` node, or `default_node` when that is -1.
+    pub(crate) fn malloc_create(
+        &mut self,
+        p: BdevMallocCreateParams,
+        default_node: Option<u32>,
+    ) -> Result<NewBdev, RpcError> {
         if p.block_size == 0 || !p.block_size.is_multiple_of(512) {
             return Err(RpcError::errno_msg(
                 Errno::EINVAL,
@@ -111,6 +121,7 @@ impl Registry {
                 ));
             }
         };
+        let numa_node = numa_node(p.numa_id, default_node)?;
         let name = match p.name {
             Some(n) => n,
             None => (0u32..)
@@ -118,7 +129,7 @@ impl Registry {
                 .find(|n| !self.taken(n))
                 .ok_or_else(|| RpcError::errno(Errno::ENOSPC))?,
         };
-        self.reserve(CreateRequest {
+        let mut new = self.reserve(CreateRequest {
             kind: NewKind::Malloc(backing),
             name,
             uuid: p.uuid.as_deref(),
@@ -126,7 +137,9 @@ impl Registry {
             block_size: p.block_size,
             md_size: p.md_size,
             dif_type: p.dif_type,
-        })
+        })?;
+        new.numa_node = numa_node;
+        Ok(new)
     }
 
     /// `bdev_null_create`: a null bdev takes no memory, so it is built under the lock.
@@ -164,6 +177,7 @@ impl Registry {
             uuid,
             num_blocks: n.num_blocks,
             block_size: n.block_size,
+            numa_node: None,
         })
     }
 
@@ -395,6 +409,9 @@ impl Registry {
                     }
                     Some(MallocBacking::Populated) | None => {}
                 }
+                if let Some(node) = b.memory().and_then(|m| m.numa_node) {
+                    params["numa_id"] = json!(node);
+                }
                 json!({"method": "bdev_malloc_create", "params": params})
             }
             BdevKind::Null => json!({"method": "bdev_null_create", "params": {
@@ -469,78 +486,13 @@ fn driver_specific(name: &str, e: &BdevEntry) -> serde_json::Map<String, Value> 
                 "lazy": m.backing == MallocBacking::Lazy,
                 "hugepages": m.backing == MallocBacking::HugePages,
                 "page_size": m.page_size,
+                "numa_node": m.numa_node,
                 "resident_bytes": r.map(|r| r.resident_bytes),
                 "transparent_huge_bytes": r.map(|r| r.transparent_huge_bytes),
             }),
         );
     }
     map
-}
-
-/// A malloc bdev; a long population prints its progress on stderr.
-impl NewBdev {
-    /// Makes the bdev; for malloc this backs all its memory, which may take seconds.
-    pub(crate) fn build(&self) -> Result<Bdev, RpcError> {
-        let made = match self.kind {
-            NewKind::Malloc(backing) => create_malloc(self, backing),
-            NewKind::Null => Bdev::null(&self.name, self.block_size, self.num_blocks),
-        };
-        made.map_err(|e| create_error(self, &e))
-    }
-}
-
-fn create_malloc(n: &NewBdev, backing: MallocBacking) -> Result<Bdev, BdevError> {
-    let started = std::time::Instant::now();
-    let progress = |p: Progress| {
-        eprintln!(
-            "nvmemu: bdev {}: {} of {} backed ({:.0} s)",
-            n.name,
-            ByteSize(p.done),
-            ByteSize(p.total),
-            p.elapsed.as_secs_f64()
-        );
-    };
-    let b = Bdev::malloc_with(&n.name, n.block_size, n.num_blocks, backing, &progress)?;
-    let took = started.elapsed();
-    if took >= PROGRESS_INTERVAL {
-        eprintln!(
-            "nvmemu: bdev {}: {} backed in {:.1} s",
-            n.name,
-            ByteSize(b.size_bytes()),
-            took.as_secs_f64()
-        );
-    }
-    Ok(b)
-}
-
-/// The one-line RPC error for a failed creation: what was wrong and what to do.
-fn create_error(n: &NewBdev, e: &BdevError) -> RpcError {
-    let what = crate::error_chain(e);
-    let name = &n.name;
-    match (e.kind(), n.kind) {
-        (BdevErrorKind::InvalidGeometry, _) => RpcError::errno_msg(
-            Errno::EINVAL,
-            format!(
-                "Cannot create bdev {name}: {what} (block_size {} must be a power of two \
-                 from 512 to 65536 and num_blocks non-zero)",
-                n.block_size
-            ),
-        ),
-        (BdevErrorKind::NoMemory, kind) => {
-            let hint = match (e, kind) {
-                (BdevError::Map { .. }, _) => "use a smaller size",
-                (_, NewKind::Malloc(MallocBacking::HugePages)) => {
-                    "reserve more huge pages (sysctl vm.nr_hugepages) or drop hugepages=on"
-                }
-                _ => "use a smaller size, or lazy=on (RPC: \"lazy\": true) for sparse memory",
-            };
-            RpcError::errno_msg(
-                Errno::ENOMEM,
-                format!("Cannot create bdev {name}: {what}; {hint}"),
-            )
-        }
-        _ => RpcError::errno_msg(Errno::EINVAL, format!("Cannot create bdev {name}: {what}")),
-    }
 }
 
 /// SPDK's `io_error`: failed commands by bdev I/O status name, the non-zero ones (only
@@ -593,7 +545,9 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let malloc = match Request::decode("bdev_malloc_create", Some(params)) {
-            Ok(Request::BdevMallocCreate(p)) => Registry::default().malloc_create(p).map(drop),
+            Ok(Request::BdevMallocCreate(p)) => {
+                Registry::default().malloc_create(p, None).map(drop)
+            }
             other => panic!("{other:?}"),
         };
         [null, malloc].map(|r| r.err().map_or(0, |e| e.code))
