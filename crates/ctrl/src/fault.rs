@@ -134,8 +134,8 @@ impl crate::Controller {
             return;
         }
         // The write succeeded, so its blocks lie inside the namespace (the bdev checks again).
-        let Some(at) = (rw.slba.0.checked_mul(1 << shift))
-            .and_then(|start| start.checked_add(offset))
+        let Some(at) =
+            (rw.slba.0.checked_mul(1 << shift)).and_then(|start| start.checked_add(offset))
         else {
             return;
         };

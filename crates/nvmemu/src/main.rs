@@ -4,8 +4,8 @@
 
 mod bench;
 mod bind;
-mod fd_limit;
 mod fault_spec;
+mod fd_limit;
 mod id_print;
 mod identify;
 mod identify_tcp;

@@ -19,8 +19,8 @@ use nvmemu_rpc::methods::bdev::{
     BdevGetBdevsParams, BdevInfo, BdevMallocCreateParams, BdevNullCreateParams,
 };
 use nvmemu_rpc::methods::delay::NvmemuBdevSetModelParams;
-use nvmemu_rpc::methods::file_bdev::BdevAioCreateParams;
 use nvmemu_rpc::methods::fault::NvmemuBdevInjectFaultParams;
+use nvmemu_rpc::methods::file_bdev::BdevAioCreateParams;
 use nvmemu_rpc::methods::nvmf::{
     ListenAddress, NamespaceParams, NvmfCreateSubsystemParams, NvmfCreateTransportParams,
     NvmfSubsystemAddListenerParams, NvmfSubsystemAddNsParams,

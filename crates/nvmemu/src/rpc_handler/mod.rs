@@ -16,8 +16,8 @@ mod bdev;
 mod cpu_time;
 mod delay;
 mod error_bdev;
-mod file_bdev;
 mod fault;
+mod file_bdev;
 mod framework;
 mod ids;
 mod latency;
@@ -32,7 +32,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nvmemu_bdev::{BdevKind, FileEngine};
+use nvmemu_bdev::BdevKind;
+use nvmemu_bdev::FileEngine::{Aio, Uring};
 use nvmemu_device::Target;
 use nvmemu_rpc::methods::bdev::{BdevMallocCreateParams, BdevNullCreateParams};
 use nvmemu_rpc::methods::framework::SpdkKillInstanceParams;
@@ -241,13 +242,9 @@ impl Handler for NvmemuHandler {
             R::BdevErrorDelete(p) => self.locked(|st| error_bdev::delete(st, t, &p.name)),
             R::BdevErrorInjectError(p) => self.locked(|st| error_bdev::inject(&st.bdevs, &p)),
             R::BdevAioCreate(p) => self.locked(|st| file_bdev::aio_create(st, &p)),
-            R::BdevAioDelete(p) => {
-                self.locked(|st| file_bdev::delete(st, t, FileEngine::Aio, &p.name))
-            }
+            R::BdevAioDelete(p) => self.locked(|st| file_bdev::delete(st, t, Aio, &p.name)),
             R::BdevUringCreate(p) => self.locked(|st| file_bdev::uring_create(st, &p)),
-            R::BdevUringDelete(p) => {
-                self.locked(|st| file_bdev::delete(st, t, FileEngine::Uring, &p.name))
-            }
+            R::BdevUringDelete(p) => self.locked(|st| file_bdev::delete(st, t, Uring, &p.name)),
             R::NvmemuBdevSetModel(p) => self.locked(|st| delay::set_model(&st.bdevs, &p)),
             R::NvmemuBdevInjectFault(p) => self.locked(|st| fault::inject(&st.bdevs, &p)),
             R::NvmemuBdevClearFaults(p) => self.locked(|st| fault::clear(&st.bdevs, &p)),

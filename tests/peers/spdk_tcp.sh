@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The NVMe/TCP checks of tests/peers/spdk.sh (sourced by it, after its helpers): SPDK's
+# identify, perf and bdevperf, hostile hosts beside spdk_nvme_perf, and nvmemu's own
+# initiator, each against `nvmemu serve --tcp` on loopback. What each checks: spdk.sh's header.
+
+# serve_tcp NAME: `serve NAME` also listening on NVMe/TCP; sets TCP_TRID.
+TCP_PORT=${NVMEMU_PEERS_TCP_PORT:-4420}
+TCP_NQN=nqn.2019-07.io.nvmemu:cnode1
+serve_tcp() {
+  serve "$1" --tcp "127.0.0.1:$TCP_PORT"
+  TCP_TRID="trtype:TCP adrfam:IPv4 traddr:127.0.0.1 trsvcid:$TCP_PORT subnqn:$TCP_NQN"
+}
+
+check_tcp_identify() {
+  serve_tcp tcp-identify
+  run_bounded 60 tcp-identify "$P/spdk_nvme_identify" -r "$TCP_TRID"
+  python3 "$HERE/spdk_results.py" identify "$WORK/tcp-identify.log" \
+    --serial "$SERIAL" --model "$MODEL" --lbas $((NS_BYTES / LBA)) --lba-size "$LBA"
+  run_bounded 60 tcp-discovery "$P/spdk_nvme_identify" \
+    -r "${TCP_TRID%subnqn:*}subnqn:nqn.2014-08.org.nvmexpress.discovery"
+  grep -q "NVM Subsystem Qualified Name: *$TCP_NQN" "$WORK/tcp-discovery.log"
+  grep -q "Transport Service Identifier: *$TCP_PORT" "$WORK/tcp-discovery.log"
+  echo "discovery log page lists $TCP_NQN on port $TCP_PORT"
+}
+
+check_tcp_perf() {
+  serve_tcp tcp-perf
+  local spec rw size qd label
+  for spec in "randread 512 1" "randwrite 4096 32" "randrw 16384 128" "read 131072 8" \
+    "write 131072 4"; do
+    read -r rw size qd <<<"$spec"
+    label="$size B $rw QD$qd -P 4"
+    run_bounded 60 "tcp-perf-$rw-$size" "$P/spdk_nvme_perf" -r "$TCP_TRID" -c 0x1 -s 256 \
+      -q "$qd" -o "$size" -w "$rw" -M 50 -P 4 -t 2
+    python3 "$HERE/spdk_results.py" perf "$WORK/tcp-perf-$rw-$size.log" --label "$label"
+  done
+}
+
+check_tcp_bdevperf() {
+  serve_tcp tcp-bdevperf
+  cat >"$WORK/tcp-bdevperf.json" <<J
+{"subsystems": [{"subsystem": "bdev", "config": [{"method": "bdev_nvme_attach_controller",
+  "params": {"name": "Nvme0", "trtype": "tcp", "adrfam": "ipv4", "traddr": "127.0.0.1",
+             "trsvcid": "$TCP_PORT", "subnqn": "$TCP_NQN"}}]}]}
+J
+  local w bp
+  for w in verify reset; do
+    start "tcp-bdevperf-$w" "$P/bdevperf" --json "$WORK/tcp-bdevperf.json" -m 0x1 -g -s 512 \
+      --huge-dir "$HUGE" -r "$WORK/tcp-bdevperf-$w.sock" -q 32 -o 4096 -w "$w" -t 5 -z
+    bp=$LAST_PID
+    wait_socket "$WORK/tcp-bdevperf-$w.sock" "$bp"
+    PYTHONPATH="$PEERS/python" python3 "$HERE/spdk_results.py" bdevperf \
+      "$WORK/tcp-bdevperf-$w.sock" --timeout 30
+    rpcpy "$WORK/tcp-bdevperf-$w.sock" spdk_kill_instance SIGTERM >/dev/null
+    stop "$bp"
+  done
+}
+
+check_tcp_hostile() {
+  serve_tcp tcp-hostile
+  python3 "$HERE/tcp_hostile.py" 127.0.0.1 "$TCP_PORT" 8 >"$WORK/tcp-hostile-hosts.log" 2>&1 &
+  local hostile=$!
+  run_bounded 60 tcp-hostile-perf "$P/spdk_nvme_perf" -r "$TCP_TRID" -c 0x1 -s 256 \
+    -q 32 -o 4096 -w randrw -M 50 -t 6
+  python3 "$HERE/spdk_results.py" perf "$WORK/tcp-hostile-perf.log" \
+    --label "randrw beside hostile hosts"
+  wait "$hostile"
+  cat "$WORK/tcp-hostile-hosts.log"
+}
+
+check_tcp_driver() {
+  nvmf_tgt tcp-tgt
+  local s=$WORK/tcp-tgt.sock addr=127.0.0.1:$TCP_PORT rw bs qd extra
+  rpcpy "$s" framework_wait_init
+  rpcpy "$s" bdev_malloc_create 64 512 -b Malloc0 >/dev/null
+  rpcpy "$s" nvmf_create_transport -t TCP
+  rpcpy "$s" nvmf_create_subsystem "$NQN" -s SPDK00 -a
+  rpcpy "$s" nvmf_subsystem_add_ns "$NQN" Malloc0
+  rpcpy "$s" nvmf_subsystem_add_listener "$NQN" -t TCP -a 127.0.0.1 -s "$TCP_PORT" -f ipv4
+  run_bounded 60 tcp-driver-identify "$BIN" identify --tcp "$addr" --subnqn "$NQN"
+  grep -q "^mn *: SPDK bdev Controller" "$WORK/tcp-driver-identify.log"
+  grep -q "^nsze *: 0x20000$" "$WORK/tcp-driver-identify.log"
+  while read -r rw bs qd extra; do
+    # shellcheck disable=SC2086  # $extra is zero or more options
+    run_bounded 120 "tcp-driver-$rw-$bs-qd$qd" "$BIN" bench --tcp "$addr" --subnqn "$NQN" \
+      --rw "$rw" --bs "$bs" --iodepth "$qd" --size 16M $extra
+    grep -q "err= 0" "$WORK/tcp-driver-$rw-$bs-qd$qd.log"
+    echo "bench --tcp $rw $bs QD$qd $extra: $(grep -m1 -o 'IOPS=[^,]*' "$WORK/tcp-driver-$rw-$bs-qd$qd.log")"
+  done <<JOBS
+randwrite 512 32 --verify=crc32c
+randwrite 128k 1 --verify=crc32c --hdr-digest --data-digest
+randread 512 1
+randread 128k 32 --hdr-digest --data-digest
+randread 4k 32
+JOBS
+}
