@@ -12,6 +12,7 @@ use zerocopy::FromZeros;
 use crate::buffers::ByteBuf;
 use crate::pdu::{self, Negotiated, PduError};
 use crate::queue::QueueMem;
+use crate::sendq::SendQueue;
 use crate::transfer::{Transfer, rw_bytes, transfer};
 
 /// Where a connection is.
@@ -49,6 +50,8 @@ pub(crate) enum Slot {
         len: u32,
         read: bool,
     },
+    /// Answered; its read data is spliced into the send queue, not all sent yet.
+    Sending,
 }
 
 /// A connected queue pair.
@@ -61,6 +64,8 @@ pub(crate) struct QueueIo {
     sq_head: u16,
     /// The host disabled SQ flow control: C2HData may carry SUCCESS instead of a response.
     sqfc_off: bool,
+    /// Read data waiting to go out from the slots, between the send buffer's PDUs.
+    pub(crate) sendq: SendQueue,
 }
 
 impl QueueIo {
@@ -72,6 +77,7 @@ impl QueueIo {
             free: (0..n).rev().collect(),
             sq_head: 0,
             sqfc_off,
+            sendq: SendQueue::with_capacity(usize::from(n)),
         }
     }
 
@@ -89,12 +95,16 @@ impl QueueIo {
     }
 
     fn release(&mut self, i: u16) {
-        if let Some(s) = self.slots.get_mut(usize::from(i))
-            && !matches!(s, Slot::Free)
-        {
-            *s = Slot::Free;
-            self.free.push(i);
-        }
+        release_slot(&mut self.slots, &mut self.free, i);
+    }
+}
+
+fn release_slot(slots: &mut [Slot], free: &mut Vec<u16>, i: u16) {
+    if let Some(s) = slots.get_mut(usize::from(i))
+        && !matches!(s, Slot::Free)
+    {
+        *s = Slot::Free;
+        free.push(i);
     }
 }
 
@@ -165,13 +175,59 @@ impl Conn {
     /// an event (or the timer sweep) brings the connection back.
     pub(crate) fn busy(&self) -> bool {
         self.readable
-            || !self.tx.is_empty()
+            || self.unsent()
             || self.whole_pdu_waiting()
             || match &self.state {
                 ConnState::Queue { q, .. } => q.outstanding(),
                 ConnState::Closing { .. } => true,
                 _ => false,
             }
+    }
+
+    /// Bytes queued for sending: in the send buffer, or read data in the command slots.
+    pub(crate) fn unsent(&self) -> bool {
+        !self.tx.is_empty() || self.queue_io().is_some_and(|q| !q.sendq.is_empty())
+    }
+
+    fn queue_io(&self) -> Option<&QueueIo> {
+        match &self.state {
+            ConnState::Queue { q, .. }
+            | ConnState::Closing {
+                queue: Some((_, q)),
+                ..
+            } => Some(q),
+            _ => None,
+        }
+    }
+
+    /// Write what the socket takes, read data straight from its slots; returns the bytes
+    /// written. `calls` counts the system calls made.
+    pub(crate) fn flush(&mut self, calls: &mut u64) -> std::io::Result<usize> {
+        let q = match &mut self.state {
+            ConnState::Queue { q, .. }
+            | ConnState::Closing {
+                queue: Some((_, q)),
+                ..
+            } if !q.sendq.is_empty() => q,
+            _ => return self.tx.drain_to(&mut self.sock, calls),
+        };
+        let QueueIo {
+            mem,
+            slots,
+            free,
+            sendq,
+            ..
+        } = &mut **q;
+        let fd = std::os::fd::AsFd::as_fd(&self.sock);
+        sendq.drain(
+            &mut self.tx,
+            Some(mem.region()),
+            |pieces| {
+                *calls += 1;
+                nvmemu_mem::send_pieces(fd, pieces)
+            },
+            |slot| release_slot(slots, free, slot),
+        )
     }
 
     /// `rx` holds a whole PDU (by its header's PLEN) that waits for send room.
@@ -479,27 +535,45 @@ impl Conn {
             let data_layout = pdu::C2hLayout::new(pdu::DATA_HLEN, len as usize, &neg);
             let need = if send_data { data_layout.plen } else { 0 }
                 + if success_flag { 0 } else { resp_len };
-            let Some(out) = self.tx.reserve(need) else {
+            // Without a data digest the data goes out from the slot (spliced between the
+            // C2HData header and what follows); with one, it is copied to be digested.
+            let splice = send_data && !neg.ddgst;
+            let Some(out) = self
+                .tx
+                .reserve(need - if splice { len as usize } else { 0 })
+            else {
                 break;
             };
             let mut at = 0;
             if send_data {
                 let l = pdu::encode_c2h_data_header(out, cccid, 0, len, success_flag, &neg);
-                let data = &mut out[l.pdo..l.pdo + len as usize];
-                if q.mem.read_slot(i, data).is_err() {
-                    data.fill(0);
+                at = l.pdo;
+                if !splice {
+                    let data = &mut out[l.pdo..l.pdo + len as usize];
+                    if q.mem.read_slot(i, data).is_err() {
+                        data.fill(0);
+                    }
+                    pdu::finish_c2h_data(out, &l, &neg);
+                    at = l.plen;
                 }
-                pdu::finish_c2h_data(out, &l, &neg);
-                at = l.plen;
             }
             if !success_flag {
                 cqe.cid = cccid;
                 pdu::encode_resp(&mut out[at..], &cqe, &neg);
             }
-            self.tx.commit(need);
             q.sq_head = cqe.sq_head;
             q.mem.pop_cqe();
-            q.release(i);
+            if splice {
+                self.tx.commit(at);
+                q.sendq.push(&self.tx, i, q.mem.slot_off(i), u64::from(len));
+                self.tx.commit(need - len as usize - at);
+                if let Some(s) = q.slots.get_mut(usize::from(i)) {
+                    *s = Slot::Sending;
+                }
+            } else {
+                self.tx.commit(need);
+                q.release(i);
+            }
             done += 1;
         }
         if done > 0 {

@@ -438,20 +438,21 @@ impl PollGroup {
             let db = Arc::clone(&c.doorbells);
             work += conn.reap(&db);
         }
-        let before = conn.tx.len();
-        let failed = conn.writable
-            && conn
-                .tx
-                .drain_to(&mut conn.sock, &mut self.counts.socket_writes)
-                .is_err();
+        let (wrote, failed) = if conn.writable {
+            match conn.flush(&mut self.counts.socket_writes) {
+                Ok(n) => (n, false),
+                Err(_) => (0, true),
+            }
+        } else {
+            (0, false)
+        };
         // Stopping short means the socket is full; its next send space is a new event.
-        conn.writable = conn.tx.is_empty();
-        let wrote = before - conn.tx.len();
+        conn.writable = !conn.unsent();
         work += wrote;
         if wrote > 0 {
             conn.stalled_since = None;
         }
-        let waiting = !conn.tx.is_empty() || !conn.rx.is_empty();
+        let waiting = conn.unsent() || !conn.rx.is_empty();
         if !waiting {
             conn.stalled_since = None;
         } else if work == 0 {
@@ -462,7 +463,7 @@ impl PollGroup {
             .is_some_and(|t| now.saturating_duration_since(t) > self.opts.stall_timeout);
         let done = match conn.state {
             ConnState::AwaitIcReq { deadline } => now > deadline,
-            ConnState::Closing { deadline, .. } => conn.tx.is_empty() || now > deadline,
+            ConnState::Closing { deadline, .. } => !conn.unsent() || now > deadline,
             _ => false,
         };
         if failed || stalled || done {

@@ -27,6 +27,7 @@ pub mod initiator;
 pub mod pdu;
 mod queue;
 mod readiness;
+mod sendq;
 mod stats;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;

@@ -102,8 +102,14 @@ impl QueueMem {
         self.slot_bytes
     }
 
-    fn slot_off(&self, slot: u16) -> u64 {
+    /// Where slot `slot`'s data starts in [`QueueMem::region`].
+    pub(crate) fn slot_off(&self, slot: u16) -> u64 {
         self.data_off + u64::from(slot) * self.slot_bytes
+    }
+
+    /// The memory the rings and slots live in.
+    pub(crate) fn region(&self) -> &MmapRegion {
+        &self.region
     }
 
     /// Copy `data` into slot `slot` at `offset` (the caller checked the range).

@@ -86,6 +86,40 @@ fn writes_and_reads_back_every_size_with_digests() {
 }
 
 #[test]
+fn io_queues_disable_sq_flow_control_so_reads_complete_with_success_in_c2h_data() {
+    let (_t, addr, _) = target(TcpOptions::default());
+    let mut c = HostController::connect(addr, NQN, host(), Duration::ZERO, options(false)).unwrap();
+    let icd = in_capsule_max(&mut c);
+    let mut q = c.connect_io_queue(1, 32, icd).unwrap();
+    let write = |q: &mut HostQueue| {
+        let out = pattern(4096, 3);
+        let sqe = rw(0x01, 0, 8, (0, 0));
+        q.exec(sqe, Transfer::Out(&out)).unwrap()
+    };
+    let read = |q: &mut HostQueue| {
+        let mut back = vec![0u8; 4096];
+        let cqe = q
+            .exec(rw(0x02, 0, 8, (0, 0)), Transfer::In(&mut back))
+            .unwrap();
+        assert_eq!(back, pattern(4096, 3));
+        cqe
+    };
+    // A response capsule carries the SQ head (past the first command, never 0 here); a
+    // read completed by C2HData SUCCESS has no CQE of the target's, so none.
+    let (w1, w2) = (write(&mut q), write(&mut q));
+    assert_eq!(
+        (w1.sq_head, w2.sq_head),
+        (1, 2),
+        "writes get response capsules"
+    );
+    let r = read(&mut q);
+    assert_eq!(r.status(), Status::SUCCESS);
+    assert_eq!(r.sq_head, 0, "the read got a response capsule: {r:?}");
+    HostController::disconnect_queue(q).unwrap();
+    c.disconnect().unwrap();
+}
+
+#[test]
 fn keep_alive_goes_out_at_half_kato_and_keeps_the_controller() {
     let (_t, addr, _) = target(TcpOptions::default());
     let kato = Duration::from_millis(1000);

@@ -6,6 +6,7 @@ mod atomic;
 mod copy;
 mod error;
 mod hints;
+mod send;
 
 use std::ffi::c_void;
 use std::os::fd::BorrowedFd;
@@ -15,6 +16,7 @@ use rustix::fs::{self, FileType};
 use rustix::mm::{self, Advice, MapFlags, ProtFlags};
 
 pub use error::MemError;
+pub use send::{MAX_SEND_PIECES, SendPiece, send_pieces};
 
 use crate::memfd::{os, page_size_of_stat, system_page_size};
 

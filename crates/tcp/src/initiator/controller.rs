@@ -30,6 +30,8 @@ const IO_QUEUES: u32 = 64;
 /// Admin Set Features opcode and the Number of Queues feature.
 const SET_FEATURES: u32 = 0x09;
 const NUMBER_OF_QUEUES: u32 = 0x07;
+/// Connect CDW11: CATTR's Disable SQ Flow Control bit (NVMe over Fabrics 1.1, 3.3).
+const DISABLE_SQ_FLOW_CONTROL: u32 = 1 << 18;
 /// Admin queue entries asked for at Connect.
 const ADMIN_ENTRIES: u16 = 32;
 
@@ -89,9 +91,13 @@ fn connect_queue(
     }
     data[256..256 + sub.len()].copy_from_slice(sub);
     data[512..512 + hn.len()].copy_from_slice(hn);
+    // I/O queues disable SQ flow control (CATTR bit 2, CDW11 bit 18), as SPDK's host
+    // does: the host never needs SQHD, and the target may then complete a read with the
+    // C2HData SUCCESS flag instead of a response capsule.
+    let cattr = if qid == 0 { 0 } else { DISABLE_SQ_FLOW_CONTROL };
     let sqe = Sqe {
         cdw10: u32::from(qid) << 16,
-        cdw11: u32::from(entries.saturating_sub(1)),
+        cdw11: u32::from(entries.saturating_sub(1)) | cattr,
         cdw12: kato_ms,
         ..fabrics_sqe(CONNECT)
     };

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: Apache-2.0
+//! What a connection has to send, in order: the bytes of its send buffer (PDU headers,
+//! responses) with read data spliced in between them straight from the command slots of
+//! its queue's memory, so C2HData data is never copied into the send buffer. A slot whose
+//! data is spliced stays taken until the socket has taken its last byte.
+
+use std::collections::VecDeque;
+use std::io;
+
+use nvmemu_mem::{MAX_SEND_PIECES, MmapRegion, SendPiece};
+
+use crate::buffers::ByteBuf;
+
+/// Slot data that goes out after `before` more bytes of the send buffer.
+#[derive(Debug, Clone, Copy)]
+struct Splice {
+    /// Send buffer bytes between the previous splice (or the buffer's front) and this one.
+    before: usize,
+    slot: u16,
+    /// Where the data lies in the queue's memory.
+    offset: u64,
+    len: u64,
+    /// How much of the data the socket has taken.
+    sent: u64,
+}
+
+/// The splices of one connection, in stream order. Bounded by the queue's slot count:
+/// each holds a taken slot.
+#[derive(Debug, Default)]
+pub(crate) struct SendQueue {
+    splices: VecDeque<Splice>,
+    /// Sum of the splices' `before`: send buffer bytes already placed ahead of a splice.
+    placed: usize,
+}
+
+impl SendQueue {
+    /// A queue with room for `slots` splices, allocated once.
+    pub(crate) fn with_capacity(slots: usize) -> SendQueue {
+        SendQueue {
+            splices: VecDeque::with_capacity(slots),
+            placed: 0,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.splices.is_empty()
+    }
+
+    /// Send `len` bytes at `offset` of the queue's memory (slot `slot`'s data) after all
+    /// that `tx` holds now.
+    pub(crate) fn push(&mut self, tx: &ByteBuf, slot: u16, offset: u64, len: u64) {
+        let before = tx.len().saturating_sub(self.placed);
+        self.placed += before;
+        self.splices.push_back(Splice {
+            before,
+            slot,
+            offset,
+            len,
+            sent: 0,
+        });
+    }
+
+    /// Send what the socket takes, `send` being one vectored send; `release` gets each
+    /// slot whose data is fully sent. Returns the bytes sent; stops when `send` takes less
+    /// than it was given (WouldBlock counts as zero).
+    pub(crate) fn drain(
+        &mut self,
+        tx: &mut ByteBuf,
+        region: Option<&MmapRegion>,
+        mut send: impl FnMut(&[SendPiece<'_>]) -> io::Result<usize>,
+        mut release: impl FnMut(u16),
+    ) -> io::Result<usize> {
+        let mut total = 0;
+        loop {
+            let mut pieces = [SendPiece::Bytes(&[]); MAX_SEND_PIECES];
+            let (count, offered) = self.pieces(tx.data(), region, &mut pieces);
+            if offered == 0 {
+                return Ok(total);
+            }
+            let n = match send(pieces.get(..count).unwrap_or(&[])) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => n.min(offered),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(total),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.advance(tx, n, &mut release);
+            total += n;
+            if n < offered {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// The pieces to send next, in order, and their byte count.
+    fn pieces<'a>(
+        &self,
+        data: &'a [u8],
+        region: Option<&'a MmapRegion>,
+        out: &mut [SendPiece<'a>; MAX_SEND_PIECES],
+    ) -> (usize, usize) {
+        let mut count = 0;
+        let mut offered = 0;
+        let mut at = 0;
+        let mut add = |p: SendPiece<'a>, len: usize, count: &mut usize| {
+            if let Some(slot) = out.get_mut(*count) {
+                *slot = p;
+                *count += 1;
+                offered += len;
+                true
+            } else {
+                false
+            }
+        };
+        for s in &self.splices {
+            let head = data.get(at..at + s.before).unwrap_or(&[]);
+            at += s.before;
+            if !head.is_empty() && !add(SendPiece::Bytes(head), head.len(), &mut count) {
+                return (count, offered);
+            }
+            let Some(region) = region else {
+                return (count, offered);
+            };
+            let left = s.len - s.sent;
+            let piece = SendPiece::Region {
+                region,
+                offset: s.offset + s.sent,
+                len: left,
+            };
+            if !add(piece, usize::try_from(left).unwrap_or(0), &mut count) {
+                return (count, offered);
+            }
+        }
+        let tail = data.get(at..).unwrap_or(&[]);
+        if !tail.is_empty() {
+            add(SendPiece::Bytes(tail), tail.len(), &mut count);
+        }
+        (count, offered)
+    }
+
+    /// Account for `n` bytes sent from the front of the stream.
+    fn advance(&mut self, tx: &mut ByteBuf, mut n: usize, release: &mut impl FnMut(u16)) {
+        while n > 0 {
+            let Some(s) = self.splices.front_mut() else {
+                tx.consume(n);
+                return;
+            };
+            if s.before > 0 {
+                let k = n.min(s.before);
+                tx.consume(k);
+                s.before -= k;
+                self.placed -= k;
+                n -= k;
+                continue;
+            }
+            let k = u64::try_from(n).unwrap_or(u64::MAX).min(s.len - s.sent);
+            s.sent += k;
+            n -= usize::try_from(k).unwrap_or(n);
+            if s.sent == s.len {
+                let slot = s.slot;
+                self.splices.pop_front();
+                release(slot);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::cast_possible_truncation, reason = "small test values")]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+
+    /// Two PDUs, each a header in `tx` and data in `region`, then a trailer.
+    fn two_spliced(region: &MmapRegion, tx: &mut ByteBuf, q: &mut SendQueue) -> Vec<u8> {
+        let mut want = Vec::new();
+        for (slot, off) in [(3u16, 0u64), (5, 8192)] {
+            let data: Vec<u8> = (0..5000u32)
+                .map(|i| (i * 7 + u32::from(slot)) as u8)
+                .collect();
+            region.copy_from(off, &data).unwrap();
+            let head = [b'H', slot as u8, 0, 0, 0, 0, 0, 0];
+            tx.reserve(8).unwrap().copy_from_slice(&head);
+            tx.commit(8);
+            q.push(tx, slot, off, 5000);
+            want.extend_from_slice(&head);
+            want.extend_from_slice(&data);
+        }
+        tx.reserve(4).unwrap().copy_from_slice(b"TAIL");
+        tx.commit(4);
+        want.extend_from_slice(b"TAIL");
+        want
+    }
+
+    #[test]
+    fn partial_sends_keep_the_order_and_release_a_slot_after_its_last_byte() {
+        let region = MmapRegion::anonymous(16384).unwrap();
+        let (mut tx, mut q) = (ByteBuf::new(64), SendQueue::with_capacity(4));
+        let want = two_spliced(&region, &mut tx, &mut q);
+        let got = std::cell::RefCell::new(Vec::new());
+        let mut released = Vec::new();
+        // A socket that takes 777 bytes a call, then refuses until the next drain.
+        while !q.is_empty() || !tx.is_empty() {
+            let mut budget = 3;
+            let sent_before = got.borrow().len();
+            q.drain(
+                &mut tx,
+                Some(&region),
+                |pieces| {
+                    if budget == 0 {
+                        return Err(io::ErrorKind::WouldBlock.into());
+                    }
+                    budget -= 1;
+                    let mut all = Vec::new();
+                    for p in pieces {
+                        match *p {
+                            SendPiece::Bytes(b) => all.extend_from_slice(b),
+                            SendPiece::Region {
+                                region,
+                                offset,
+                                len,
+                            } => {
+                                let mut v = vec![0; len as usize];
+                                region.copy_to(offset, &mut v).unwrap();
+                                all.extend_from_slice(&v);
+                            }
+                        }
+                    }
+                    let n = all.len().min(777);
+                    got.borrow_mut().extend_from_slice(&all[..n]);
+                    Ok(n)
+                },
+                |slot| released.push((slot, got.borrow().len())),
+            )
+            .unwrap();
+            assert!(got.borrow().len() > sent_before);
+        }
+        assert_eq!(got.into_inner(), want);
+        // Slot 3's data ends at 8 + 5000, slot 5's at 2 * 5008: neither is released before.
+        assert_eq!(released.len(), 2);
+        assert_eq!(released[0].0, 3);
+        assert!(released[0].1 >= 5008, "{released:?}");
+        assert_eq!(released[1].0, 5);
+        assert!(released[1].1 >= 2 * 5008, "{released:?}");
+    }
+
+    #[test]
+    fn a_small_socket_buffer_gets_every_byte_in_order() {
+        let region = MmapRegion::anonymous(16384).unwrap();
+        let (mut tx, mut q) = (ByteBuf::new(64), SendQueue::with_capacity(4));
+        let want = two_spliced(&region, &mut tx, &mut q);
+        let (a, mut b) = UnixStream::pair().unwrap();
+        rustix::net::sockopt::set_socket_send_buffer_size(&a, 1024).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            b.read_to_end(&mut all).unwrap();
+            all
+        });
+        let mut released = Vec::new();
+        let mut calls = 0;
+        while !q.is_empty() || !tx.is_empty() {
+            q.drain(
+                &mut tx,
+                Some(&region),
+                |p| {
+                    calls += 1;
+                    nvmemu_mem::send_pieces(a.as_fd(), p)
+                },
+                |slot| released.push(slot),
+            )
+            .unwrap();
+            std::thread::yield_now();
+        }
+        drop(a);
+        assert_eq!(reader.join().unwrap(), want);
+        assert_eq!(released, [3, 5]);
+        assert!(
+            calls > 2,
+            "the small buffer took everything in {calls} sends"
+        );
+    }
+}
