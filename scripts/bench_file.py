@@ -13,6 +13,7 @@ Run it under the machine-wide lock on a shared machine: flock /tmp/nvmemu-heavy.
 import argparse
 import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -53,6 +54,12 @@ def figures(out, rw):
     return side["iops"], pct["50.000000"] / 1000, pct["99.000000"] / 1000
 
 
+def loadavg():
+    """The 1, 5 and 15 minute load averages, as /proc/loadavg gives them."""
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/nvmemu"))
@@ -71,6 +78,7 @@ def main():
                         "--direct=1", "--ioengine=io_uring", "--iodepth=8"],
                        check=True, capture_output=True)
     rows, cmds = [], []
+    load_start = loadavg()
     try:
         for rw in ("randread", "randwrite"):
             got = {"nvmemu": [], "fio": []}
@@ -92,9 +100,10 @@ def main():
         "## File-backed namespace against the same file under fio's io_uring engine",
         "",
         f"4 KiB, QD32, one job, {a.runtime} s per run, median of {a.runs} interleaved runs, a "
-        f"{a.size} file on {fs_of(os.path.dirname(a.file))}. The machine was shared with other "
-        "builds while this ran: the figures are noisy and say how the two compare, not what "
-        "the device can do.",
+        f"{a.size} file on {fs_of(os.path.dirname(a.file))}; {platform.node()}, "
+        f"{os.cpu_count()} CPUs, load average {load_start} at start and {loadavg()} at the end "
+        "(other work on the machine shows there and widens the spread). The figures say how "
+        "the two paths compare on this file system, not what a device can do.",
         "",
         "| workload | path | IOPS | p50 clat (us) | p99 clat (us) |",
         "|---|---|---|---|---|",
