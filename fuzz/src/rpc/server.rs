@@ -75,6 +75,7 @@ impl Default for Server {
                 socket_mode: 0o600,
                 cores: vec![0],
                 log: None,
+                numa_node: None,
             },
         );
         Server {
