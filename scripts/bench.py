@@ -31,7 +31,7 @@ SECTIONS = ("goals", "backends", "ctrls", "fresh", "peers", "timing", "plot")
 # kind: "goal" cases have a probe and a goal; "backend" and "ctrls" are tables.
 CASES = [
     dict(id="rr512_qd16_malloc", title="512 B randread, iodepth 16, malloc", rw="randread",
-         bs="512", qd=16, ns=MALLOC, probe="copy", goal=("iops", 0.80)),
+         bs="512", qd=16, ns=MALLOC, probe="copy", goal=("iops", 0.85)),
     dict(id="rr512_qd16_null", title="512 B randread, iodepth 16, null", rw="randread",
          bs="512", qd=16, ns=NULL, probe="nocopy", goal=("iops", 0.65)),
     dict(id="rr512_qd1_malloc", title="512 B randread, iodepth 1, malloc (avg round trip)",
