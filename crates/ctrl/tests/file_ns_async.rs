@@ -15,7 +15,7 @@ use std::path::Path;
 
 use file_common::{FILE_BYTES, host_on, new_cqe_status, new_file, next_cqe, run};
 use nvmemu_bdev::fault::{FaultIo, FaultKind};
-use nvmemu_ctrl::test_utils::{TestHost, delete_sq, layout, pattern, rw, sgl};
+use nvmemu_ctrl::test_utils::{HeldWorkers, TestHost, delete_sq, layout, pattern, rw, sgl};
 use nvmemu_spec::{DataPtr, SglDescriptor, SglKind, Sqe, Status};
 use zerocopy::IntoBytes;
 
@@ -34,6 +34,17 @@ fn fill_file(path: &Path, seed: u8) -> Vec<u8> {
     let data = pattern(FILE_BYTES as usize, seed);
     std::fs::write(path, &data).unwrap();
     data
+}
+
+/// A host on a file filled with `pattern(.., seed)`, its worker threads held (the
+/// directory is returned to keep it; the gate, dropped first, opens).
+fn held_host(seed: u8) -> (tempfile::TempDir, Vec<u8>, TestHost, HeldWorkers) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = new_file(dir.path());
+    let file = fill_file(&path, seed);
+    let mut h = host_on(&path, false);
+    let held = h.hold_file_workers();
+    (dir, file, h, held)
 }
 
 /// One SGL Last Segment (at `layout::LISTS`) holding `descs`.
@@ -100,17 +111,9 @@ fn compare_matches_the_file_or_fails_with_compare_failure() {
 /// or in their SQ) and every one completes once buffers come back.
 #[test]
 fn compares_beyond_the_buffers_wait_and_all_complete() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = new_file(dir.path());
-    let file = fill_file(&path, 8);
-    let mut h = host_on(&path, false);
-    let held = h.hold_file_workers();
+    let (_dir, file, mut h, held) = held_host(8);
     let n = nvmemu_ctrl::COMPARE_BUFS as usize + 2;
-    for i in 0..n {
-        let off = layout::DATA + (i as u64) * 4096;
-        h.mem.write(off, &file[i * 4096..][..4096]);
-        h.submit(1, compare(i as u64 * 8, 8, h.prps(off, 4096)));
-    }
+    submit_matching_compares(&mut h, &file, n);
     for _ in 0..3 {
         h.poll();
     }
@@ -126,23 +129,11 @@ fn compares_beyond_the_buffers_wait_and_all_complete() {
 /// 200 ms into the deletion, which waits for them).
 #[test]
 fn a_waiting_compare_is_aborted_with_its_sq() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = new_file(dir.path());
-    let file = fill_file(&path, 15);
-    let mut h = host_on(&path, false);
-    let held = h.hold_file_workers();
+    let (_dir, file, mut h, held) = held_host(15);
     let bufs = nvmemu_ctrl::COMPARE_BUFS as usize;
-    for i in 0..=bufs {
-        let off = layout::DATA + (i as u64) * 4096;
-        h.mem.write(off, &file[..4096]);
-        h.submit(1, compare(0, 8, h.prps(off, 4096)));
-    }
+    submit_matching_compares(&mut h, &file, bufs + 1);
     h.poll();
-    let gate = held.gate();
-    let opener = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        gate.open();
-    });
+    let opener = release_later(&held, 200);
     assert_eq!(h.admin(delete_sq(1)).status(), Status::SUCCESS);
     opener.join().unwrap();
     let mut statuses: Vec<_> = std::iter::from_fn(|| h.reap(1).map(|c| c.status())).collect();
@@ -153,15 +144,29 @@ fn a_waiting_compare_is_aborted_with_its_sq() {
     assert_eq!(statuses, want);
 }
 
+/// Submit `n` Compares of 8 blocks each (the `i`th at block `8 * i`) with the file's data.
+fn submit_matching_compares(h: &mut TestHost, file: &[u8], n: usize) {
+    for i in 0..n {
+        let off = layout::DATA + (i as u64) * 4096;
+        h.mem.write(off, &file[i * 4096..][..4096]);
+        h.submit(1, compare(i as u64 * 8, 8, h.prps(off, 4096)));
+    }
+}
+
+/// Open `held`'s gate from another thread `ms` milliseconds from now.
+fn release_later(held: &HeldWorkers, ms: u64) -> std::thread::JoinHandle<()> {
+    let gate = held.gate();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        gate.open();
+    })
+}
+
 /// The poller hands each rare command to the engine and returns: with the worker
 /// threads held, passes go by without its completion; released, it completes right.
 #[test]
 fn rare_commands_complete_in_a_later_pass_while_their_io_is_held() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = new_file(dir.path());
-    let file = fill_file(&path, 9);
-    let mut h = host_on(&path, false);
-    let held = h.hold_file_workers();
+    let (_dir, file, mut h, held) = held_host(9);
     let at = |slba: u64, len: usize| &file[slba as usize * 512..][..len];
     // Compare.
     h.mem.write(layout::DATA, at(16, 4096));
@@ -196,12 +201,7 @@ fn rare_commands_complete_in_a_later_pass_while_their_io_is_held() {
 
 /// Submit `cmd`, check that passes return without its CQE while the workers hold its
 /// operations, then release them and return its status.
-fn held_then_released(
-    what: &str,
-    h: &mut TestHost,
-    held: &nvmemu_ctrl::test_utils::HeldWorkers,
-    cmd: Sqe,
-) -> Status {
+fn held_then_released(what: &str, h: &mut TestHost, held: &HeldWorkers, cmd: Sqe) -> Status {
     held.hold();
     let cid = h.submit(1, cmd);
     for _ in 0..3 {
@@ -367,19 +367,11 @@ fn corrupt_faults_change_a_reads_data_or_the_stored_byte_of_a_write() {
 /// later, installing the table returns with the data already in host memory.
 #[test]
 fn a_new_dma_table_waits_for_the_file_io_in_flight() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = new_file(dir.path());
-    let file = fill_file(&path, 14);
-    let mut h = host_on(&path, false);
-    let held = h.hold_file_workers();
+    let (_dir, file, mut h, held) = held_host(14);
     h.mem.write(layout::DATA, &[0xEE; 4096]);
     let cid = h.submit(1, rw(0x02, 1, 0, 8, h.prps(layout::DATA, 4096)));
     h.poll();
-    let gate = held.gate();
-    let opener = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        gate.open();
-    });
+    let opener = release_later(&held, 300);
     let table = h.mem.guest();
     h.ctrl.set_guest_memory(table);
     assert_eq!(
