@@ -5,8 +5,7 @@
 //!
 //! The controller moves a namespace's data through its own io_uring (`nvmemu_mem::uring`)
 //! with the fds this hands out, so its poller never blocks on the file. The blocking calls
-//! here serve what does not go that way: Compare, a transfer with more pieces than a ring
-//! slot holds or with a bit bucket.
+//! here serve only a controller that could make neither an io_uring nor worker threads.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};

@@ -13,8 +13,9 @@
 //! - **Null**: no storage; reads return zeroes, writes are dropped (SPDK's null bdev).
 //! - **File** (SPDK's aio and uring bdevs): a regular file or block device, `O_DIRECT` where
 //!   the file system allows it; Write Zeroes and Deallocate punch holes, Flush is
-//!   `fdatasync`. The controller moves its data through an io_uring of its own; the
-//!   blocking calls here serve the rest (see [`FileBacking`]).
+//!   `fdatasync`. The controller runs every command on it through an io_uring of its own
+//!   (or worker threads); the blocking calls here serve where it could make neither (see
+//!   [`FileBacking`]).
 //! - **Delay**: another bdev's storage under a new name, with a latency model (SPDK's
 //!   delay bdev). Any bdev may carry a [`model::ModelConfig`]; the pollers apply it by
 //!   posting each completion when the model says it is due.

@@ -111,7 +111,11 @@ impl crate::Controller {
         let Some(Ok(rw)) = ReadWrite::decode(sqe) else {
             return self.exec_io(sqid, sqe);
         };
+        // A file namespace's transfer applies it when queued (a Write) or completed (a
+        // Read): `io/file_io/`.
+        self.file_io.corrupt = Some(hit);
         let result = self.exec_io(sqid, sqe);
+        self.file_io.corrupt = None;
         if matches!(result, Some(Ok(_))) {
             if rw.write {
                 self.xor_stored(&rw, hit);
@@ -144,7 +148,7 @@ impl crate::Controller {
 
     /// XOR the byte at `offset` of `rw`'s data in host memory with `value`; nothing if it
     /// is past the data or cannot be reached.
-    fn xor_data(&self, rw: &ReadWrite, (offset, value): (u64, u8)) {
+    pub(crate) fn xor_data(&self, rw: &ReadWrite, (offset, value): (u64, u8)) {
         let Ok(ns) = crate::io::active_ns(&self.namespaces, rw.nsid) else {
             return;
         };

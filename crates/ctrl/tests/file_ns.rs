@@ -6,51 +6,14 @@
 #![allow(clippy::cast_possible_truncation)] // test data and SQE fields built from small values
 #![allow(clippy::unwrap_used)]
 
+mod file_common;
+
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::Arc;
 
-use nvmemu_bdev::{Bdev, FileEngine};
-use nvmemu_ctrl::Namespace;
+use file_common::{FILE_BYTES, host_on, new_file, run};
 use nvmemu_ctrl::test_utils::{TestHost, layout, pattern, rw, sqe};
-use nvmemu_spec::{Cqe, DataPtr, Nsid, Sqe, Status};
-
-const FILE_BYTES: u64 = 1 << 20;
-
-/// A ready host whose namespace 1 is the file at `path` (512-byte blocks).
-fn host_on(path: &Path, readonly: bool) -> TestHost {
-    let mut h = TestHost::ready(64);
-    h.ctrl.detach_namespace(Nsid(1)).unwrap();
-    let bdev = Bdev::open_file("aio0", path, Some(512), readonly, FileEngine::Aio).unwrap();
-    h.ctrl
-        .attach_namespace(Namespace::new(Nsid(1), Arc::new(bdev)))
-        .unwrap();
-    h
-}
-
-fn new_file(dir: &Path) -> std::path::PathBuf {
-    let path = dir.join("ns.img");
-    std::fs::File::create(&path)
-        .unwrap()
-        .set_len(FILE_BYTES)
-        .unwrap();
-    path
-}
-
-/// Submit `cmd` and poll until its CQE arrives (io_uring may complete a buffered
-/// transfer within the submitting call, so the pass that took it may post it).
-fn run(h: &mut TestHost, cmd: Sqe) -> Cqe {
-    let cid = h.submit(1, cmd);
-    for _ in 0..100_000 {
-        h.poll();
-        if let Some(c) = h.reap(1) {
-            assert_eq!(c.cid, cid.0);
-            return c;
-        }
-        std::thread::yield_now();
-    }
-    panic!("no completion");
-}
+use nvmemu_spec::{DataPtr, Sqe, Status};
 
 fn write(h: &mut TestHost, slba: u64, data: &[u8], host_off: u64) -> Status {
     h.mem.write(host_off, data);

@@ -136,6 +136,7 @@ impl Controller {
         self.abort_queued(qid);
         self.abort_zeroing_on(qid);
         self.drain_file_io();
+        self.abort_waiting_file_cmd(qid);
         self.release_held_on(qid);
         self.queues.remove_sq(qid).ok_or(Status::INVALID_QID)?;
         Ok(0)

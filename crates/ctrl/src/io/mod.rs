@@ -19,7 +19,7 @@ use crate::namespace::Namespace;
 impl Controller {
     /// Execute one I/O command taken from `sqid`. `None`: the command was set aside and
     /// completes in a later pass (a large Deallocate or Write Zeroes, see `zeroing.rs`; a
-    /// file namespace's I/O, see `file_io.rs`).
+    /// file namespace's I/O, see `file_io/`).
     pub(crate) fn exec_io(&mut self, sqid: Qid, sqe: &Sqe) -> Option<Result<u32, Status>> {
         // The hot path skips `IoCommand` (see `ReadWrite::decode`).
         match ReadWrite::decode(sqe) {
@@ -52,6 +52,13 @@ impl Controller {
                 dptr,
             } => {
                 self.counters.host_read_commands += 1;
+                if self.file_on {
+                    match self.file_compare(sqid, sqe, nsid, (slba, blocks)) {
+                        file_io::Started::NotHere => {}
+                        file_io::Started::Queued => return None,
+                        file_io::Started::Failed(s) => return Some(Err(s)),
+                    }
+                }
                 let ns = self.accessible_ns(nsid, false);
                 return Some(ns.and_then(|ns| {
                     rw::compare(ns, &self.mem, slba, blocks, &dptr, max).map(|()| 0)

@@ -29,6 +29,7 @@ use io_uring::{IoUring, opcode, squeue, types};
 use crate::{MemError, MmapRegion, Protection};
 
 mod pool;
+pub use pool::WorkerGate;
 use pool::{Op, Pool};
 
 /// Most buffer pieces one read or write may name: a 1 MiB transfer (MDTS 8) in 4 KiB pages
@@ -116,8 +117,22 @@ impl FileRing {
     /// The same on a pool of worker threads making blocking system calls, for where
     /// io_uring is not allowed.
     pub fn new_pool(slots: u32) -> io::Result<FileRing> {
+        FileRing::pool_with(slots, None)
+    }
+
+    /// A worker pool whose workers pass `gate` before each operation (tests of what must
+    /// not wait for file I/O).
+    #[cfg(feature = "test-utils")]
+    pub fn new_pool_gated(slots: u32, gate: Arc<WorkerGate>) -> io::Result<FileRing> {
+        FileRing::pool_with(slots, Some(gate))
+    }
+
+    fn pool_with(slots: u32, gate: Option<Arc<WorkerGate>>) -> io::Result<FileRing> {
         let bound = usize::try_from(slots).unwrap_or(1).saturating_mul(4).max(1);
-        Ok(FileRing::with(Backend::Pool(Pool::new(bound)?), slots))
+        Ok(FileRing::with(
+            Backend::Pool(Pool::new(bound, gate)?),
+            slots,
+        ))
     }
 
     /// What runs the operations: `"io_uring"` or `"worker threads"`.
@@ -161,6 +176,11 @@ impl FileRing {
     /// Whether no slot is free.
     pub fn is_full(&self) -> bool {
         self.free.is_empty()
+    }
+
+    /// Slots free to [`FileRing::begin`].
+    pub fn free_slots(&self) -> usize {
+        self.free.len()
     }
 
     /// Slots in flight (taken, not yet reaped).
@@ -296,11 +316,14 @@ impl FileRing {
         Err(io::Error::from_raw_os_error(libc::EBUSY))
     }
 
-    /// Release a slot none of whose operations was queued (the command failed before).
-    pub fn cancel(&mut self, id: SlotId) {
-        if self.slot(id).ops == 0 {
+    /// Release a slot none of whose operations was queued (the command failed before);
+    /// whether it was released (false: some operation is in flight and completes).
+    pub fn cancel(&mut self, id: SlotId) -> bool {
+        let unused = self.slot(id).ops == 0;
+        if unused {
             self.release(id);
         }
+        unused
     }
 
     /// Hand everything queued to the kernel: one `io_uring_enter`, only if something was

@@ -3,12 +3,13 @@
 //! `ENOSYS` in some containers): a few worker threads run the same operations with
 //! blocking system calls (`preadv`, `pwritev`, `fdatasync`, `fallocate`). Jobs go to them
 //! through a bounded channel when queued, completions come back through another and are
-//! taken without waiting.
+//! taken without waiting. A [`WorkerGate`] (tests only) holds the workers back, so a test
+//! can show that nothing waits for an operation that has not run.
 
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 /// Worker threads of one pool.
@@ -37,6 +38,37 @@ pub(super) enum Op {
     Punch { fd: RawFd, offset: u64, len: u64 },
 }
 
+/// Holds a pool's workers before each operation while closed (tests of what must not
+/// wait for file I/O). Open when made.
+#[derive(Debug, Default)]
+pub struct WorkerGate {
+    closed: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl WorkerGate {
+    /// Hold every operation a worker takes from now on until [`WorkerGate::open`].
+    pub fn close(&self) {
+        *self.closed.lock().unwrap_or_else(PoisonError::into_inner) = true;
+    }
+
+    /// Let the workers run what they hold, and everything after.
+    pub fn open(&self) {
+        *self.closed.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        self.changed.notify_all();
+    }
+
+    fn pass(&self) {
+        let mut closed = self.closed.lock().unwrap_or_else(PoisonError::into_inner);
+        while *closed {
+            closed = self
+                .changed
+                .wait(closed)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
 /// The workers and their channels.
 #[derive(Debug)]
 pub(super) struct Pool {
@@ -46,17 +78,18 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// [`WORKERS`] threads taking at most `bound` queued jobs.
-    pub(super) fn new(bound: usize) -> io::Result<Pool> {
+    /// [`WORKERS`] threads taking at most `bound` queued jobs, each passing `gate` first
+    /// if there is one.
+    pub(super) fn new(bound: usize, gate: Option<Arc<WorkerGate>>) -> io::Result<Pool> {
         let (jobs, rx) = sync_channel::<(u64, Op)>(bound);
         let (done_tx, done) = sync_channel(bound);
         let rx = Arc::new(Mutex::new(rx));
         let threads = (0..WORKERS)
             .map(|i| {
-                let (rx, done_tx) = (Arc::clone(&rx), done_tx.clone());
+                let (rx, done_tx, gate) = (Arc::clone(&rx), done_tx.clone(), gate.clone());
                 std::thread::Builder::new()
                     .name(format!("nvmemu-file-{i}"))
-                    .spawn(move || work(&rx, &done_tx))
+                    .spawn(move || work(&rx, &done_tx, gate.as_deref()))
             })
             .collect::<io::Result<_>>()?;
         Ok(Pool {
@@ -95,7 +128,7 @@ impl Drop for Pool {
     }
 }
 
-fn work(rx: &Mutex<Receiver<(u64, Op)>>, done: &SyncSender<(u64, i32)>) {
+fn work(rx: &Mutex<Receiver<(u64, Op)>>, done: &SyncSender<(u64, i32)>, gate: Option<&WorkerGate>) {
     loop {
         let job = match rx.lock() {
             Ok(rx) => rx.recv(),
@@ -104,6 +137,9 @@ fn work(rx: &Mutex<Receiver<(u64, Op)>>, done: &SyncSender<(u64, i32)>) {
         let Ok((user_data, op)) = job else {
             return;
         };
+        if let Some(gate) = gate {
+            gate.pass();
+        }
         if done.send((user_data, run(op))).is_err() {
             return;
         }
