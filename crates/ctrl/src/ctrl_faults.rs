@@ -23,6 +23,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use nvmemu_bdev::fault::{FaultAction, FaultGate};
 use nvmemu_spec::{Qid, Sqe, Status};
 
+use crate::queue::RingIdx;
+
 use crate::state::CtrlEvent;
 use crate::{Controller, CtrlState, Namespace};
 
@@ -208,9 +210,10 @@ impl Controller {
         self.fatal_log.fired();
     }
 
-    /// The per-command fault step for I/O command `sqe` from `sqid`: the fatal countdown
-    /// first, then the namespace's readiness, then its bdev's fault rules.
-    pub(crate) fn injection(&mut self, sqid: Qid, sqe: &Sqe) -> Option<Injection> {
+    /// The per-command fault step for I/O command `sqe`, at the head of `sqid` (whose
+    /// tail is `tail`): the fatal countdown first, then the namespace's readiness, then
+    /// its bdev's fault rules.
+    pub(crate) fn injection(&mut self, sqid: Qid, sqe: &Sqe, tail: RingIdx) -> Option<Injection> {
         if let Some(c) = &mut self.fatal_countdown {
             if c.remaining == 0 {
                 self.fatal_countdown = None;
@@ -228,7 +231,22 @@ impl Controller {
             ns.readiness().refused.fetch_add(1, Ordering::Relaxed);
             return Some(Injection::Refuse(status));
         }
-        crate::fault::take(&self.namespaces, sqid, sqe).map(Injection::Bdev)
+        let outstanding = self.outstanding(sqid, tail);
+        crate::fault::take(&self.namespaces, sqid, sqe, outstanding).map(Injection::Bdev)
+    }
+
+    /// The host's other commands outstanding as the head of `sqid` is taken: those behind
+    /// it in the SQ (up to `tail`), and those taken before and not completed (held, in
+    /// file I/O, set aside). SPDK's error bdev compares `queue_depth` with its channel's
+    /// I/O in flight; with the host's commands queued here rather than in a bdev, these
+    /// are the ones in flight.
+    fn outstanding(&self, sqid: Qid, tail: RingIdx) -> u64 {
+        let behind = self
+            .queues
+            .sq(sqid)
+            .map_or(0, |sq| sq.distance(sq.head, tail).saturating_sub(1));
+        let taken = self.held.len() + self.file_io.in_flight() + usize::from(self.zeroing.busy);
+        u64::from(behind).saturating_add(u64::try_from(taken).unwrap_or(u64::MAX))
     }
 
     /// Apply `injection` to `sqe`, consumed from `sqid`: the result to complete it with,

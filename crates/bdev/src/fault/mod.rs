@@ -196,13 +196,14 @@ impl FaultSlot {
     }
 
     /// SPDK's `bdev_error_inject_error`: `kind` for the next `num` commands of type `io`
-    /// (`num` 0 disarms it), replacing what was armed for that type.
+    /// (`num` 0 disarms it) taken while at least `queue_depth` others are outstanding,
+    /// replacing what was armed for that type.
     pub fn arm(
         &self,
         io: FaultIo,
         kind: FaultKind,
         action: FaultAction,
-        num: u32,
+        (num, queue_depth): (u32, u64),
     ) -> Result<(), RulesFull> {
         self.edit(|rules, next_id| {
             drop_spdk(rules, Some(io));
@@ -220,6 +221,7 @@ impl FaultSlot {
                 },
                 when: FaultWhen {
                     count: num,
+                    queue_depth,
                     ..FaultWhen::default()
                 },
             };
@@ -342,11 +344,12 @@ mod tests {
             opcode: 0,
             lba: None,
             qid: 1,
+            outstanding: 0,
         }
     }
 
     fn arm(slot: &FaultSlot, io: FaultIo, kind: FaultKind, num: u32) {
-        slot.arm(io, kind, kind.action(0, 0), num).unwrap();
+        slot.arm(io, kind, kind.action(0, 0), (num, 0)).unwrap();
     }
 
     #[test]

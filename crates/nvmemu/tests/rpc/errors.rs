@@ -113,3 +113,62 @@ fn a_driver_meets_failures_corrupt_reads_and_a_pending_command_it_aborts() {
     c.shutdown().unwrap();
     s.kill();
 }
+
+/// Reads of LBAs `0..n` (tokens 0..n) submitted with one doorbell write, and their
+/// results, by token, once all have completed.
+fn read_burst(
+    q: &mut nvmemu_driver::IoQpair,
+    buf: &nvmemu_driver::DmaBuf,
+    n: u64,
+) -> Vec<Result<u32, String>> {
+    for i in 0..n {
+        let rd = sqe::rw(IoOpcode::Read, Nsid(1), Lba(i), 1);
+        q.submit_raw(rd, Some((buf, 512)), i)
+            .expect("submit a read");
+    }
+    q.ring().expect("ring the SQ doorbell");
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (seen.len() as u64) < n {
+        q.poll_completions(64, |t, r| seen.push((t, r.map_err(|e| e.to_string()))))
+            .expect("poll the CQ");
+        assert!(Instant::now() < deadline, "reads lost: {seen:?}");
+    }
+    seen.sort_by_key(|(t, _)| *t);
+    seen.into_iter().map(|(_, r)| r).collect()
+}
+
+#[test]
+fn queue_depth_hits_only_commands_taken_with_that_many_others_outstanding() {
+    let s = start_on_error_bdev();
+    let mut c = attach(&s.traddr());
+    let mut q = c.take_qpair().unwrap();
+    let buf = c.alloc_dma(4096).unwrap();
+    // As SPDK's: the error hits while the I/O in flight beside the command is at least
+    // queue_depth. Here a burst's first read is taken with the rest of it behind it.
+    let args = ["EE_Malloc0", "read", "failure", "-n", "1", "-q", "4"];
+    s.ok(&[&["bdev_error_inject_error"][..], &args].concat());
+    let ok = Ok(0);
+    assert_eq!(
+        read_burst(&mut q, &buf, 4),
+        vec![ok.clone(); 4],
+        "3 others at most"
+    );
+    let failed = format!("command failed with status {}", Status::INTERNAL_ERROR);
+    let five = read_burst(&mut q, &buf, 5);
+    assert_eq!(five[0], Err(failed), "taken with 4 behind it");
+    assert_eq!(five[1..], vec![ok.clone(); 4], "num 1 is spent");
+    assert_eq!(read_burst(&mut q, &buf, 5), vec![ok; 5]);
+    let rules = s
+        .call("nvmemu_bdev_get_faults", json!({"name": "EE_Malloc0"}))
+        .unwrap();
+    let rule = &rules[0]["faults"][0];
+    assert_eq!(
+        (&rule["queue_depth"], &rule["matched"], &rule["injected"]),
+        (&json!(4), &json!(1), &json!(1)),
+        "only the one read taken at depth matched"
+    );
+    drop(q);
+    c.shutdown().unwrap();
+    s.kill();
+}
