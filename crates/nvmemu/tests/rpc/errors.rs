@@ -56,6 +56,19 @@ fn a_driver_meets_failures_corrupt_reads_and_a_pending_command_it_aborts() {
         .unwrap();
     assert_eq!(w.status(), Status::INTERNAL_ERROR, "DNR clear too");
     q.write_blocking(Nsid(1), Lba(8), 1, &buf).unwrap();
+    // bdev_get_iostat: SPDK's FAILED on the error bdev; its base failed nothing, and has
+    // the object all the same.
+    let iostat = s.call("bdev_get_iostat", json!({})).unwrap();
+    let io_error = |name: &str| {
+        let b = iostat["bdevs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == name);
+        b.unwrap()["io_error"].clone()
+    };
+    assert_eq!(io_error("EE_Malloc0"), json!({"failed": 1}));
+    assert_eq!(io_error("Malloc0"), json!({}));
 
     // corrupt_data: the read succeeds with one byte changed; reading again is right.
     let args = [
@@ -136,6 +149,30 @@ fn read_burst(
     }
     seen.sort_by_key(|(t, _)| *t);
     seen.into_iter().map(|(_, r)| r).collect()
+}
+
+#[test]
+fn a_compare_that_differs_counts_as_spdks_miscompare() {
+    let s = Server::start(&[]);
+    s.reference_sequence();
+    let mut c = attach(&s.traddr());
+    let mut q = c.take_qpair().unwrap();
+    let buf = c.alloc_dma(4096).unwrap();
+    buf.copy_from(0, &[0x5A; 512]).unwrap();
+    q.write_blocking(Nsid(1), Lba(3), 1, &buf).unwrap();
+    let compare = || sqe::rw(IoOpcode::Compare, Nsid(1), Lba(3), 1);
+    let same = q.execute_raw(compare(), Some((&buf, 512))).unwrap();
+    assert_eq!(same.status(), Status::SUCCESS);
+    buf.copy_from(100, &[0xA5]).unwrap();
+    let differs = q.execute_raw(compare(), Some((&buf, 512))).unwrap();
+    assert_eq!(differs.status(), Status::COMPARE_FAILURE);
+    let iostat = s
+        .call("bdev_get_iostat", json!({"name": "Malloc0"}))
+        .unwrap();
+    assert_eq!(iostat["bdevs"][0]["io_error"], json!({"miscompare": 1}));
+    drop(q);
+    c.shutdown().unwrap();
+    s.kill();
 }
 
 #[test]
