@@ -24,7 +24,6 @@ use nvmemu_bdev::fault::{FaultAction, FaultGate};
 use nvmemu_spec::{Qid, Sqe, Status};
 
 use crate::queue::RingIdx;
-
 use crate::state::CtrlEvent;
 use crate::{Controller, CtrlState, Namespace};
 

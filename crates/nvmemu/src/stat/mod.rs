@@ -4,8 +4,9 @@
 //! the target's per-layer mean times; per namespace (bdev) reads and writes; per poller the
 //! busy share; the injections (`faults.rs`): fault rules, controller fatal statuses and
 //! namespaces not ready, with their counters. Each report covers the interval since the
-//! previous sample (the first one the first interval). Layer times need `bdev_enable_histogram` on the bdev; without it they
-//! read `-`, and the text report says how to turn timing on.
+//! previous sample (the first one the first interval). Layer times need
+//! `bdev_enable_histogram` on the bdev; without it they read `-`, and the text report says
+//! how to turn timing on.
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -140,7 +140,7 @@ pub(crate) fn get_faults(
                 .collect(),
         });
     }
-    serde_json::to_value(out).map_err(|e| RpcError::internal(e.to_string()))
+    super::super::to_value(out)
 }
 
 fn controller_faults(sub: &Subsystem, target: &Target) -> Result<Vec<ControllerFaults>, RpcError> {
