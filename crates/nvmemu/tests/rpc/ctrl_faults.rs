@@ -15,12 +15,7 @@ fn reads_completed(
     n: u64,
     wait: Duration,
 ) -> Vec<(u64, Result<u32, String>)> {
-    for i in 0..n {
-        let rd = sqe::rw(IoOpcode::Read, Nsid(1), Lba(i), 1);
-        q.submit_raw(rd, Some((buf, 512)), i)
-            .expect("submit a read");
-    }
-    q.ring().expect("ring the SQ doorbell");
+    ring_reads(q, buf, n);
     let mut seen = Vec::new();
     let deadline = Instant::now() + wait;
     while Instant::now() < deadline {

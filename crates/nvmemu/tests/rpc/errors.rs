@@ -134,12 +134,7 @@ fn read_burst(
     buf: &nvmemu_driver::DmaBuf,
     n: u64,
 ) -> Vec<Result<u32, String>> {
-    for i in 0..n {
-        let rd = sqe::rw(IoOpcode::Read, Nsid(1), Lba(i), 1);
-        q.submit_raw(rd, Some((buf, 512)), i)
-            .expect("submit a read");
-    }
-    q.ring().expect("ring the SQ doorbell");
+    ring_reads(q, buf, n);
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while (seen.len() as u64) < n {
