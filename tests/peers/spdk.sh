@@ -14,6 +14,9 @@
 #               0 failed I/O, and the file holds what was written
 #   bdevperf-faults  `serve --fault` fails every 50th read (Unrecovered Read Error, DNR);
 #               bdevperf -f -w randread counts as many failed I/O as nvmemu injected
+#   error-bdev  SPDK's bdev_error_inject_error sequence on nvmf_tgt and on nvmemu serve, then
+#               spdk_nvme_perf reads meet the armed failures: the same results and error
+#               codes, the same bdev_get_iostat io_error (tests/peers/spdk_error_bdev.sh)
 #   compliance  nvme_compliance (SPDK's CUnit suite for vfio-user controllers): every test passes
 #   rpc-setup   SPDK's rpc.py runs the set-up script against nvmemu serve; nvmemu bench
 #               --verify=crc32c then passes on the controller it created
@@ -502,6 +505,8 @@ check_config_from_spdk() {
 # The NVMe/TCP checks (serve_tcp, check_tcp_*).
 # shellcheck source=tests/peers/spdk_tcp.sh
 . tests/peers/spdk_tcp.sh
+# shellcheck source=tests/peers/spdk_error_bdev.sh
+. tests/peers/spdk_error_bdev.sh
 
 check checkers check_checkers
 check identify check_identify
@@ -511,6 +516,7 @@ check perf check_perf
 check bdevperf check_bdevperf
 check file-bdevperf check_file_bdevperf
 check bdevperf-faults check_bdevperf_faults
+check error-bdev check_error_bdev
 check compliance check_compliance
 check rpc-setup check_rpc_setup
 check rpc-shape check_rpc_shape

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Unit tests of the checkers tests/peers/spdk.sh relies on (no SPDK needed):
-spdk_results.py must fail on every failure it is there to catch, and rpc_shape.py must
-report exactly the shape differences.
+spdk_results.py must fail on every failure it is there to catch, and rpc_shape.py and
+error_bdev_rpc.py must report exactly the differences.
 
     python3 tests/peers/test_checkers.py
 """
@@ -13,6 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import error_bdev_rpc  # noqa: E402
 import rpc_shape  # noqa: E402
 from spdk_results import (  # noqa: E402
     CheckFailed,
@@ -214,6 +215,25 @@ class RpcShape(unittest.TestCase):
             c.problems,
             ["save_config.subsystems[subsystem=bdev].config[method=bdev_set_options]: missing",
              "save_config.subsystems[subsystem=bdev].config[method=bdev_malloc_create].params.uuid: missing (SPDK: string)"],
+        )
+
+
+class ErrorBdevAnswers(unittest.TestCase):
+    def test_a_different_code_or_io_error_is_reported_and_the_same_is_not(self):
+        step = {"method": "bdev_error_inject_error", "params": {"io_type": "trim"}}
+        spdk = [{**step, "error": -32603}]
+        self.assertEqual(error_bdev_rpc.compare(spdk, [{**step, "error": -32603}]), [])
+        self.assertEqual(len(error_bdev_rpc.compare(spdk, [{**step, "error": -32602}])), 1)
+        self.assertEqual(len(error_bdev_rpc.compare(spdk, [])), 1, "a step missing")
+        iostat = {"EE_Malloc0": {"failed": 3}, "Malloc0": {}}
+        self.assertEqual(error_bdev_rpc.compare(iostat, dict(iostat)), [])
+        self.assertEqual(
+            error_bdev_rpc.compare(iostat, {"EE_Malloc0": {"failed": 3}, "Malloc0": None}),
+            ["Malloc0 io_error: SPDK {}, nvmemu None"],
+        )
+        self.assertEqual(
+            error_bdev_rpc.compare(iostat, {"Malloc0": {}}),
+            ["EE_Malloc0: no bdev_get_iostat entry from nvmemu"],
         )
 
 

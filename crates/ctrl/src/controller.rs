@@ -121,6 +121,8 @@ pub struct Controller {
     pub(crate) file_io: crate::io::file_io::FileIo,
     /// An injected fatal status waiting for its command count (`ctrl_faults.rs`).
     pub(crate) fatal_countdown: Option<crate::ctrl_faults::FatalCountdown>,
+    /// What injected fatal statuses did (`ctrl_faults.rs`).
+    pub(crate) fatal_log: crate::ctrl_faults::FatalLog,
 }
 
 impl Controller {
@@ -163,6 +165,7 @@ impl Controller {
             file_on: false,
             file_io: Default::default(),
             fatal_countdown: None,
+            fatal_log: Default::default(),
             config,
         }
     }
@@ -284,6 +287,8 @@ impl Controller {
     pub fn reset(&mut self) {
         self.tear_down();
         self.regs = RegisterFile::new(&self.config);
+        self.fatal_log
+            .on_transition(self.state, CtrlState::Disabled);
         self.state = CtrlState::Disabled;
         self.regs.set(word(regs::CSTS), self.state.csts());
     }
@@ -464,6 +469,7 @@ impl Controller {
         if next != self.state {
             tracing::debug!(from = ?self.state, to = ?next, ?event, "controller state");
         }
+        self.fatal_log.on_transition(self.state, next);
         self.state = next;
         self.regs.set(word(regs::CSTS), next.csts());
     }

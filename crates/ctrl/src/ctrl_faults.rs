@@ -12,14 +12,18 @@
 //!
 //! Both are checked in the poller's per-command fault step, which runs only while some
 //! injection is armed in the process: each holds a [`FaultGate`] open while armed, so a
-//! target with none pays nothing more per command than before.
+//! target with none pays nothing more per command than before. Each keeps a record of
+//! what it did ([`FatalRecord`], [`Namespace::not_ready_commands`]) for
+//! `nvmemu_controller_get_faults` and `nvmemu stat`.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use nvmemu_bdev::fault::{FaultAction, FaultGate};
 use nvmemu_spec::{Qid, Sqe, Status};
 
+use crate::queue::RingIdx;
 use crate::state::CtrlEvent;
 use crate::{Controller, CtrlState, Namespace};
 
@@ -36,6 +40,9 @@ pub(crate) struct Readiness {
     state: AtomicU8,
     /// Open while not ready. The mutex is taken only by the control plane.
     gate: Mutex<Option<FaultGate>>,
+    /// I/O commands answered Namespace Not Ready, by every controller, ever. Relaxed: a
+    /// counter read on its own; touched only while the namespace is not ready.
+    refused: AtomicU64,
 }
 
 impl Namespace {
@@ -62,6 +69,57 @@ impl Namespace {
         match self.readiness().state.load(Ordering::Relaxed) {
             READY => None,
             s => Some(Status::NAMESPACE_NOT_READY.with_dnr(s == NOT_READY_DNR)),
+        }
+    }
+
+    /// I/O commands this namespace has answered with Namespace Not Ready, on every
+    /// controller it is attached to, since it was made.
+    pub fn not_ready_commands(&self) -> u64 {
+        self.readiness().refused.load(Ordering::Relaxed)
+    }
+}
+
+/// What injected fatal statuses did to one controller (`nvmemu_controller_get_faults`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FatalRecord {
+    /// I/O commands still taken before an armed fatal status fires (None: none armed).
+    pub armed_after: Option<u32>,
+    /// Times an injection set CSTS.CFS.
+    pub injected: u32,
+    /// When it last did, in milliseconds since the UNIX epoch.
+    pub last_injected_ms: Option<u64>,
+    /// Times a reset (CC.EN 1 -> 0, FLR, DEVICE_RESET) cleared an injected CSTS.CFS.
+    pub cleared: u32,
+    /// Whether the injected CSTS.CFS is still set (no reset since).
+    pub in_effect: bool,
+}
+
+/// The part of [`FatalRecord`] the controller keeps (the countdown is kept apart).
+#[derive(Debug, Default)]
+pub(crate) struct FatalLog {
+    injected: u32,
+    last_injected_ms: Option<u64>,
+    cleared: u32,
+    in_effect: bool,
+}
+
+impl FatalLog {
+    fn fired(&mut self) {
+        self.injected = self.injected.saturating_add(1);
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.last_injected_ms = Some(ms);
+        self.in_effect = true;
+    }
+
+    /// The controller goes from `from` to `to`: leaving Fatal clears an injected CFS.
+    pub(crate) fn on_transition(&mut self, from: CtrlState, to: CtrlState) {
+        let leaves_fatal =
+            matches!(from, CtrlState::Fatal { .. }) && !matches!(to, CtrlState::Fatal { .. });
+        if leaves_fatal && self.in_effect {
+            self.in_effect = false;
+            self.cleared = self.cleared.saturating_add(1);
         }
     }
 }
@@ -130,17 +188,31 @@ impl Controller {
         self.fatal_countdown.as_ref().map(|c| c.remaining)
     }
 
+    /// What injected fatal statuses have done to this controller.
+    pub fn fatal_record(&self) -> FatalRecord {
+        let log = &self.fatal_log;
+        FatalRecord {
+            armed_after: self.fatal_countdown(),
+            injected: log.injected,
+            last_injected_ms: log.last_injected_ms,
+            cleared: log.cleared,
+            in_effect: log.in_effect,
+        }
+    }
+
     fn go_fatal(&mut self) {
         tracing::warn!(
             cntlid = self.config.cntlid,
             "injected controller fatal status (CSTS.CFS=1) until the host resets it"
         );
         self.apply(CtrlEvent::Fault, None);
+        self.fatal_log.fired();
     }
 
-    /// The per-command fault step for I/O command `sqe` from `sqid`: the fatal countdown
-    /// first, then the namespace's readiness, then its bdev's fault rules.
-    pub(crate) fn injection(&mut self, sqid: Qid, sqe: &Sqe) -> Option<Injection> {
+    /// The per-command fault step for I/O command `sqe`, at the head of `sqid` (whose
+    /// tail is `tail`): the fatal countdown first, then the namespace's readiness, then
+    /// its bdev's fault rules.
+    pub(crate) fn injection(&mut self, sqid: Qid, sqe: &Sqe, tail: RingIdx) -> Option<Injection> {
         if let Some(c) = &mut self.fatal_countdown {
             if c.remaining == 0 {
                 self.fatal_countdown = None;
@@ -151,10 +223,29 @@ impl Controller {
         }
         let slot = usize::try_from(sqe.nsid).ok()?.checked_sub(1);
         let ns = slot.and_then(|s| self.namespaces.get(s)?.as_ref());
-        if let Some(status) = ns.and_then(Namespace::not_ready) {
+        if let Some(ns) = ns
+            && let Some(status) = ns.not_ready()
+        {
+            // The command is answered with it (a `Refuse` is never left queued).
+            ns.readiness().refused.fetch_add(1, Ordering::Relaxed);
             return Some(Injection::Refuse(status));
         }
-        crate::fault::take(&self.namespaces, sqid, sqe).map(Injection::Bdev)
+        let outstanding = self.outstanding(sqid, tail);
+        crate::fault::take(&self.namespaces, sqid, sqe, outstanding).map(Injection::Bdev)
+    }
+
+    /// The host's other commands outstanding as the head of `sqid` is taken: those behind
+    /// it in the SQ (up to `tail`), and those taken before and not completed (held, in
+    /// file I/O, set aside). SPDK's error bdev compares `queue_depth` with its channel's
+    /// I/O in flight; with the host's commands queued here rather than in a bdev, these
+    /// are the ones in flight.
+    fn outstanding(&self, sqid: Qid, tail: RingIdx) -> u64 {
+        let behind = self
+            .queues
+            .sq(sqid)
+            .map_or(0, |sq| sq.distance(sq.head, tail).saturating_sub(1));
+        let taken = self.held.len() + self.file_io.in_flight() + usize::from(self.zeroing.busy);
+        u64::from(behind).saturating_add(u64::try_from(taken).unwrap_or(u64::MAX))
     }
 
     /// Apply `injection` to `sqe`, consumed from `sqid`: the result to complete it with,

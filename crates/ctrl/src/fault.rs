@@ -28,9 +28,15 @@ use crate::Namespace;
 use crate::dptr::{Chunk, walk};
 use crate::hold::NEVER;
 
-/// The action for `sqe`, from `sqid`, from its namespace's bdev: None when no rule fires
-/// (or the command names no attached namespace).
-pub(crate) fn take(namespaces: &[Option<Namespace>], sqid: Qid, sqe: &Sqe) -> Option<FaultAction> {
+/// The action for `sqe`, from `sqid`, taken with `outstanding` other commands outstanding
+/// (`FaultCmd::outstanding`), from its namespace's bdev: None when no rule fires (or the
+/// command names no attached namespace).
+pub(crate) fn take(
+    namespaces: &[Option<Namespace>],
+    sqid: Qid,
+    sqe: &Sqe,
+    outstanding: u64,
+) -> Option<FaultAction> {
     let slot = usize::try_from(sqe.nsid).ok()?.checked_sub(1)?;
     let ns = namespaces.get(slot)?.as_ref()?;
     let io = crate::model::op_class(sqe).map(|op| match op {
@@ -53,6 +59,7 @@ pub(crate) fn take(namespaces: &[Option<Namespace>], sqid: Qid, sqe: &Sqe) -> Op
         opcode: sqe.opcode(),
         lba,
         qid: sqid.0,
+        outstanding,
     };
     ns.bdev().faults().take(&cmd)
 }

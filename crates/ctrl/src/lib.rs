@@ -50,7 +50,7 @@ pub mod timing;
 pub use admin::identify::ONCS;
 pub use config::ControllerConfig;
 pub use controller::{Controller, CtrlError, InterruptSink, MmioError};
-pub use ctrl_faults::FatalRefused;
+pub use ctrl_faults::{FatalRecord, FatalRefused};
 pub use fabrics::FabricsIdentity;
 pub use hold::MAX_HELD;
 pub use io::file_io::{COMPARE_BUF, COMPARE_BUFS, FILE_SLOTS};

@@ -163,7 +163,7 @@ impl Controller {
             // injection armed; per command, so an injection armed before the host rings a
             // doorbell hits the commands it rings in, even in a pass that began earlier.
             let fault = if qid != Qid::ADMIN && nvmemu_bdev::fault::any_fault() {
-                self.injection(qid, &sqe)
+                self.injection(qid, &sqe, tail)
             } else {
                 None
             };

@@ -19,7 +19,7 @@ fn arm(h: &TestHost, io: FaultIo, kind: FaultKind, num: u32) {
     let ns = h.ctrl.namespaces().next().expect("namespace 1");
     let faults = ns.bdev().faults();
     faults
-        .arm(io, kind, kind.action(0, 0), num)
+        .arm(io, kind, kind.action(0, 0), (num, 0))
         .expect("room for a rule");
 }
 
@@ -28,7 +28,7 @@ fn arm_corrupt(h: &TestHost, io: FaultIo, offset: u64, value: u8) {
     let kind = FaultKind::CorruptData;
     let faults = ns.bdev().faults();
     faults
-        .arm(io, kind, kind.action(offset, value), 1)
+        .arm(io, kind, kind.action(offset, value), (1, 0))
         .expect("room for a rule");
 }
 

@@ -135,6 +135,9 @@ rpc_methods! {
     /// `nvmemu_namespace_inject_not_ready` → `true`.
     NvmemuNamespaceInjectNotReady = "nvmemu_namespace_inject_not_ready" (NvmemuNamespaceInjectNotReadyParams),
         cli(InjectNotReadyArgs, Nothing, "nvmemu: make a namespace's I/O complete with Namespace Not Ready (82h), with or without DNR, until --clear.");
+    /// `nvmemu_controller_get_faults` → array of [`ctrl_faults::SubsystemFaults`].
+    NvmemuControllerGetFaults = "nvmemu_controller_get_faults" (NvmemuControllerGetFaultsParams),
+        cli(GetCtrlFaultsArgs, Dict, "nvmemu: show the injected controller fatal statuses and not-ready namespaces of the subsystems, with their counters.");
     /// `nvmf_subsystem_add_listener` → `true`.
     NvmfSubsystemAddListener = "nvmf_subsystem_add_listener" (NvmfSubsystemAddListenerParams),
         cli(AddListenerArgs, Nothing, "Add a listener to an NVMe-oF subsystem.");

@@ -130,13 +130,65 @@ pub const FAILURE: FaultAction = FaultAction::Status {
 #[error("the bdev has {MAX_RULES} fault rules already: clear some first")]
 pub struct RulesFull;
 
-/// Failed commands by SPDK's `bdev_get_iostat` `io_error` names.
+/// The bdev I/O statuses a failed command is counted under in `bdev_get_iostat`'s
+/// `io_error`, as SPDK v25.05's bdev layer counts them: `bdev_io_update_io_stat`
+/// (`lib/bdev/bdev.c`) adds each I/O completed with a status from FAILED (-1) down to the
+/// lowest to the bdev's own error counts, named by `bdev_io_status_strings` (here in that
+/// order: -1 `failed`, -2 `nvme_error`, -5 `miscompare`, -7 `aborted`). A NOMEM completion
+/// is retried there, not counted. nvmemu's bdevs fail a command only by an injection or a
+/// Compare that differs, so the other statuses (`scsi_error`, `first_fused_failed`,
+/// `aio_error`) never occur.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoError {
+    /// SPDK's `FAILED`: the error bdev's `failure`.
+    Failed = 0,
+    /// SPDK's `NVME_ERROR`: any NVMe status but Command Abort Requested.
+    NvmeError = 1,
+    /// SPDK's `MISCOMPARE`: a Compare whose data differs (the bdev compares in software).
+    Miscompare = 2,
+    /// SPDK's `ABORTED`: Command Abort Requested (SCT 0, SC 07h).
+    Aborted = 3,
+}
+
+impl IoError {
+    /// Every one, in SPDK's order.
+    pub const ALL: [IoError; 4] = [
+        IoError::Failed,
+        IoError::NvmeError,
+        IoError::Miscompare,
+        IoError::Aborted,
+    ];
+
+    /// Its `io_error` key.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoError::Failed => "failed",
+            IoError::NvmeError => "nvme_error",
+            IoError::Miscompare => "miscompare",
+            IoError::Aborted => "aborted",
+        }
+    }
+
+    /// What a command completed with NVMe status `sct`/`sc` counts as: SPDK's
+    /// `spdk_bdev_io_complete_nvme_status` takes Command Abort Requested for ABORTED and
+    /// any other failure (Compare Failure included) for NVME_ERROR.
+    pub fn of_nvme(sct: u8, sc: u8) -> IoError {
+        match (sct, sc) {
+            (0, 0x07) => IoError::Aborted,
+            _ => IoError::NvmeError,
+        }
+    }
+}
+
+/// Failed commands by [`IoError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct IoErrors {
-    /// Internal Error (SPDK's `failed`).
-    pub failed: u64,
-    /// Any other status (SPDK's `nvme_error`).
-    pub nvme_error: u64,
+pub struct IoErrors(pub [u64; 4]);
+
+impl IoErrors {
+    /// The count under `kind`.
+    pub fn get(&self, kind: IoError) -> u64 {
+        self.0.get(kind as usize).copied().unwrap_or(0)
+    }
 }
 
 /// A bdev's fault rules.
@@ -145,8 +197,8 @@ pub struct FaultSlot {
     rules: ArcSwap<Vec<Arc<Rule>>>,
     /// The next rule id; held while the list is edited, so edits do not race.
     next_id: Mutex<u32>,
-    failed: AtomicU64,
-    nvme_error: AtomicU64,
+    /// Failed commands, by [`IoError`] (Relaxed: counters read on their own).
+    errors: [AtomicU64; 4],
 }
 
 impl Default for FaultSlot {
@@ -154,8 +206,7 @@ impl Default for FaultSlot {
         FaultSlot {
             rules: ArcSwap::from_pointee(Vec::new()),
             next_id: Mutex::new(1),
-            failed: AtomicU64::new(0),
-            nvme_error: AtomicU64::new(0),
+            errors: Default::default(),
         }
     }
 }
@@ -196,13 +247,14 @@ impl FaultSlot {
     }
 
     /// SPDK's `bdev_error_inject_error`: `kind` for the next `num` commands of type `io`
-    /// (`num` 0 disarms it), replacing what was armed for that type.
+    /// (`num` 0 disarms it) taken while at least `queue_depth` others are outstanding,
+    /// replacing what was armed for that type.
     pub fn arm(
         &self,
         io: FaultIo,
         kind: FaultKind,
         action: FaultAction,
-        num: u32,
+        (num, queue_depth): (u32, u64),
     ) -> Result<(), RulesFull> {
         self.edit(|rules, next_id| {
             drop_spdk(rules, Some(io));
@@ -220,6 +272,7 @@ impl FaultSlot {
                 },
                 when: FaultWhen {
                     count: num,
+                    queue_depth,
                     ..FaultWhen::default()
                 },
             };
@@ -246,11 +299,16 @@ impl FaultSlot {
         self.rules.load().iter().map(|r| r.view()).collect()
     }
 
-    /// Commands failed by a `status` firing, by SPDK's names.
+    /// Failed commands of the bdev, by SPDK's names: those a `status` firing failed and
+    /// those counted by [`FaultSlot::count_error`].
     pub fn io_errors(&self) -> IoErrors {
-        IoErrors {
-            failed: self.failed.load(Ordering::Relaxed),
-            nvme_error: self.nvme_error.load(Ordering::Relaxed),
+        IoErrors(self.errors.each_ref().map(|n| n.load(Ordering::Relaxed)))
+    }
+
+    /// Count a command the bdev failed with `kind` (a Compare that differs).
+    pub fn count_error(&self, kind: IoError) {
+        if let Some(n) = self.errors.get(kind as usize) {
+            n.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -269,13 +327,14 @@ impl FaultSlot {
             },
             action => action,
         };
-        if let FaultAction::Status { .. } = action {
-            let counter = if action == FAILURE {
-                &self.failed
-            } else {
-                &self.nvme_error
+        if let FaultAction::Status { sct, sc, .. } = action {
+            // The error bdev's `failure` is SPDK's FAILED; a status of nvmemu's own rules
+            // is an NVMe status, as SPDK's NVMe bdev completes one.
+            let kind = match rule.spdk {
+                Some((_, FaultKind::Failure)) => IoError::Failed,
+                _ => IoError::of_nvme(sct, sc),
             };
-            counter.fetch_add(1, Ordering::Relaxed);
+            self.count_error(kind);
         }
         Some(action)
     }
@@ -342,11 +401,12 @@ mod tests {
             opcode: 0,
             lba: None,
             qid: 1,
+            outstanding: 0,
         }
     }
 
     fn arm(slot: &FaultSlot, io: FaultIo, kind: FaultKind, num: u32) {
-        slot.arm(io, kind, kind.action(0, 0), num).unwrap();
+        slot.arm(io, kind, kind.action(0, 0), (num, 0)).unwrap();
     }
 
     #[test]
@@ -360,7 +420,7 @@ mod tests {
         assert_eq!(slot.take(&cmd(FaultIo::Write)), Some(FAILURE));
         assert_eq!(slot.take(&cmd(FaultIo::Write)), None, "the count is spent");
         assert_eq!(slot.armed(FaultIo::Write), None);
-        assert_eq!(slot.io_errors().failed, 2);
+        assert_eq!(slot.io_errors().get(IoError::Failed), 2);
         arm(&slot, FaultIo::Flush, FaultKind::Pending, 5);
         slot.clear();
         assert_eq!(slot.take(&cmd(FaultIo::Flush)), None);
@@ -403,9 +463,44 @@ mod tests {
             (views[0].id, views[0].matched, views[0].injected),
             (second, 1, 1)
         );
-        assert_eq!(slot.io_errors().nvme_error, 1);
+        assert_eq!(slot.io_errors().get(IoError::NvmeError), 1);
         assert!(slot.remove(None));
         assert!(slot.rules().is_empty());
+    }
+
+    #[test]
+    fn failed_commands_count_under_spdks_bdev_io_status_names() {
+        let slot = FaultSlot::default();
+        let status = |sct, sc| FaultRule {
+            action: FaultAction::Status {
+                sct,
+                sc,
+                dnr: false,
+            },
+            target: FaultTarget::default(),
+            when: FaultWhen::default(),
+        };
+        // nvmemu's own rules are NVMe statuses, Internal Error included.
+        for (sct, sc) in [(0, 6), (2, 0x81), (2, 0x85), (0, 7)] {
+            slot.add(status(sct, sc)).unwrap();
+            slot.take(&cmd(FaultIo::Read)).unwrap();
+        }
+        arm(&slot, FaultIo::Read, FaultKind::Failure, 1);
+        slot.take(&cmd(FaultIo::Read)).unwrap();
+        slot.count_error(IoError::Miscompare);
+        let named: Vec<_> = IoError::ALL
+            .iter()
+            .map(|&k| (k.name(), slot.io_errors().get(k)))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("failed", 1),
+                ("nvme_error", 3),
+                ("miscompare", 1),
+                ("aborted", 1)
+            ]
+        );
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub struct FaultWhen {
     pub from_ms: u64,
     /// ... until this long after (ms); None: for ever.
     pub until_ms: Option<u64>,
+    /// Only while at least this many other commands are outstanding beside the command
+    /// ([`FaultCmd::outstanding`]); 0: at any depth. SPDK's `queue_depth`.
+    pub queue_depth: u64,
 }
 
 impl Default for FaultWhen {
@@ -106,6 +109,7 @@ impl Default for FaultWhen {
             count: 1,
             from_ms: 0,
             until_ms: None,
+            queue_depth: 0,
         }
     }
 }
@@ -132,6 +136,9 @@ pub struct FaultCmd {
     pub lba: Option<(u64, u64)>,
     /// The submission queue it came from.
     pub qid: u16,
+    /// The host's other commands outstanding on its controller when it is taken: those
+    /// behind it in its submission queue and those taken earlier and not completed yet.
+    pub outstanding: u64,
 }
 
 /// `remaining` of a rule without a count.
@@ -225,6 +232,9 @@ impl Rule {
             }
         }
         let w = &self.spec.when;
+        if cmd.outstanding < w.queue_depth {
+            return false;
+        }
         if w.from_ms == 0 && w.until_ms.is_none() {
             return true;
         }
@@ -321,6 +331,7 @@ mod tests {
             opcode: 2,
             lba: Some((slba, nlb)),
             qid,
+            outstanding: 0,
         }
     }
 
@@ -411,6 +422,28 @@ mod tests {
         assert_ne!(a, run(8));
         let n = a.iter().filter(|f| **f).count();
         assert!((60..140).contains(&n), "{n} of 400 at p=0.25");
+    }
+
+    #[test]
+    fn a_queue_depth_matches_only_with_that_many_others_outstanding() {
+        let when = FaultWhen {
+            queue_depth: 4,
+            ..FaultWhen::default()
+        };
+        let r = rule(FaultTarget::default(), when);
+        let at = |outstanding| FaultCmd {
+            outstanding,
+            ..read(0, 1, 1)
+        };
+        let mut now = None;
+        assert!(!r.matches(&at(0), &mut now));
+        assert!(
+            !r.matches(&at(3), &mut now),
+            "SPDK: in flight below queue_depth"
+        );
+        assert!(r.matches(&at(4), &mut now));
+        assert!(r.matches(&at(31), &mut now));
+        r.disarm();
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! piece of client memory.
 
 use nvmemu_bdev::BdevChannel;
+use nvmemu_bdev::fault::IoError;
 use nvmemu_mem::{Access, GuestMemory, MmapRegion};
 use nvmemu_spec::{DataPtr, Lba, Status};
 
@@ -88,7 +89,8 @@ pub(super) fn write(
     )
 }
 
-/// Compare: Compare Failure at the first piece that differs.
+/// Compare: Compare Failure at the first piece that differs (counted as the bdev's
+/// `miscompare` in `bdev_get_iostat`, as SPDK's bdev layer counts it).
 pub(super) fn compare(
     ns: &Namespace,
     mem: &GuestMemory,
@@ -107,7 +109,10 @@ pub(super) fn compare(
             .map_err(|e| bdev_status(&e))?
         {
             true => Ok(()),
-            false => Err(Status::COMPARE_FAILURE),
+            false => {
+                ns.bdev().faults().count_error(IoError::Miscompare);
+                Err(Status::COMPARE_FAILURE)
+            }
         },
     )
     .map(|_| ())

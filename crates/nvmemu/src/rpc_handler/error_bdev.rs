@@ -53,8 +53,8 @@ pub(crate) fn delete(st: &mut State, target: &Target, name: &str) -> Result<Valu
 
 /// `bdev_error_inject_error`, with SPDK's answers: an unknown `io_type` or `error_type`
 /// fails decoding (-32603), no such error bdev is ENODEV, `corrupt_data` without a
-/// `corrupt_value` EINVAL. nvmemu does not do `queue_depth` yet: ENOTSUP, so a script that
-/// relies on it stops rather than passes untested.
+/// `corrupt_value` EINVAL. `queue_depth` N (SPDK's `error_qd`, default 0) hits only
+/// commands taken while N or more others are outstanding (`FaultCmd::outstanding`).
 pub(crate) fn inject(reg: &Registry, p: &BdevErrorInjectErrorParams) -> Result<Value, RpcError> {
     let decode_failed = || RpcError::internal("spdk_json_decode_object failed");
     let types: &[FaultIo] = match p.io_type.as_str() {
@@ -76,26 +76,20 @@ pub(crate) fn inject(reg: &Registry, p: &BdevErrorInjectErrorParams) -> Result<V
             "corrupt_data needs a corrupt_value from 1 to 255",
         ));
     }
-    if p.queue_depth.unwrap_or(0) != 0 {
-        return Err(RpcError::errno_msg(
-            Errno::ENOTSUP,
-            "queue_depth is not supported by nvmemu yet: leave it out (errors hit at any depth)",
-        ));
-    }
     let faults = e.bdev.faults();
     if p.io_type == "clear" {
         faults.clear();
         tracing::info!(name, "injected errors cleared");
         return Ok(Value::Bool(true));
     }
-    let num = p.num.unwrap_or(1);
+    let (num, queue_depth) = (p.num.unwrap_or(1), p.queue_depth.unwrap_or(0));
     let action = kind.action(p.corrupt_offset.unwrap_or(0), corrupt_value);
     for &io in types {
         faults
-            .arm(io, kind, action, num)
+            .arm(io, kind, action, (num, queue_depth))
             .map_err(|full| RpcError::errno_msg(Errno::ENOSPC, format!("{name}: {full}")))?;
     }
-    tracing::info!(name, io_type = %p.io_type, error_type = kind.name(), num, "error injection armed");
+    tracing::info!(name, io_type = %p.io_type, error_type = kind.name(), num, queue_depth, "error injection armed");
     Ok(Value::Bool(true))
 }
 
@@ -172,9 +166,12 @@ mod tests {
         corrupt["corrupt_value"] = json!(1);
         assert_eq!(inject(&h, corrupt), Ok(json!(true)));
         assert_eq!(faults()[0], Some((FaultKind::CorruptData, 1)));
-        let mut qd = p("read", "failure");
+        let mut qd = p("flush", "failure");
         qd["queue_depth"] = json!(8);
-        assert_eq!(inject(&h, qd), Err(-95));
+        assert_eq!(inject(&h, qd), Ok(json!(true)));
+        let rules = call(&h, "nvmemu_bdev_get_faults", json!({"name": "EE_b0"})).unwrap();
+        assert_eq!(rules[0]["faults"][1]["queue_depth"], json!(8));
+        assert_eq!(rules[0]["faults"][1]["io_type"], json!("flush"));
 
         let mut three = p("write", "pending");
         three["num"] = json!(3);

@@ -150,6 +150,7 @@ fn when(p: &NvmemuBdevInjectFaultParams) -> Result<FaultWhen, RpcError> {
         count: p.count.unwrap_or(1),
         from_ms,
         until_ms,
+        queue_depth: 0,
     })
 }
 
@@ -224,6 +225,9 @@ pub(crate) fn view_json(v: &RuleView) -> Value {
     put("from_ms", json!(w.from_ms));
     if let Some(until) = w.until_ms {
         put("until_ms", json!(until));
+    }
+    if w.queue_depth > 0 {
+        put("queue_depth", json!(w.queue_depth));
     }
     put("spdk", json!(v.spdk));
     put("matched", json!(v.matched));

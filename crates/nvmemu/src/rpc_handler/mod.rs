@@ -270,6 +270,7 @@ impl Handler for NvmemuHandler {
             }
             R::NvmemuControllerInjectFatal(p) => self.locked(|st| nvmf::inject_fatal(st, t, &p)),
             R::NvmemuNamespaceInjectNotReady(p) => self.locked(|st| nvmf::inject_not_ready(st, &p)),
+            R::NvmemuControllerGetFaults(p) => self.locked(|st| nvmf::get_ctrl_faults(st, t, &p)),
             R::NvmfSubsystemAddListener(p) if nvmf::is_tcp(&p.listen_address.trtype) => {
                 self.nvmf_locked(|st| nvmf::add_tcp_listener(st, &p.nqn, p.listen_address))
             }

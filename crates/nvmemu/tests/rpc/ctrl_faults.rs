@@ -2,7 +2,8 @@
 //! Controller-level faults end to end: `nvmemu rpc nvmemu_controller_inject_fatal` and
 //! `nvmemu_namespace_inject_not_ready` on the real server, and the userspace driver over
 //! vfio-user meeting them: CSTS.CFS seen, a reset (CC.EN 1 -> 0) and a new attach bring
-//! I/O back; Namespace Not Ready with and without DNR until cleared.
+//! I/O back; Namespace Not Ready with and without DNR until cleared; what
+//! `nvmemu_controller_get_faults` and `nvmemu stat` report of both.
 
 use super::*;
 use nvmemu_spec::regs::csts;
@@ -14,12 +15,7 @@ fn reads_completed(
     n: u64,
     wait: Duration,
 ) -> Vec<(u64, Result<u32, String>)> {
-    for i in 0..n {
-        let rd = sqe::rw(IoOpcode::Read, Nsid(1), Lba(i), 1);
-        q.submit_raw(rd, Some((buf, 512)), i)
-            .expect("submit a read");
-    }
-    q.ring().expect("ring the SQ doorbell");
+    ring_reads(q, buf, n);
     let mut seen = Vec::new();
     let deadline = Instant::now() + wait;
     while Instant::now() < deadline {
@@ -106,6 +102,130 @@ fn a_namespace_not_ready_fails_io_with_82h_and_the_dnr_asked_until_cleared() {
     assert_eq!(code, -2, "{msg}");
     drop(q);
     c.shutdown().unwrap();
+    s.kill();
+}
+
+/// `nvmemu_controller_get_faults` for the reference subsystem: its one controller and
+/// its one namespace.
+fn ctrl_faults(s: &Server) -> (Value, Value) {
+    let v = s
+        .call("nvmemu_controller_get_faults", json!({"nqn": NQN}))
+        .expect("nvmemu_controller_get_faults");
+    assert_eq!(v[0]["nqn"], json!(NQN));
+    (
+        v[0]["controllers"][0].clone(),
+        v[0]["namespaces"][0].clone(),
+    )
+}
+
+fn unix_ms() -> u64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is past 1970");
+    u64::try_from(d.as_millis()).expect("milliseconds fit 64 bits")
+}
+
+#[test]
+fn injections_show_in_get_faults_and_stat_with_the_counts_the_driver_saw() {
+    let s = Server::start(&[]);
+    s.reference_sequence();
+    let (ctrl, ns) = ctrl_faults(&s);
+    assert_eq!(
+        ctrl,
+        json!({"cntlid": 1, "traddr": s.traddr().to_str().unwrap(),
+               "fatal_armed_after_commands": null, "fatal_injected": 0,
+               "fatal_last_injected_ms": null, "fatal_in_effect": false,
+               "fatal_cleared_by_reset": 0})
+    );
+    assert_eq!(
+        ns,
+        json!({"nsid": 1, "bdev_name": "Malloc0", "not_ready": false, "dnr": false,
+               "not_ready_commands": 0})
+    );
+    assert!(!s.stat(&[]).contains("not ready"), "nothing injected yet");
+    let (code, _) = rpc_code(s.call("nvmemu_controller_get_faults", json!({"nqn": "nqn.x:none"})));
+    assert_eq!(code, -32602);
+
+    let mut c = attach(&s.traddr());
+    let mut q = c.take_qpair().unwrap();
+    let buf = c.alloc_dma(4096).unwrap();
+    // Not ready, with DNR: each read the driver sends is answered with it, and counted.
+    s.ok(&["nvmemu_namespace_inject_not_ready", NQN, "1", "--dnr"]);
+    let read = || sqe::rw(IoOpcode::Read, Nsid(1), Lba(0), 1);
+    let refused = (0..3)
+        .filter(|_| {
+            let r = q.execute_raw(read(), Some((&buf, 512))).unwrap();
+            r.status() == Status::NAMESPACE_NOT_READY.with_dnr(true)
+        })
+        .count();
+    assert_eq!(refused, 3);
+    let (_, ns) = ctrl_faults(&s);
+    assert_eq!(
+        (&ns["not_ready"], &ns["dnr"], &ns["not_ready_commands"]),
+        (&json!(true), &json!(true), &json!(3))
+    );
+    s.ok(&["nvmemu_namespace_inject_not_ready", NQN, "1", "--clear"]);
+    q.read_blocking(Nsid(1), Lba(0), 1, &buf).unwrap();
+
+    // Fatal after 2 more commands: armed, then fired on the third; the time is now.
+    s.ok(&["nvmemu_controller_inject_fatal", NQN, "-a", "2"]);
+    assert_eq!(ctrl_faults(&s).0["fatal_armed_after_commands"], json!(2));
+    let before = unix_ms();
+    let seen = reads_completed(&mut q, &buf, 3, Duration::from_millis(300));
+    assert_eq!(seen.len(), 2);
+    assert_eq!(c.csts().unwrap(), csts::CFS | csts::RDY);
+    let (ctrl, ns) = ctrl_faults(&s);
+    assert_eq!(ctrl["fatal_armed_after_commands"], json!(null));
+    assert_eq!(
+        (&ctrl["fatal_injected"], &ctrl["fatal_in_effect"]),
+        (&json!(1), &json!(true))
+    );
+    let at = ctrl["fatal_last_injected_ms"].as_u64().unwrap();
+    assert!(
+        (before..=unix_ms()).contains(&at),
+        "{at} not in [{before}, now]"
+    );
+    assert_eq!(
+        ns["not_ready_commands"],
+        json!(3),
+        "the clear kept the count"
+    );
+
+    // `nvmemu stat` shows both, as JSON and as text.
+    let report: Value = serde_json::from_str(&s.stat(&["--output-format=json"])).unwrap();
+    let fatal = &report["controller_faults"][0];
+    assert_eq!(
+        (&fatal["cntlid"], &fatal["injected"], &fatal["in_effect"]),
+        (&json!(1), &json!(1), &json!(true))
+    );
+    let nr = &report["namespace_faults"][0];
+    assert_eq!(
+        (&nr["nsid"], &nr["not_ready"], &nr["commands"]),
+        (&json!(1), &json!(false), &json!(3))
+    );
+    let text = s.stat(&[]);
+    assert!(text.contains("CSTS.CFS set 1 times"), "{text}");
+    assert!(
+        text.contains("now set until the host resets the controller"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nsid 1 (Malloc0): ready again, 3 commands answered Not Ready"),
+        "{text}"
+    );
+
+    // The host resets the controller: the record says a reset cleared it.
+    drop(q);
+    c.shutdown().unwrap();
+    let (ctrl, _) = ctrl_faults(&s);
+    assert_eq!(
+        (&ctrl["fatal_in_effect"], &ctrl["fatal_cleared_by_reset"]),
+        (&json!(false), &json!(1))
+    );
+    assert!(
+        s.stat(&[])
+            .contains("now not set; cleared by reset 1 times")
+    );
     s.kill();
 }
 

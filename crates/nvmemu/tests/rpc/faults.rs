@@ -101,19 +101,7 @@ fn an_unrecovered_read_error_on_a_range_lands_in_the_logs_and_iostat() {
         (json!(2), json!(2))
     );
     // `nvmemu stat` shows the rule with its counters.
-    let out = Command::new(BIN)
-        .arg("stat")
-        .arg("-s")
-        .arg(s.sock())
-        .args(["-i", "0.1", "--count", "1", "--output-format=json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: Value = serde_json::from_str(&s.stat(&["--output-format=json"])).unwrap();
     let f = &report["faults"][0];
     assert_eq!(
         (f["bdev"].clone(), f["injected"].clone()),

@@ -57,6 +57,17 @@ fn attach(dir: &Path) -> AttachedController {
     .expect("driver attaches")
 }
 
+/// Submits reads of one block at LBAs `0..n` (tokens 0..n) into `buf`, then rings the SQ
+/// doorbell once, so the controller sees them all at once.
+fn ring_reads(q: &mut nvmemu_driver::IoQpair, buf: &nvmemu_driver::DmaBuf, n: u64) {
+    for i in 0..n {
+        let rd = sqe::rw(IoOpcode::Read, Nsid(1), Lba(i), 1);
+        q.submit_raw(rd, Some((buf, 512)), i)
+            .expect("submit a read");
+    }
+    q.ring().expect("ring the SQ doorbell");
+}
+
 fn rpc_code(r: Result<Value, ClientError>) -> (i32, String) {
     match r {
         Err(ClientError::Rpc(e)) => (e.code, e.message),

@@ -93,6 +93,24 @@ impl Server {
         String::from_utf8(out.stdout).expect("utf-8 output")
     }
 
+    /// One report of `nvmemu stat -s SOCK -c 1 ARGS...` that must succeed: its stdout.
+    pub(crate) fn stat(&self, args: &[&str]) -> String {
+        let out = Command::new(BIN)
+            .arg("stat")
+            .arg("-s")
+            .arg(self.sock())
+            .args(["-i", "0.1", "--count", "1"])
+            .args(args)
+            .output()
+            .expect("nvmemu stat runs");
+        assert!(
+            out.status.success(),
+            "nvmemu stat: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 output")
+    }
+
     pub(crate) fn call(&self, method: &str, params: Value) -> Result<Value, ClientError> {
         let mut c = Client::connect(&self.sock(), Duration::from_secs(30)).expect("connect");
         c.call(method, params)

@@ -31,7 +31,8 @@ pub struct BdevErrorInjectErrorParams {
     /// How many commands to hit (default 1; 0 disarms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num: Option<u32>,
-    /// Hit only at this queue depth (SPDK; not supported by nvmemu: 0 or absent only).
+    /// Hit only commands taken while at least this many others are outstanding
+    /// (default 0: at any depth).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_depth: Option<u64>,
     /// `corrupt_data`: the byte of each hit command's data to change (default 0).

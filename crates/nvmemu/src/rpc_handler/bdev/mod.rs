@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use nvmemu_bdev::fault::IoError;
 use nvmemu_bdev::{Bdev, BdevKind, MallocBacking};
 use nvmemu_rpc::methods::bdev::{
     BdevGetIostatParams, BdevInfo, BdevIostat, BdevIostatEntry, BdevMallocCreateParams,
@@ -495,14 +496,16 @@ fn driver_specific(name: &str, e: &BdevEntry) -> serde_json::Map<String, Value> 
     map
 }
 
-/// SPDK's `io_error`: failed commands by bdev I/O status name, the non-zero ones (only
-/// injected faults fail a command here).
+/// SPDK's `io_error`: failed commands by bdev I/O status name (`IoError`), the non-zero
+/// ones. SPDK v25.05's `bdev_get_iostat` writes the object in every per-bdev entry, `{}`
+/// while nothing failed (`lib/bdev/bdev_rpc.c` allocates the error counts for the device
+/// stat; `spdk_bdev_dump_io_stat_json` writes a key per non-zero status).
 fn io_error(b: &Bdev) -> serde_json::Map<String, Value> {
     let e = b.faults().io_errors();
-    [("failed", e.failed), ("nvme_error", e.nvme_error)]
+    IoError::ALL
         .into_iter()
-        .filter(|(_, n)| *n != 0)
-        .map(|(k, n)| (k.to_owned(), Value::from(n)))
+        .filter(|&k| e.get(k) != 0)
+        .map(|k| (k.name().to_owned(), Value::from(e.get(k))))
         .collect()
 }
 

@@ -27,7 +27,7 @@ use nvmemu_rpc::methods::nvmf::{
 use serde_json::{Value, json};
 
 pub(crate) use connected::{get_controllers, get_listeners, get_qpairs};
-pub(crate) use faults::{inject_fatal, inject_not_ready};
+pub(crate) use faults::{get_faults as get_ctrl_faults, inject_fatal, inject_not_ready};
 pub(crate) use hosts::{add_host, allow_any_host, remove_host};
 pub(crate) use listener::{add_listener, remove_listener};
 pub(crate) use namespace::{add_ns, remove_namespaces_of, remove_ns};

@@ -36,5 +36,15 @@ pub struct InjectNotReadyArgs {
     pub clear: bool,
 }
 
+#[derive(Debug, Clone, Args, Serialize)]
+#[allow(missing_docs)]
+pub struct GetCtrlFaultsArgs {
+    /// Only this subsystem's NQN.
+    #[arg(short = 'n', long = "nqn")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nqn: Option<String>,
+}
+
 impl CliParams for InjectFatalArgs {}
 impl CliParams for InjectNotReadyArgs {}
+impl CliParams for GetCtrlFaultsArgs {}

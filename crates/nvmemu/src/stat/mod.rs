@@ -2,10 +2,11 @@
 //! `nvmemu stat`: live figures of a running `nvmemu serve`, refreshed every `-i` seconds like
 //! `iostat -x 1`: per controller IOPS, bandwidth, the queue depth its doorbell looks saw and
 //! the target's per-layer mean times; per namespace (bdev) reads and writes; per poller the
-//! busy share; the fault rules (`nvmemu_bdev_inject_fault`) with their counters since they
-//! were added. Each report covers the interval since the previous sample (the first one the
-//! first interval). Layer times need `bdev_enable_histogram` on the bdev; without it they
-//! read `-`, and the text report says how to turn timing on.
+//! busy share; the injections (`faults.rs`): fault rules, controller fatal statuses and
+//! namespaces not ready, with their counters. Each report covers the interval since the
+//! previous sample (the first one the first interval). Layer times need
+//! `bdev_enable_histogram` on the bdev; without it they read `-`, and the text report says
+//! how to turn timing on.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -16,10 +17,13 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use nvmemu_rpc::Client;
 use nvmemu_rpc::methods::bdev::BdevIostat;
-use nvmemu_rpc::methods::fault::BdevFaults;
 use nvmemu_rpc::methods::histogram::{LatencyBreakdown, LayerStats};
 use serde::Serialize;
 use serde_json::json;
+
+mod faults;
+
+use faults::{FatalRow, FaultRow, FaultSample, NotReadyRow};
 
 /// The layers `stat` shows, in order.
 const LAYERS: [&str; 5] = ["total", "queued", "backend", "complete", "interrupt"];
@@ -50,12 +54,12 @@ pub struct StatArgs {
     output_format: Format,
 }
 
-/// One sample: both RPC answers and when they were taken.
+/// One sample: the RPC answers and when they were taken.
 struct Sample {
     at: Instant,
     breakdown: LatencyBreakdown,
     iostat: BdevIostat,
-    faults: Vec<BdevFaults>,
+    faults: FaultSample,
 }
 
 fn sample(client: &mut Client) -> anyhow::Result<Sample> {
@@ -65,14 +69,12 @@ fn sample(client: &mut Client) -> anyhow::Result<Sample> {
     let i = client
         .call("bdev_get_iostat", json!({}))
         .context("bdev_get_iostat")?;
-    let f = client
-        .call("nvmemu_bdev_get_faults", json!({}))
-        .context("nvmemu_bdev_get_faults")?;
+    let faults = faults::sample(client)?;
     Ok(Sample {
         at: Instant::now(),
         breakdown: serde_json::from_value(b).context("nvmemu_get_latency_breakdown result")?,
         iostat: serde_json::from_value(i).context("bdev_get_iostat result")?,
-        faults: serde_json::from_value(f).context("nvmemu_bdev_get_faults result")?,
+        faults,
     })
 }
 
@@ -112,17 +114,6 @@ struct PollerRow {
     busy_pct: f64,
 }
 
-/// A fault rule's counters since it was added.
-#[derive(Debug, Serialize)]
-struct FaultRow {
-    bdev: String,
-    id: u32,
-    action: String,
-    io_type: String,
-    matched: u64,
-    injected: u64,
-}
-
 #[derive(Debug, Serialize)]
 struct Report {
     interval_s: f64,
@@ -130,6 +121,8 @@ struct Report {
     namespaces: Vec<NsRow>,
     pollers: Vec<PollerRow>,
     faults: Vec<FaultRow>,
+    controller_faults: Vec<FatalRow>,
+    namespace_faults: Vec<NotReadyRow>,
 }
 
 fn per_s(delta: u64, secs: f64) -> f64 {
@@ -168,25 +161,15 @@ fn layer_means(now: &[LayerStats], then: Option<&[LayerStats]>) -> Vec<LayerMean
 
 fn report(prev: &Sample, now: &Sample) -> Report {
     let secs = now.at.duration_since(prev.at).as_secs_f64();
+    let (faults, controller_faults, namespace_faults) = faults::rows(&prev.faults, &now.faults);
     Report {
         interval_s: secs,
         controllers: controller_rows(prev, now, secs),
         namespaces: namespace_rows(prev, now, secs),
         pollers: poller_rows(prev, now),
-        faults: now
-            .faults
-            .iter()
-            .flat_map(|b| {
-                b.faults.iter().map(|r| FaultRow {
-                    bdev: b.name.clone(),
-                    id: r.id,
-                    action: r.action.clone(),
-                    io_type: r.io_type.clone(),
-                    matched: r.matched,
-                    injected: r.injected,
-                })
-            })
-            .collect(),
+        faults,
+        controller_faults,
+        namespace_faults,
     }
 }
 
@@ -349,13 +332,7 @@ fn print_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     if r.controllers.iter().any(|c| !c.timing) {
         writeln!(out, "{TIMING_OFF_HINT}")?;
     }
-    for f in &r.faults {
-        writeln!(
-            out,
-            "fault {} #{}: {} on {}, matched {}, injected {}",
-            f.bdev, f.id, f.action, f.io_type, f.matched, f.injected
-        )?;
-    }
+    faults::print_text(&r.faults, &r.controller_faults, &r.namespace_faults, out)?;
     let pollers: Vec<String> = r
         .pollers
         .iter()
@@ -422,6 +399,8 @@ mod tests {
             namespaces: Vec::new(),
             pollers: Vec::new(),
             faults: Vec::new(),
+            controller_faults: Vec::new(),
+            namespace_faults: Vec::new(),
         }
     }
 
@@ -440,24 +419,5 @@ mod tests {
             "{off}"
         );
         assert!(!text(&report(true)).contains("bdev_enable_histogram"));
-    }
-
-    #[test]
-    fn fault_rules_show_with_their_counters() {
-        let mut r = report(true);
-        assert!(!text(&r).contains("fault"));
-        r.faults.push(FaultRow {
-            bdev: "Malloc0".into(),
-            id: 2,
-            action: "status".into(),
-            io_type: "read".into(),
-            matched: 7,
-            injected: 3,
-        });
-        let t = text(&r);
-        assert!(
-            t.contains("fault Malloc0 #2: status on read, matched 7, injected 3"),
-            "{t}"
-        );
     }
 }
