@@ -139,7 +139,10 @@ impl Controller {
     }
 
     /// The per-command fault step for I/O command `sqe` from `sqid`: the fatal countdown
-    /// first, then the namespace's readiness, then its bdev's fault rules.
+    /// first, then the namespace's readiness, then its bdev's fault rules. Runs only while
+    /// some bdev has an injection armed, so it stays out of `poll_sq`'s loop.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn injection(&mut self, sqid: Qid, sqe: &Sqe) -> Option<Injection> {
         if let Some(c) = &mut self.fatal_countdown {
             if c.remaining == 0 {
