@@ -119,7 +119,7 @@ impl Controller {
         };
         // Nothing queued (most passes of an idle or iodepth-1 poller): no batch to open,
         // prefetch or flush. Every other path that stages a CQE flushes it itself.
-        if self.queues.sq(qid).is_none_or(|sq| sq.head == tail) {
+        if self.queues.sq_mut(qid).is_none_or(|sq| sq.empty_at(tail)) {
             return 0;
         }
         let mut completed = 0;
