@@ -211,7 +211,10 @@ impl Controller {
 
     /// The per-command fault step for I/O command `sqe`, at the head of `sqid` (whose
     /// tail is `tail`): the fatal countdown first, then the namespace's readiness, then
-    /// its bdev's fault rules.
+    /// its bdev's fault rules. Runs only while some bdev has an injection armed, so it
+    /// stays out of `poll_sq`'s loop.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn injection(&mut self, sqid: Qid, sqe: &Sqe, tail: RingIdx) -> Option<Injection> {
         if let Some(c) = &mut self.fatal_countdown {
             if c.remaining == 0 {

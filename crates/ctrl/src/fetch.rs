@@ -59,6 +59,17 @@ impl SubmissionQueue {
         Ok(self.copies.slots.get(slot).copied())
     }
 
+    /// Whether nothing is queued up to `tail`. Copies past the head are then stale (the
+    /// host moved the tail back) and are dropped, as [`copy_ahead`](Self::copy_ahead) would.
+    #[inline(always)]
+    pub(crate) fn empty_at(&mut self, tail: RingIdx) -> bool {
+        if self.head != tail {
+            return false;
+        }
+        self.copies.copied = self.head;
+        true
+    }
+
     /// The head entry is taken: SQHD moves past it, and its ring line goes back toward the
     /// shared cache, where the host's next write to the slot finds it without a snoop of
     /// this core.

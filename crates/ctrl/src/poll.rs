@@ -117,6 +117,11 @@ impl Controller {
         let Some(tail) = self.load_sq_tail(qid) else {
             return 0;
         };
+        // Nothing queued (most passes of an idle or iodepth-1 poller): no batch to open,
+        // prefetch or flush. Every other path that stages a CQE flushes it itself.
+        if self.queues.sq_mut(qid).is_none_or(|sq| sq.empty_at(tail)) {
+            return 0;
+        }
         let mut completed = 0;
         let mut taken = 0;
         // Decided once per batch; with every instrument off, one branch per command.

@@ -18,7 +18,9 @@ use crate::Controller;
 
 impl Controller {
     /// Execute one admin command. `None`: the command is held and completes later
-    /// (Asynchronous Event Request).
+    /// (Asynchronous Event Request). Out of line: inlined, the whole admin command set
+    /// sat inside `poll_sq`, the I/O queues' per-command loop.
+    #[inline(never)]
     pub(crate) fn exec_admin(&mut self, sqe: &Sqe) -> Option<Result<u32, Status>> {
         let cmd = match AdminCommand::decode(sqe) {
             Ok(cmd) => cmd,
