@@ -96,13 +96,19 @@ impl ByteBuf {
         *self = next;
     }
 
-    /// Read what the socket has into the free space; Ok(0) at end of stream. A full
-    /// buffer reads nothing (Err WouldBlock, so the caller does not mistake it for EOF).
-    pub(crate) fn fill_from(&mut self, r: &mut impl Read) -> io::Result<usize> {
+    /// The free space after the live bytes (compacted first when none is left at the
+    /// end), for a read that [`ByteBuf::commit`] then makes live.
+    pub(crate) fn spare(&mut self) -> &mut [u8] {
         if self.buf.len() == self.end {
             self.compact();
         }
-        let free = &mut self.buf[self.end..];
+        &mut self.buf[self.end..]
+    }
+
+    /// Read what the socket has into the free space; Ok(0) at end of stream. A full
+    /// buffer reads nothing (Err WouldBlock, so the caller does not mistake it for EOF).
+    pub(crate) fn fill_from(&mut self, r: &mut impl Read) -> io::Result<usize> {
+        let free = self.spare();
         if free.is_empty() {
             return Err(io::ErrorKind::WouldBlock.into());
         }

@@ -110,10 +110,9 @@ fn connect_stage(
                 let depth = usize::from(entries - 1);
                 TcpQueue::new(
                     q,
-                    qid,
+                    (qid, depth, icd),
                     lead.nsid,
                     g,
-                    depth,
                     Arc::clone(stop),
                     lead.reply_timeout,
                 )

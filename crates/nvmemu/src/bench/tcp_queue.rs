@@ -4,8 +4,9 @@
 //! and R2Ts find their buffer without a lookup table. Writes that fit the controller's
 //! in-capsule size go in the capsule, larger ones when the target asks by R2T.
 //!
-//! Per I/O: one capsule written to the socket at `submit` (TCP has no doorbell to
-//! batch behind, so `ring` does nothing), the reads `reap` makes, no allocation.
+//! Batched as SPDK's host batches: `submit` queues the capsule, `ring` sends the batch in
+//! one `write`; `reap` makes one read, which brings the PDUs of many commands, and parses
+//! them from the queue's receive buffer. No allocation per I/O.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -33,6 +34,9 @@ struct Slot {
     len: usize,
     /// C2HData bytes received so far.
     received: usize,
+    /// Write data the target may still ask for by R2T (none once sent in-capsule): what
+    /// bounds the H2CData queued for one command.
+    r2t_left: usize,
 }
 
 /// The slots' buffers and commands, found by CID (= slot index).
@@ -59,6 +63,8 @@ pub struct TcpQueue {
     geometry: Geometry,
     /// Commands the queue holds (its entries less one).
     capacity: usize,
+    /// Largest write data a capsule carries (larger writes wait for R2T).
+    icd_max: usize,
     slots: Slots,
     in_flight: usize,
     fatal: Option<EngineError>,
@@ -72,13 +78,13 @@ fn transport(e: &HostError) -> EngineError {
 }
 
 impl TcpQueue {
-    /// `q` (I/O queue `qid`, `capacity` commands deep) on namespace `nsid` of `geometry`.
+    /// `q` (I/O queue `qid`, `capacity` commands deep, in-capsule data up to `icd_max`
+    /// bytes) on namespace `nsid` of `geometry`.
     pub fn new(
         mut q: HostQueue,
-        qid: u16,
+        (qid, capacity, icd_max): (u16, usize, u32),
         nsid: u32,
         geometry: Geometry,
-        capacity: usize,
         stop: Arc<AtomicBool>,
         stall_timeout: Duration,
     ) -> Result<TcpQueue, HostError> {
@@ -89,6 +95,7 @@ impl TcpQueue {
             nsid,
             geometry,
             capacity,
+            icd_max: icd_max as usize,
             slots: Slots::default(),
             in_flight: 0,
             fatal: None,
@@ -175,16 +182,18 @@ impl TcpQueue {
                 len,
             } => {
                 let slot = usize::from(cid);
-                let out = self
+                let s = self
                     .slots
                     .state
-                    .get(slot)
-                    .filter(|s| s.busy && !s.read)
-                    .and_then(|s| self.slots.bufs.get(slot).and_then(|b| b.get(..s.len)))
+                    .get_mut(slot)
+                    .filter(|s| s.busy && s.r2t_left >= len as usize)
                     .ok_or(HostError::Protocol(
-                        "R2T for a CID with no write outstanding",
+                        "R2T for more write data than the command has outstanding",
                     ))?;
-                self.q.send_data(cid, ttag, out, offset, len)?;
+                s.r2t_left -= len as usize;
+                let out = self.slots.bufs.get(slot).and_then(|b| b.get(..s.len));
+                self.q
+                    .send_data(cid, ttag, out.unwrap_or_default(), offset, len)?;
                 Ok(None)
             }
         }
@@ -212,6 +221,9 @@ impl IoQueue for TcpQueue {
         }
         self.slots.bufs = (0..slots).map(|_| vec![0u8; slot_bytes]).collect();
         self.slots.state = vec![Slot::default(); slots];
+        // A batch of capsules, each with a header, digests and its in-capsule data.
+        let capsule = nvmemu_tcp::pdu::CMD_HLEN + 8 + slot_bytes.min(self.icd_max);
+        self.q.reserve_send(slots * capsule);
         Ok(())
     }
 
@@ -273,7 +285,8 @@ impl IoQueue for TcpQueue {
             }
         };
         let out = (op != Op::Read).then_some(&*buf);
-        self.q
+        let in_capsule = self
+            .q
             .submit(cid, sqe, moved, out)
             .map_err(|e| transport(&e))?;
         if let Some(s) = self.slots.state.get_mut(slot) {
@@ -282,6 +295,11 @@ impl IoQueue for TcpQueue {
                 read: op == Op::Read,
                 len: moved,
                 received: 0,
+                r2t_left: if op == Op::Read || in_capsule {
+                    0
+                } else {
+                    moved
+                },
             };
         }
         self.in_flight += 1;
@@ -289,14 +307,37 @@ impl IoQueue for TcpQueue {
     }
 
     fn ring(&mut self) -> Result<(), EngineError> {
-        self.fatal.clone().map_or(Ok(()), Err)
+        if let Some(e) = &self.fatal {
+            return Err(e.clone());
+        }
+        if let Err(e) = self.q.flush() {
+            let e = transport(&e);
+            self.fatal = Some(e.clone());
+            return Err(e);
+        }
+        Ok(())
     }
 
+    /// Handles the PDUs already received, then makes one read and handles what it
+    /// brought, up to `max` completions; sends what is left queued (a batch the socket
+    /// did not take whole, H2CData answering R2Ts).
     fn reap(&mut self, max: usize, done: &mut dyn FnMut(usize, Result<(), EngineError>)) -> usize {
+        if let Some(e) = self.fatal.clone() {
+            return self.fail_all(e, done);
+        }
         let mut n = 0;
-        while n < max && self.fatal.is_none() {
-            let event = match self.q.poll(&mut self.slots) {
+        let mut read = false;
+        while n < max {
+            let event = match self.q.next_pdu(&mut self.slots) {
                 Ok(Some(e)) => e,
+                Ok(None) if !read => {
+                    read = true;
+                    match self.q.receive(&mut self.slots) {
+                        Ok(true) => continue,
+                        Ok(false) => break,
+                        Err(e) => return n + self.fail_all(transport(&e), done),
+                    }
+                }
                 Ok(None) => break,
                 Err(e) => return n + self.fail_all(transport(&e), done),
             };
@@ -308,6 +349,9 @@ impl IoQueue for TcpQueue {
                 Ok(None) => {}
                 Err(e) => return n + self.fail_all(transport(&e), done),
             }
+        }
+        if let Err(e) = self.q.flush() {
+            return n + self.fail_all(transport(&e), done);
         }
         if n > 0 {
             self.stall.progress();

@@ -4,6 +4,11 @@
 //! caller's buffer, optional digests) and a [`HostController`] on top (Fabrics Connect,
 //! Property Get/Set, enable, Keep Alive, Disconnect).
 //!
+//! A queue batches as SPDK's host does: [`HostQueue::submit`] only queues a capsule, and
+//! [`HostQueue::flush`] sends all that is queued in one `write`; [`HostQueue::receive`]
+//! takes all the target has sent in one read, and [`HostQueue::next_pdu`] parses PDUs from it
+//! without a system call.
+//!
 //! What the target sends is input like any other: every PDU header is checked (type, lengths,
 //! data offset, digests, the CID and the data range of the command it names) and a bad one
 //! is a [`HostError`], never a panic. The buffers are the queue's own, sized once at
@@ -11,17 +16,18 @@
 
 mod controller;
 mod frame;
+mod receive;
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use nvmemu_spec::{Cqe, Sqe, Status};
-use zerocopy::{FromBytes, IntoBytes};
+use zerocopy::IntoBytes;
 
 pub use controller::{HostController, HostIdentity};
 use frame::Framer;
-pub use frame::Received;
+pub use receive::Received;
 
 use crate::pdu::{flags, pdu_type as ty};
 
@@ -127,8 +133,9 @@ impl HostQueue {
         self.framer.maxh2cdata
     }
 
-    /// Run one command to its completion (its CID is set here). A write's data goes
-    /// in-capsule when it fits, otherwise in H2CData PDUs as the target asks by R2T.
+    /// Run one command to its completion (its CID is set here), waiting for each PDU up
+    /// to the timeout. A write's data goes in-capsule when it fits, otherwise in H2CData
+    /// PDUs as the target asks by R2T.
     pub fn exec(&mut self, sqe: Sqe, data: Transfer<'_>) -> Result<Cqe, HostError> {
         self.next_cid = self.next_cid.wrapping_add(1);
         let cid = self.next_cid;
@@ -139,22 +146,22 @@ impl HostQueue {
         };
         let len = out.len().max(into.len());
         let in_capsule = self.submit(cid, sqe, len, (!out.is_empty()).then_some(out))?;
+        self.framer.flush_all()?;
         let mut received = 0usize;
         loop {
             let mut one = OneBuffer { cid, buf: into };
-            let event = self.poll(&mut one)?;
+            let event = self.framer.wait(&mut one)?;
             into = one.buf;
             match event {
-                None => {}
-                Some(Received::Response(cqe)) => {
+                Received::Response(cqe) => {
                     if cqe.cid != cid {
                         return Err(HostError::Protocol("response for a CID not outstanding"));
                     }
                     return Ok(cqe);
                 }
-                Some(Received::Data {
+                Received::Data {
                     len, last_success, ..
-                }) => {
+                } => {
                     received += len;
                     if last_success {
                         if received != into.len() {
@@ -166,23 +173,25 @@ impl HostQueue {
                         });
                     }
                 }
-                Some(Received::R2t {
+                Received::R2t {
                     cid: rcid,
                     ttag,
                     offset,
                     len,
-                }) => {
+                } => {
                     if rcid != cid || in_capsule {
                         return Err(HostError::Protocol("R2T for no write data outstanding"));
                     }
                     self.send_data(cid, ttag, out, offset, len)?;
+                    self.framer.flush_all()?;
                 }
             }
         }
     }
 
-    /// Send command `cid` (the SGL and CID are set here) moving `len` bytes; write data
-    /// `out` goes in-capsule when it fits. Returns whether it did (no R2T may follow).
+    /// Queue command `cid` (the SGL and CID are set here) moving `len` bytes, for the next
+    /// [`HostQueue::flush`]; write data `out` goes in-capsule when it fits (copied into
+    /// the send buffer). Returns whether it did (no R2T may follow).
     pub fn submit(
         &mut self,
         cid: u16,
@@ -205,23 +214,46 @@ impl HostQueue {
         } else {
             &[]
         };
-        self.framer.send(ty::CAPSULE_CMD, 0, sqe.as_bytes(), icd)?;
+        self.framer.queue(ty::CAPSULE_CMD, 0, sqe.as_bytes(), icd)?;
         Ok(in_capsule)
     }
 
-    /// The next PDU from the target, if one has begun to arrive (`None` only in
-    /// non-blocking mode). C2HData lands in `bufs`' buffer of its command.
-    pub fn poll(&mut self, bufs: &mut dyn CommandBuffers) -> Result<Option<Received>, HostError> {
-        self.framer.poll(bufs)
+    /// Send what is queued, as much as the socket takes now (one `write` when it takes
+    /// all); the rest goes at the next flush. Returns whether nothing is left.
+    pub fn flush(&mut self) -> Result<bool, HostError> {
+        self.framer.flush()
     }
 
-    /// Non-blocking: [`HostQueue::poll`] returns `None` when nothing has arrived.
+    /// Make room in the send buffer for `bytes` of queued PDUs, once before the I/O, so
+    /// the first batches do not grow it.
+    pub fn reserve_send(&mut self, bytes: usize) {
+        self.framer.reserve(bytes);
+    }
+
+    /// The next PDU among those already received (no system call), or None until
+    /// [`HostQueue::receive`] brings more. C2HData lands in `bufs`' buffer of its command.
+    pub fn next_pdu(
+        &mut self,
+        bufs: &mut dyn CommandBuffers,
+    ) -> Result<Option<Received>, HostError> {
+        self.framer.rx.next(bufs)
+    }
+
+    /// One read of what the target has sent: true when it brought bytes, false when
+    /// there were none (non-blocking mode, or a blocking read's timeout). A C2HData
+    /// PDU's data still to come is read straight into `bufs`' buffer of its command.
+    pub fn receive(&mut self, bufs: &mut dyn CommandBuffers) -> Result<bool, HostError> {
+        let f = &mut self.framer;
+        Ok(f.rx.receive(&mut f.sock, bufs)?.is_some())
+    }
+
+    /// Non-blocking: [`HostQueue::receive`] and [`HostQueue::flush`] return at once.
     pub fn set_nonblocking(&mut self, on: bool) -> Result<(), HostError> {
         Ok(self.framer.sock.set_nonblocking(on)?)
     }
 
-    /// Answer an R2T: `out[offset..offset + len]` in H2CData PDUs of at most MAXH2CDATA
-    /// bytes.
+    /// Answer an R2T: queue `out[offset..offset + len]` in H2CData PDUs of at most
+    /// MAXH2CDATA bytes, for the next flush.
     pub fn send_data(
         &mut self,
         cid: u16,
@@ -247,7 +279,7 @@ impl HostQueue {
             h[8..12].copy_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
             let f = if last { flags::LAST_PDU } else { 0 };
             self.framer
-                .send(ty::H2C_DATA, f, &h, out.get(at..at + n).unwrap_or_default())?;
+                .queue(ty::H2C_DATA, f, &h, out.get(at..at + n).unwrap_or_default())?;
             at += n;
         }
         Ok(())
@@ -255,6 +287,7 @@ impl HostQueue {
 
     /// Close the connection.
     pub fn close(mut self) {
+        let _ = self.framer.flush_all();
         let _ = self.framer.sock.flush();
         let _ = self.framer.sock.shutdown(std::net::Shutdown::Both);
     }
@@ -276,9 +309,4 @@ impl CommandBuffers for OneBuffer<'_> {
     fn buffer(&mut self, cid: u16) -> Option<&mut [u8]> {
         (cid == self.cid).then_some(&mut *self.buf)
     }
-}
-
-/// The CQE at the start of a CapsuleResp header.
-fn read_cqe(header: &[u8]) -> Option<Cqe> {
-    Cqe::read_from_prefix(header).ok().map(|(c, _)| c)
 }
