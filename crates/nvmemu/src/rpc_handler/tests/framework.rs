@@ -66,3 +66,31 @@ fn stats_and_kill_instance() {
     );
     assert!(stop.is_stopped());
 }
+
+/// The `thread_get_stats` entry named `name`.
+fn thread(h: &NvmemuHandler, name: &str) -> Option<Value> {
+    let stats = call(h, "thread_get_stats", json!({})).unwrap();
+    assert_eq!(stats["tick_rate"], json!(1_000_000_000u64));
+    stats["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .cloned()
+}
+
+#[test]
+fn a_poller_without_controllers_reads_as_idle() {
+    let (h, _) = handler();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let pg = loop {
+        let t = thread(&h, "nvmf_tgt_poll_group_000").unwrap();
+        if t["idle"].as_u64().unwrap() >= 200_000_000 {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "idle time stuck: {t}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // Busy: its first pass and the time since its last published pass.
+    assert!(pg["busy"].as_u64().unwrap() < 50_000_000, "{pg}");
+}
