@@ -324,6 +324,13 @@ fn run(
         }
         if idle.found_nothing(|| clock.now_ns()) {
             stats.passes.store(passes, Ordering::Relaxed);
+        } else {
+            // Inside a stretch: its idle time so far (to this pass's start, read for the
+            // stretch anyway), so a poller that stays idle does not read as busy. Closing
+            // the stretch stores at least as much.
+            stats
+                .idle_ns
+                .store(idle.idle_ns() + idle.open_ns(), Ordering::Relaxed);
         }
         idle_passes += 1;
         let mut action = backoff.action(idle_passes);

@@ -111,6 +111,8 @@ impl PollGroup {
         let mut idle = 0u32;
         let mut visit = Vec::new();
         let mut next_sweep = Instant::now();
+        // When the previous pass began and whether it did work.
+        let (mut pass_began, mut pass_busy) = (next_sweep, false);
         // Pairs with the Release store in `TcpTarget::drop`; nothing else is published.
         while !self.stop.load(Ordering::Acquire) {
             while let Ok(c) = self.control.try_recv() {
@@ -119,6 +121,8 @@ impl PollGroup {
             let wait = (idle > SPIN_PASSES).then_some(SLEEP);
             let listeners_ready = self.collect_ready(wait);
             let now = Instant::now();
+            self.time_pass(pass_began, pass_busy, now);
+            pass_began = now;
             let mut work = if listeners_ready { self.accept(now) } else { 0 };
             // This pass visits the connections listed so far; `send` lists again those
             // still busy, for the next pass.
@@ -140,8 +144,23 @@ impl PollGroup {
             self.counts.polls += 1;
             self.account(now);
             self.published.publish(&self.counts);
-            idle = if work > 0 { 0 } else { idle.saturating_add(1) };
+            pass_busy = work > 0;
+            idle = if pass_busy { 0 } else { idle.saturating_add(1) };
         }
+    }
+
+    /// Charge the previous pass, from when it `began` to `now` (this pass's start), to busy
+    /// time if it did work and to idle time if not, as SPDK charges a poller iteration. The
+    /// clock is the one each pass reads anyway; a sleep in `epoll_wait` follows only idle
+    /// passes, so it counts as idle.
+    fn time_pass(&mut self, began: Instant, busy: bool, now: Instant) {
+        let ns = u64::try_from(now.saturating_duration_since(began).as_nanos()).unwrap_or(0);
+        let total = if busy {
+            &mut self.counts.busy_ns
+        } else {
+            &mut self.counts.idle_ns
+        };
+        *total = total.saturating_add(ns);
     }
 
     /// Ask the epoll set what is ready (waiting up to `wait`): the connections named get

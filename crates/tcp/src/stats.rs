@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The poll group's counters, as SPDK's `nvmf_get_stats` reports a poll group: qpairs made
 //! (and live), commands taken, passes; and the connections open, refused at the limit and
-//! the bytes their buffers hold. The poll group counts in plain integers and
-//! publishes them once per pass; the control plane reads a [`TcpStats`] snapshot.
+//! the bytes their buffers hold; and, as SPDK's `thread_get_stats` reports a thread, the
+//! time its passes spent busy (a pass that did work) and idle. The poll group counts in
+//! plain integers and publishes them once per pass; the control plane reads a [`TcpStats`]
+//! snapshot.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +34,11 @@ pub struct TcpStats {
     pub connections_refused: u64,
     /// Bytes of the open connections' receive and send buffers (refreshed every 50 ms).
     pub buffer_bytes: u64,
+    /// Nanoseconds of passes that did work (accepted, read, completed or sent something),
+    /// each timed from its start to the next one's, as SPDK times a poller iteration.
+    pub busy_ns: u64,
+    /// Nanoseconds of passes that found nothing to do, the sleeps between them included.
+    pub idle_ns: u64,
 }
 
 impl TcpStats {
@@ -59,7 +66,7 @@ impl TcpStats {
 
 /// Where the poll group publishes its counters.
 #[derive(Debug, Default)]
-pub(crate) struct Published([AtomicU64; 11]);
+pub(crate) struct Published([AtomicU64; 13]);
 
 impl Published {
     /// Called by the poll group only (the one writer), once per pass.
@@ -76,6 +83,8 @@ impl Published {
             s.connections,
             s.connections_refused,
             s.buffer_bytes,
+            s.busy_ns,
+            s.idle_ns,
         ];
         for (slot, v) in self.0.iter().zip(values) {
             slot.store(v, Ordering::Relaxed);
@@ -95,6 +104,8 @@ impl Published {
             connections,
             connections_refused,
             buffer_bytes,
+            busy_ns,
+            idle_ns,
         ] = self.0.each_ref().map(|a| a.load(Ordering::Relaxed));
         TcpStats {
             polls,
@@ -108,6 +119,8 @@ impl Published {
             connections,
             connections_refused,
             buffer_bytes,
+            busy_ns,
+            idle_ns,
         }
     }
 }

@@ -300,8 +300,10 @@ impl Handler for NvmemuHandler {
             R::BdevGetHistogram(p) => self.locked(|st| latency::get_histogram(st, t, &p.name)),
             R::NvmemuGetLatencyBreakdown => self.locked(|_| latency::breakdown(t)),
             R::BdevWaitForExamine => Ok(Value::Bool(true)),
-            R::ThreadGetStats => self.locked(|_| threads::stats(t, &self.opts.cores, self.ticks())),
-            R::ThreadGetPollers => self.locked(|_| threads::pollers(t)),
+            R::ThreadGetStats => {
+                self.locked(|st| threads::stats(st, t, &self.opts.cores, self.ticks()))
+            }
+            R::ThreadGetPollers => self.locked(|st| threads::pollers(st, t)),
             R::ThreadGetIoChannels => self.locked(|st| threads::io_channels(st, t)),
             R::FrameworkGetScheduler => self.locked(|_| threads::scheduler(&self.opts.cores)),
             R::LogSetFlag(p) => self.locked(|st| st.log.set_flag(log, &p.flag, true)),

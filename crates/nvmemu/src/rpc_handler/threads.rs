@@ -3,11 +3,18 @@
 //! `framework_get_scheduler`, in SPDK's terms: the RPC side is SPDK's `app_thread`, each
 //! poller is a poll group thread `nvmf_tgt_poll_group_NNN` (the names
 //! `framework_get_reactors` uses) running one active poller, `nvmf_VFIOUSER`, that polls its
-//! controllers. Ticks are nanoseconds.
+//! controllers. With the TCP transport, its poll group thread follows them as
+//! `nvmf_tgt_poll_group_tcp`, running `nvmf_TCP` on the first core of the mask. Ticks are
+//! nanoseconds.
+//!
+//! Busy time: the TCP poll group charges each pass that did work to busy and each other
+//! pass to idle, as SPDK charges a thread's iterations; a vfio-user poller counts its idle
+//! stretches from the end of their first empty pass (`nvmemu_device`'s `IdleTimer`).
 //!
 //! Differences, by design: a poller counts passes and completed commands, not passes that
-//! found work, so `busy_count` is the commands it completed; the app thread's busy time is 0
-//! (RPCs run on the server's threads, not timed); the scheduler is always `static`.
+//! found work, so `busy_count` is the commands it completed (taken, for TCP); the app
+//! thread's busy time is 0 (RPCs run on the server's threads, not timed); the scheduler is
+//! always `static`.
 
 use nvmemu_device::Target;
 use nvmemu_rpc::RpcError;
@@ -15,6 +22,7 @@ use nvmemu_rpc::methods::threads::{
     IoChannelInfo, PollerInfo, SchedulerInfo, ThreadChannels, ThreadIoChannels, ThreadPollerList,
     ThreadPollers, ThreadStat, ThreadStats,
 };
+use nvmemu_tcp::TcpStats;
 use serde_json::Value;
 
 use super::bdev::TICK_RATE;
@@ -22,6 +30,7 @@ use super::framework::cpumask;
 use super::{State, nvmf, to_value};
 
 const APP_THREAD: &str = "app_thread";
+const TCP_POLL_GROUP: &str = "nvmf_tgt_poll_group_tcp";
 
 fn poll_group_name(i: usize) -> String {
     format!("nvmf_tgt_poll_group_{i:03}")
@@ -36,7 +45,17 @@ fn core_of(cores: &[usize], i: usize) -> usize {
     cores.get(i).copied().unwrap_or(i)
 }
 
-pub(crate) fn stats(target: &Target, cores: &[usize], ticks: u64) -> Result<Value, RpcError> {
+/// The TCP poll group's counters, if the transport exists.
+fn tcp(st: &State) -> Option<TcpStats> {
+    st.tcp.as_ref().map(nvmf::tcp_stats)
+}
+
+pub(crate) fn stats(
+    st: &State,
+    target: &Target,
+    cores: &[usize],
+    ticks: u64,
+) -> Result<Value, RpcError> {
     let mut threads = vec![ThreadStat {
         name: APP_THREAD.into(),
         id: 1,
@@ -59,13 +78,26 @@ pub(crate) fn stats(target: &Target, cores: &[usize], ticks: u64) -> Result<Valu
             paused_pollers_count: 0,
         });
     }
+    if let Some(t) = tcp(st) {
+        threads.push(ThreadStat {
+            name: TCP_POLL_GROUP.into(),
+            // The id after the app thread's and the pollers'.
+            id: poll_group_id(threads.len() - 1),
+            cpumask: cpumask(core_of(cores, 0)),
+            busy: t.busy_ns,
+            idle: t.idle_ns,
+            active_pollers_count: 1,
+            timed_pollers_count: 0,
+            paused_pollers_count: 0,
+        });
+    }
     to_value(ThreadStats {
         tick_rate: TICK_RATE,
         threads,
     })
 }
 
-pub(crate) fn pollers(target: &Target) -> Result<Value, RpcError> {
+pub(crate) fn pollers(st: &State, target: &Target) -> Result<Value, RpcError> {
     let mut threads = vec![ThreadPollerList {
         name: APP_THREAD.into(),
         id: 1,
@@ -83,6 +115,23 @@ pub(crate) fn pollers(target: &Target) -> Result<Value, RpcError> {
                 state: "waiting".into(),
                 run_count: s.passes,
                 busy_count: s.commands,
+                period_ticks: None,
+            }],
+            timed_pollers: vec![],
+            paused_pollers: vec![],
+        });
+    }
+    if let Some(t) = tcp(st) {
+        threads.push(ThreadPollerList {
+            name: TCP_POLL_GROUP.into(),
+            // The id after the app thread's and the pollers'.
+            id: poll_group_id(threads.len() - 1),
+            active_pollers: vec![PollerInfo {
+                name: "nvmf_TCP".into(),
+                id: 1,
+                state: "waiting".into(),
+                run_count: t.polls,
+                busy_count: t.commands,
                 period_ticks: None,
             }],
             timed_pollers: vec![],

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `save_config` replayed, the stats methods and `spdk_kill_instance`.
+//! `save_config` replayed, the stats methods (the TCP poll group among the threads) and
+//! `spdk_kill_instance`.
 
 use super::*;
 
@@ -65,4 +66,63 @@ fn stats_and_kill_instance() {
         Ok(json!(true))
     );
     assert!(stop.is_stopped());
+}
+
+/// The `thread_get_stats` entry named `name`.
+fn thread(h: &NvmemuHandler, name: &str) -> Option<Value> {
+    let stats = call(h, "thread_get_stats", json!({})).unwrap();
+    assert_eq!(stats["tick_rate"], json!(1_000_000_000u64));
+    stats["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .cloned()
+}
+
+#[test]
+fn the_tcp_poll_group_is_a_thread_whose_idle_time_grows_while_nothing_connects() {
+    let (h, _) = handler();
+    assert_eq!(thread(&h, "nvmf_tgt_poll_group_tcp"), None);
+    call(&h, "nvmf_create_transport", json!({"trtype": "TCP"})).unwrap();
+    let first = thread(&h, "nvmf_tgt_poll_group_tcp").expect("the TCP poll group");
+    assert_eq!(
+        first["id"],
+        json!(3),
+        "after app_thread (1) and poll group 000 (2)"
+    );
+    assert_eq!(first["cpumask"], json!("1"));
+    assert_eq!(first["active_pollers_count"], json!(1));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let idle = |t: &Value| t["idle"].as_u64().unwrap();
+    let later = loop {
+        let t = thread(&h, "nvmf_tgt_poll_group_tcp").unwrap();
+        if idle(&t) >= idle(&first) + 50_000_000 {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "idle time stuck: {t}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // No connection, no work: every pass was idle.
+    assert_eq!(later["busy"], json!(0), "{later}");
+    let pollers = call(&h, "thread_get_pollers", json!({})).unwrap();
+    let tcp = &pollers["threads"][2];
+    assert_eq!(tcp["name"], json!("nvmf_tgt_poll_group_tcp"));
+    assert_eq!(tcp["active_pollers"][0]["name"], json!("nvmf_TCP"));
+}
+
+#[test]
+fn a_poller_without_controllers_reads_as_idle() {
+    let (h, _) = handler();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let pg = loop {
+        let t = thread(&h, "nvmf_tgt_poll_group_000").unwrap();
+        if t["idle"].as_u64().unwrap() >= 200_000_000 {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "idle time stuck: {t}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // Busy: its first pass and the time since its last published pass.
+    assert!(pg["busy"].as_u64().unwrap() < 50_000_000, "{pg}");
 }
