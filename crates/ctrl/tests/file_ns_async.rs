@@ -316,7 +316,7 @@ fn arm_corrupt(h: &TestHost, io: FaultIo, offset: u64, value: u8) {
     let kind = FaultKind::CorruptData;
     ns.bdev()
         .faults()
-        .arm(io, kind, kind.action(offset, value), 1)
+        .arm(io, kind, kind.action(offset, value), (1, 0))
         .unwrap();
 }
 
