@@ -222,7 +222,6 @@ impl Handler for NvmemuHandler {
                 Err(RpcError::method_not_found(req.method()))
             }
             R::SpdkGetVersion => self.locked(|_| framework::version()),
-            R::FrameworkWaitInit => Ok(Value::Bool(true)),
             R::FrameworkGetReactors => self.locked(|_| framework::reactors(t, &self.opts.cores)),
             R::SpdkKillInstance(p) => self.locked(|_| self.kill(&p)),
             R::SaveConfig => self.locked(|st| Ok(framework::save_config(st))),
@@ -299,7 +298,7 @@ impl Handler for NvmemuHandler {
             R::BdevEnableHistogram(p) => self.locked(|st| latency::enable(st, t, p)),
             R::BdevGetHistogram(p) => self.locked(|st| latency::get_histogram(st, t, &p.name)),
             R::NvmemuGetLatencyBreakdown => self.locked(|_| latency::breakdown(t)),
-            R::BdevWaitForExamine => Ok(Value::Bool(true)),
+            R::FrameworkWaitInit | R::BdevWaitForExamine => Ok(Value::Bool(true)),
             R::ThreadGetStats => {
                 self.locked(|st| threads::stats(st, t, &self.opts.cores, self.ticks()))
             }
