@@ -23,7 +23,7 @@ use super::{State, nvmf, to_value};
 
 const APP_THREAD: &str = "app_thread";
 
-fn poll_group_name(i: usize) -> String {
+pub(super) fn poll_group_name(i: usize) -> String {
     format!("nvmf_tgt_poll_group_{i:03}")
 }
 
