@@ -185,7 +185,9 @@ impl PollGroup {
             if sqsize == 0 || entries > u32::from(self.opts.max_aq_depth) {
                 return Err(bad_sqe_field(connect_sqe_offsets::SQSIZE));
             }
-            let cntlid = (self.groups.claim_cntlid(self.index))
+            let cntlid = self
+                .groups
+                .claim_cntlid(self.index)
                 .ok_or((connect_status::CONTROLLER_BUSY, 0))?;
             let made = admin_controller(&d.subnqn, &sub, &self.opts, cntlid, sqsize);
             let Ok((mut c, mem)) = made else {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The TCP transport of the NVMe-oF methods: `nvmf_create_transport -t TCP` starts the
 //! NVMe/TCP target (one poll group thread per poller core, as SPDK has a TCP poll group
-//! per reactor), `nvmf_subsystem_add_listener -t TCP` listens on
-//! an address, and every subsystem change is mirrored into the TCP target's table, so the
-//! same subsystem (same namespaces, same hosts) is reachable over vfio-user and TCP at once.
+//! per reactor), `nvmf_subsystem_add_listener -t TCP` listens on an address, and every
+//! subsystem change is mirrored into the TCP target's table, so the same subsystem (same
+//! namespaces, same hosts) is reachable over vfio-user and TCP at once.
 
 use std::net::{IpAddr, SocketAddr};
 
