@@ -35,6 +35,9 @@
 #               128, -P 4: IOPS > 0, no errors
 #   tcp-bdevperf  bdevperf with bdev_nvme_attach_controller -t tcp: -w verify and -w reset,
 #               0 failed I/O
+#   tcp-poll-groups  `serve -m 0x3 --tcp` (two TCP poll groups), two subsystems: bdevperf
+#               -w verify on a controller of each, 0 failed I/O; nvmf_get_stats shows each
+#               poll group serving one controller's queues
 #   tcp-hostile spdk_nvme_perf over TCP (randrw QD32) while tcp_hostile.py sends bad PDUs
 #               on connection after connection and holds 300 idle ones: each bad one ends
 #               with a C2HTermReq, perf has no errors
@@ -527,6 +530,7 @@ check config-from-spdk check_config_from_spdk
 check tcp-identify check_tcp_identify
 check tcp-perf check_tcp_perf
 check tcp-bdevperf check_tcp_bdevperf
+check tcp-poll-groups check_tcp_poll_groups
 check tcp-hostile check_tcp_hostile
 check tcp-driver check_tcp_driver
 

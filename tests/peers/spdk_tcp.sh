@@ -37,24 +37,61 @@ check_tcp_perf() {
   done
 }
 
+# tcp_bdevperf NAME WORKLOAD JSON: bdevperf -w WORKLOAD (QD32, 4 KiB, 5 s) over the
+# controllers JSON attaches; spdk_results.py checks it ran I/O with 0 failed.
+tcp_bdevperf() {
+  local name=$1 w=$2 json=$3 bp
+  start "$name" "$P/bdevperf" --json "$json" -m 0x1 -g -s 512 \
+    --huge-dir "$HUGE" -r "$WORK/$name.sock" -q 32 -o 4096 -w "$w" -t 5 -z
+  bp=$LAST_PID
+  wait_socket "$WORK/$name.sock" "$bp"
+  PYTHONPATH="$PEERS/python" python3 "$HERE/spdk_results.py" bdevperf \
+    "$WORK/$name.sock" --timeout 30
+  rpcpy "$WORK/$name.sock" spdk_kill_instance SIGTERM >/dev/null
+  stop "$bp"
+}
+
+# tcp_attach NAME SUBNQN: a bdev_nvme_attach_controller call of bdevperf's --json.
+tcp_attach() {
+  echo "{\"method\": \"bdev_nvme_attach_controller\", \"params\": {\"name\": \"$1\",
+    \"trtype\": \"tcp\", \"adrfam\": \"ipv4\", \"traddr\": \"127.0.0.1\",
+    \"trsvcid\": \"$TCP_PORT\", \"subnqn\": \"$2\"}}"
+}
+
 check_tcp_bdevperf() {
   serve_tcp tcp-bdevperf
-  cat >"$WORK/tcp-bdevperf.json" <<J
-{"subsystems": [{"subsystem": "bdev", "config": [{"method": "bdev_nvme_attach_controller",
-  "params": {"name": "Nvme0", "trtype": "tcp", "adrfam": "ipv4", "traddr": "127.0.0.1",
-             "trsvcid": "$TCP_PORT", "subnqn": "$TCP_NQN"}}]}]}
-J
-  local w bp
+  echo "{\"subsystems\": [{\"subsystem\": \"bdev\", \"config\": [$(tcp_attach Nvme0 "$TCP_NQN")]}]}" \
+    >"$WORK/tcp-bdevperf.json"
+  local w
   for w in verify reset; do
-    start "tcp-bdevperf-$w" "$P/bdevperf" --json "$WORK/tcp-bdevperf.json" -m 0x1 -g -s 512 \
-      --huge-dir "$HUGE" -r "$WORK/tcp-bdevperf-$w.sock" -q 32 -o 4096 -w "$w" -t 5 -z
-    bp=$LAST_PID
-    wait_socket "$WORK/tcp-bdevperf-$w.sock" "$bp"
-    PYTHONPATH="$PEERS/python" python3 "$HERE/spdk_results.py" bdevperf \
-      "$WORK/tcp-bdevperf-$w.sock" --timeout 30
-    rpcpy "$WORK/tcp-bdevperf-$w.sock" spdk_kill_instance SIGTERM >/dev/null
-    stop "$bp"
+    tcp_bdevperf "tcp-bdevperf-$w" "$w" "$WORK/tcp-bdevperf.json"
   done
+}
+
+# Two TCP poll groups (-m 0x3) and two subsystems (one per --socket-dir, each with its own
+# namespace): bdevperf -w verify on a controller of each; each poll group served one.
+check_tcp_poll_groups() {
+  local dir=$WORK/tcp-groups
+  mkdir -p "$dir/a" "$dir/b"
+  start tcp-groups-serve "$BIN" serve --socket-dir "$dir/a" --socket-dir "$dir/b" \
+    --ns "malloc:size=256M,lba=$LBA" -m 0x3 -r "$WORK/tcp-groups.sock" --tcp "127.0.0.1:$TCP_PORT"
+  wait_socket "$WORK/tcp-groups.sock" "$LAST_PID"
+  echo "{\"subsystems\": [{\"subsystem\": \"bdev\", \"config\": [
+    $(tcp_attach Nvme0 "$TCP_NQN"), $(tcp_attach Nvme1 "${TCP_NQN%1}2")]}]}" >"$dir.json"
+  tcp_bdevperf tcp-groups-verify verify "$dir.json"
+  rpcpy "$WORK/tcp-groups.sock" nvmf_get_stats >"$dir-stats.json"
+  python3 - "$dir-stats.json" <<'PY'
+import json
+import sys
+
+groups = json.load(open(sys.argv[1]))["poll_groups"]
+tcp = [g for g in groups if {"trtype": "TCP"} in g["transports"]]
+assert len(tcp) == 2, f"two TCP poll groups expected: {groups}"
+for g in tcp:
+    print(f"{g['name']}: {g['admin_qpairs']} admin and {g['io_qpairs']} I/O qpairs, "
+          f"{g['completed_nvme_io']} commands")
+    assert g["admin_qpairs"] >= 1 and g["io_qpairs"] >= 1, f"a poll group served no host: {g}"
+PY
 }
 
 check_tcp_hostile() {

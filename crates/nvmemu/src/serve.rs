@@ -64,10 +64,12 @@ pub struct ServeArgs {
     /// Also serve the subsystems over NVMe/TCP on this address (`127.0.0.1:4420`; a port
     /// alone listens on 127.0.0.1). There is no in-band authentication: an address other
     /// than loopback lets every host that reaches it connect, limited only by each
-    /// subsystem's host NQN allow list (see README, "NVMe over TCP").
+    /// subsystem's host NQN allow list (see README, "NVMe over TCP"). One NVMe/TCP poll group
+    /// runs on each core of `-m`.
     #[arg(long = "tcp", value_name = "ADDR", value_parser = parse_tcp_addr)]
     pub tcp: Option<std::net::SocketAddr>,
-    /// Core mask for pollers, SPDK style: `0x2` or `[0,2-3]`; one poller per core.
+    /// Core mask for pollers, SPDK style: `0x2` or `[0,2-3]`; one poller per core, and
+    /// with NVMe/TCP one TCP poll group per core (as `nvmf_tgt -m`).
     /// Default: `0x1`, or with `--numa-node` the node's first CPU.
     #[arg(short = 'm', long = "cpumask")]
     pub cpumask: Option<String>,

@@ -347,6 +347,10 @@ fn stat_prints_one_json_report_per_interval_with_the_commands_of_each() {
         assert_eq!(ns["bdev"], json!(BDEV));
         assert!(ns["write_iops"].as_f64().unwrap() > 0.0);
         assert_eq!(r["pollers"].as_array().unwrap().len(), 1);
+        let group = &r["poll_groups"][0];
+        assert_eq!(group["name"], json!("nvmf_tgt_poll_group_000"), "{r}");
+        assert!(group["iops"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(group["io_qpairs"].as_u64().unwrap() >= 1, "{r}");
     }
     // Bad arguments: one line, non-zero exit.
     let bad = Command::new(BIN)

@@ -32,7 +32,7 @@ fn target() -> (TcpTarget, SocketAddr) {
             listeners: vec![],
         },
     );
-    let t = TcpTarget::start(TcpOptions::default(), subs, None).unwrap();
+    let t = TcpTarget::start(TcpOptions::default(), subs, &[None]).unwrap();
     let addr = t.listen("127.0.0.1:0".parse().unwrap()).unwrap();
     (t, addr)
 }

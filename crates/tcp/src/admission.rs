@@ -43,9 +43,10 @@ impl Default for Admission {
 
 impl PollGroup {
     /// Whether a connection just accepted from `peer` may stay: false when
-    /// `max_connections` are open (the caller drops it, which closes it).
+    /// `max_connections` are open in all groups together (the caller drops it, which
+    /// closes it).
     pub(crate) fn admit(&mut self, peer: SocketAddr) -> bool {
-        let (open, max) = (self.open, self.opts.max_connections);
+        let (open, max) = (self.groups.total(), self.opts.max_connections);
         if open < max {
             if self.admission.refusing {
                 self.admission.refusing = false;
@@ -69,7 +70,7 @@ impl PollGroup {
     /// Refresh the connection counts for the statistics; the buffer bytes at most every
     /// [`ACCOUNT_EVERY`] (a walk over every connection).
     pub(crate) fn account(&mut self, now: Instant) {
-        self.counts.connections = self.open as u64;
+        self.counts.connections = self.groups.load(self.index) as u64;
         if now.saturating_duration_since(self.admission.accounted) < ACCOUNT_EVERY {
             return;
         }

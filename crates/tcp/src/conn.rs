@@ -138,6 +138,9 @@ pub(crate) enum Outcome {
     Done,
     /// The connection must end with a termination request.
     Fatal(PduError),
+    /// A Connect for a controller of that poll group: the connection moves there, the
+    /// Connect unread (`handover.rs`).
+    HandOver(usize),
 }
 
 /// Admin opcodes a fabrics host may not send: queues come from Connect, and Doorbell

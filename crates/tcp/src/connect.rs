@@ -16,8 +16,6 @@ use crate::fabrics::{
 use crate::group::PollGroup;
 use crate::queue::QueueMem;
 
-/// Highest controller ID a dynamic controller gets (FFF0h and up are reserved).
-const MAX_CNTLID: u16 = 0xFFEF;
 /// CC, the one register a host sets (NVMe over Fabrics 1.1, 3.5).
 const CC: u32 = 0x14;
 
@@ -89,6 +87,9 @@ impl PollGroup {
                 },
                 None,
             ) => {
+                if let Some(to) = self.owner_elsewhere(qid, data) {
+                    return Outcome::HandOver(to);
+                }
                 let sqfc_off = sqe.cdw11 & (1 << 18) != 0;
                 match self.connect(conn, recfmt, qid, sqsize, kato, sqfc_off, data, now) {
                     Ok(cntlid) => {
@@ -184,25 +185,15 @@ impl PollGroup {
             if sqsize == 0 || entries > u32::from(self.opts.max_aq_depth) {
                 return Err(bad_sqe_field(connect_sqe_offsets::SQSIZE));
             }
-            let cntlid = (1..=MAX_CNTLID)
-                .find(|id| !self.ctrls.contains_key(id))
+            let cntlid = self
+                .groups
+                .claim_cntlid(self.index)
                 .ok_or((connect_status::CONTROLLER_BUSY, 0))?;
-            let internal = (Status::INTERNAL_ERROR, 0);
-            let mut c =
-                FabricsCtrl::new(&d.subnqn, &sub, &self.opts, cntlid).map_err(|_| internal)?;
-            let mem = QueueMem::new(Qid::ADMIN, entries, slot_bytes).map_err(|_| internal)?;
-            c.map(mem.dma_region()).map_err(|_| internal)?;
-            let aqa = u32::from(sqsize) | (u32::from(sqsize) << 16);
-            let regs = [
-                (0x24u64, u64::from(aqa), 4usize),
-                (0x28, mem.sq_iova(), 8),
-                (0x30, mem.cq_iova(), 8),
-            ];
-            for (off, v, len) in regs {
-                c.ctrl
-                    .mmio_write(off, &v.to_le_bytes()[..len])
-                    .map_err(|_| internal)?;
-            }
+            let made = admin_controller(&d.subnqn, &sub, &self.opts, cntlid, sqsize);
+            let Ok((mut c, mem)) = made else {
+                self.groups.release_cntlid(cntlid);
+                return Err((Status::INTERNAL_ERROR, 0));
+            };
             c.ctrl.set_keep_alive_timeout(kato);
             c.hostnqn = d.hostnqn;
             c.hostid = d.hostid;
@@ -272,6 +263,33 @@ impl PollGroup {
             Err(_) => Status::INVALID_FIELD,
         }
     }
+}
+
+/// A new controller `cntlid` of `sub`, its admin queue of `sqsize` + 1 entries set up
+/// (AQA, ASQ, ACQ) in the queue memory returned with it.
+fn admin_controller(
+    nqn: &str,
+    sub: &crate::config::TcpSubsystem,
+    opts: &crate::config::TcpOptions,
+    cntlid: u16,
+    sqsize: u16,
+) -> Result<(FabricsCtrl, QueueMem), ()> {
+    let entries = u32::from(sqsize) + 1;
+    let mut c = FabricsCtrl::new(nqn, sub, opts, cntlid).map_err(drop)?;
+    let mem = QueueMem::new(Qid::ADMIN, entries, opts.slot_bytes()).map_err(drop)?;
+    c.map(mem.dma_region()).map_err(drop)?;
+    let aqa = u32::from(sqsize) | (u32::from(sqsize) << 16);
+    let regs = [
+        (0x24u64, u64::from(aqa), 4usize),
+        (0x28, mem.sq_iova(), 8),
+        (0x30, mem.cq_iova(), 8),
+    ];
+    for (off, v, len) in regs {
+        c.ctrl
+            .mmio_write(off, &v.to_le_bytes()[..len])
+            .map_err(drop)?;
+    }
+    Ok((c, mem))
 }
 
 /// The low 32 bits.

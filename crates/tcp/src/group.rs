@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The poll group: one thread that owns the listeners, every connection and every
-//! controller they made. Each pass asks the epoll set which sockets are ready, reads what
-//! those connections have (one `recv` each, non-blocking), turns every whole PDU into SQEs
-//! on the controllers' rings, polls the controllers, turns their completions into PDUs and
-//! writes each connection's batch with one `send`. Only connections named by an event or
-//! still busy are visited; the others' timers are swept every [`SLEEP`]. With nothing to
-//! do it spins a while, then sleeps in `epoll_wait`.
+//! A poll group: one thread that owns its connections and every controller they made
+//! (group 0 also owns the listeners; `handover.rs` places what it accepts and moves
+//! connections between groups). Each pass asks the epoll set which sockets are ready,
+//! reads what those connections have (one `recv` each, non-blocking), turns every whole
+//! PDU into SQEs on the controllers' rings, polls the controllers, turns their completions
+//! into PDUs and writes each connection's batch with one `send`. Only connections named by
+//! an event or still busy are visited; the others' timers are swept every [`SLEEP`]. With
+//! nothing to do it spins a while, then sleeps in `epoll_wait`.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -21,6 +22,7 @@ use crate::conn::{Conn, ConnState, Outcome};
 use crate::controllers::{FabricsCtrl, NoInterrupts};
 use crate::discovery::Answer;
 use crate::fabrics::FabricsCommand;
+use crate::handover::Groups;
 use crate::pdu::{self, H2cPdu, Negotiated, Phase};
 use crate::readiness::{Readiness, Ready};
 use crate::stats::{SharedStats, TcpStats};
@@ -33,31 +35,47 @@ const SLEEP: Duration = Duration::from_millis(10);
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// In-capsule data every admin queue accepts.
 const ADMIN_ICD: u32 = 8192;
-/// Connections accepted per listener per pass.
-const ACCEPT_BATCH: usize = 64;
 
 /// Requests from the control plane.
 #[derive(Debug)]
 pub(crate) enum Control {
     Listen(TcpListener),
     Unlisten(SocketAddr),
+    /// A connection placed on this group, or handed over for its controller.
+    Adopt(Box<Conn>),
+}
+
+/// How handling the next PDU in a connection's receive buffer went.
+enum Step {
+    /// Handled (or the connection is ending with a termination request).
+    Handled,
+    /// The connection ends now.
+    Close,
+    /// No whole PDU yet, or no room to answer one.
+    Wait,
+    /// The PDU, left unread, is a Connect for a controller of that group.
+    HandOver(usize),
 }
 
 /// Everything one poller thread owns.
 #[derive(Debug)]
 pub(crate) struct PollGroup {
+    /// This group's place in `groups`.
+    pub(crate) index: usize,
+    pub(crate) groups: Arc<Groups>,
+    /// Where the search for the least loaded group starts next (`handover.rs`).
+    pub(crate) next_placement: usize,
     pub(crate) opts: TcpOptions,
     pub(crate) subsystems: Subsystems,
-    listeners: Vec<TcpListener>,
+    pub(crate) listeners: Vec<TcpListener>,
     pub(crate) conns: Vec<Option<Conn>>,
     free: Vec<usize>,
-    pub(crate) open: usize,
     pub(crate) admission: crate::admission::Admission,
     pub(crate) ctrls: BTreeMap<u16, FabricsCtrl>,
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
     /// Which sockets have something to do.
-    ready: Readiness,
+    pub(crate) ready: Readiness,
     /// Connections the next pass visits: named by a readiness event, or still busy.
     visit: Vec<usize>,
     /// Counted here, published once per pass.
@@ -66,29 +84,34 @@ pub(crate) struct PollGroup {
 }
 
 impl PollGroup {
+    /// Group `index` of `groups`, taking its control messages from `control` and its
+    /// readiness events from `ready`.
     pub(crate) fn new(
+        (index, groups): (usize, Arc<Groups>),
+        (control, ready): (Receiver<Control>, Readiness),
         opts: TcpOptions,
         subsystems: Subsystems,
-        control: Receiver<Control>,
         stop: Arc<AtomicBool>,
         published: SharedStats,
-    ) -> io::Result<PollGroup> {
-        Ok(PollGroup {
+    ) -> PollGroup {
+        PollGroup {
+            index,
+            groups,
+            next_placement: 0,
             opts,
             subsystems,
             listeners: Vec::new(),
             conns: Vec::new(),
             free: Vec::new(),
-            open: 0,
             admission: Default::default(),
             ctrls: BTreeMap::new(),
             control,
             stop,
-            ready: Readiness::new()?,
+            ready,
             visit: Vec::new(),
             counts: TcpStats::default(),
             published,
-        })
+        }
     }
 
     /// What a connection may receive before ICReq (the sizes it gets once connected).
@@ -115,15 +138,18 @@ impl PollGroup {
         let (mut pass_began, mut pass_busy) = (next_sweep, false);
         // Pairs with the Release store in `TcpTarget::drop`; nothing else is published.
         while !self.stop.load(Ordering::Acquire) {
+            let mut work = 0;
             while let Ok(c) = self.control.try_recv() {
-                self.apply(c);
+                work += self.apply(c);
             }
-            let wait = (idle > SPIN_PASSES).then_some(SLEEP);
+            let wait = (idle > SPIN_PASSES && work == 0).then_some(SLEEP);
             let listeners_ready = self.collect_ready(wait);
             let now = Instant::now();
             self.time_pass(pass_began, pass_busy, now);
             pass_began = now;
-            let mut work = if listeners_ready { self.accept(now) } else { 0 };
+            if listeners_ready {
+                work += self.accept(now);
+            }
             // This pass visits the connections listed so far; `send` lists again those
             // still busy, for the next pass.
             std::mem::swap(&mut visit, &mut self.visit);
@@ -170,6 +196,8 @@ impl PollGroup {
         let (conns, visit) = (&mut self.conns, &mut self.visit);
         self.ready.wait(wait, |r| match r {
             Ready::Listener => listeners = true,
+            // The next pass takes what the control channel brought.
+            Ready::Wake => {}
             Ready::Conn { slot, read, write } => {
                 if let Some(Some(c)) = conns.get_mut(slot) {
                     c.readable |= read;
@@ -205,7 +233,8 @@ impl PollGroup {
         self.expire_controllers(now);
     }
 
-    fn apply(&mut self, c: Control) {
+    /// Apply a control message; returns 1 for a connection taken, else 0.
+    fn apply(&mut self, c: Control) -> usize {
         match c {
             Control::Listen(l) => {
                 if let Err(e) = self.ready.add_listener(&l) {
@@ -214,51 +243,32 @@ impl PollGroup {
                 self.listeners.push(l);
             }
             Control::Unlisten(addr) => self.listeners.retain(|l| l.local_addr().ok() != Some(addr)),
+            Control::Adopt(conn) => {
+                self.adopt(*conn);
+                return 1;
+            }
         }
+        0
     }
 
-    fn accept(&mut self, now: Instant) -> usize {
-        let mut accepted = Vec::new();
-        for l in &self.listeners {
-            for _ in 0..ACCEPT_BATCH {
-                match l.accept() {
-                    Ok(pair) => accepted.push(pair),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) => {
-                        tracing::debug!(%e, "accept failed");
-                        break;
-                    }
-                }
+    /// Give `conn` a slot, watch its socket and visit it next pass; false (the connection
+    /// dropped, so closed) when its socket cannot be watched.
+    pub(crate) fn install(&mut self, conn: Conn) -> bool {
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.conns.push(None);
+                self.conns.len() - 1
             }
+        };
+        if let Err(e) = self.ready.add_conn(&conn.sock, i) {
+            tracing::warn!(%e, peer = %conn.peer, "cannot watch a TCP connection; closed");
+            self.free.push(i);
+            return false;
         }
-        let n = accepted.len();
-        for (sock, peer) in accepted {
-            if !self.admit(peer) {
-                continue;
-            }
-            if sock.set_nonblocking(true).is_err() {
-                continue;
-            }
-            let _ = sock.set_nodelay(true);
-            let deadline = now + self.opts.stall_timeout;
-            let conn = Conn::new(sock, peer, self.negotiated(), deadline);
-            let i = match self.free.pop() {
-                Some(i) => i,
-                None => {
-                    self.conns.push(None);
-                    self.conns.len() - 1
-                }
-            };
-            if let Err(e) = self.ready.add_conn(&conn.sock, i) {
-                tracing::warn!(%e, %peer, "cannot watch a TCP connection; closed");
-                self.free.push(i);
-                continue;
-            }
-            self.conns[i] = Some(conn);
-            self.open += 1;
-            self.list(i);
-        }
-        n
+        self.conns[i] = Some(conn);
+        self.list(i);
+        true
     }
 
     /// Read and handle what connection `i` sent.
@@ -271,7 +281,7 @@ impl PollGroup {
             return 0;
         }
         let mut rx = std::mem::replace(&mut conn.rx, ByteBuf::new(0));
-        let (mut work, mut closed) = (0, false);
+        let (mut work, mut closed, mut move_to) = (0, false, None);
         if conn.readable && rx.room() > 0 && conn.tx.room() >= 2 * pdu::MAX_SMALL_PDU {
             self.counts.socket_reads += 1;
             match rx.fill_from(&mut conn.sock) {
@@ -289,9 +299,13 @@ impl PollGroup {
         }
         while !closed && !matches!(conn.state, ConnState::Closing { .. }) {
             match self.next_pdu(&mut conn, &mut rx, now) {
-                Some(true) => work += 1,
-                Some(false) => closed = true,
-                None => break,
+                Step::Handled => work += 1,
+                Step::Close => closed = true,
+                Step::Wait => break,
+                Step::HandOver(to) => {
+                    move_to = Some(to);
+                    break;
+                }
             }
         }
         if conn.rx.capacity() == 0 {
@@ -307,24 +321,28 @@ impl PollGroup {
         }
         if closed {
             self.close(i, conn);
+        } else if let Some(to) = move_to {
+            self.hand_over(i, conn, to);
         } else {
             self.conns[i] = Some(conn);
         }
         work
     }
 
-    /// Handle one whole PDU from `rx`: Some(true) handled, Some(false) the connection
-    /// ends now, None no whole PDU (or no room to answer one).
-    fn next_pdu(&mut self, conn: &mut Conn, rx: &mut ByteBuf, now: Instant) -> Option<bool> {
+    /// Handle one whole PDU from `rx`.
+    fn next_pdu(&mut self, conn: &mut Conn, rx: &mut ByteBuf, now: Instant) -> Step {
         // Room for whatever answer the PDU may need at once.
         let answer = match conn.state {
             ConnState::Discovery(_) => crate::discovery::MAX_DATA + pdu::DATA_HLEN + 64,
             _ => 0,
         };
         if conn.tx.room() < 2 * pdu::MAX_SMALL_PDU + answer {
-            return None;
+            return Step::Wait;
         }
-        let head: [u8; pdu::CH_LEN] = rx.data().get(..pdu::CH_LEN)?.try_into().ok()?;
+        let head = rx.data().get(..pdu::CH_LEN).and_then(|h| h.try_into().ok());
+        let Some(head): Option<[u8; pdu::CH_LEN]> = head else {
+            return Step::Wait;
+        };
         let ch = pdu::CommonHeader::parse(&head);
         let phase = match conn.state {
             ConnState::AwaitIcReq { .. } => Phase::Initializing,
@@ -339,21 +357,23 @@ impl PollGroup {
                     what: "data PDU before Connect",
                 };
                 conn.terminate(&e, rx.data(), now, CLOSE_GRACE);
-                return Some(true);
+                return Step::Handled;
             }
             Ok(p) => p,
             Err(e) => {
                 conn.terminate(&e, rx.data(), now, CLOSE_GRACE);
-                return Some(true);
+                return Step::Handled;
             }
         };
-        let bytes = rx.data().get(..plen)?;
+        let Some(bytes) = rx.data().get(..plen) else {
+            return Step::Wait;
+        };
         let neg = conn.neg;
         let outcome = match pdu::decode(bytes, phase, &neg) {
             Err(e) => Outcome::Fatal(e),
             Ok(H2cPdu::TermReq { fes }) => {
                 tracing::debug!(target: "guest", peer = %conn.peer, fes, "host terminated the connection");
-                return Some(false);
+                return Step::Close;
             }
             Ok(H2cPdu::IcReq(r)) => {
                 self.initialize(conn, &r);
@@ -372,7 +392,7 @@ impl PollGroup {
                         let db = Arc::clone(&c.doorbells);
                         conn.h2c_data(cccid, ttag, datao, data, &db)
                     }
-                    None => return Some(false),
+                    None => return Step::Close,
                 },
                 _ => Outcome::Fatal(pdu::PduError {
                     fes: pdu::Fes::PduSequenceError,
@@ -381,15 +401,20 @@ impl PollGroup {
                 }),
             },
         };
-        if let Outcome::Fatal(e) = outcome {
-            let header = rx
-                .data()
-                .get(..plen.min(pdu::TERM_DATA_MAX))
-                .unwrap_or_default();
-            conn.terminate(&e, header, now, CLOSE_GRACE);
+        match outcome {
+            Outcome::Done => {}
+            Outcome::Fatal(e) => {
+                let header = rx
+                    .data()
+                    .get(..plen.min(pdu::TERM_DATA_MAX))
+                    .unwrap_or_default();
+                conn.terminate(&e, header, now, CLOSE_GRACE);
+            }
+            // The Connect stays unread, for its controller's group.
+            Outcome::HandOver(to) => return Step::HandOver(to),
         }
         rx.consume(plen);
-        Some(true)
+        Step::Handled
     }
 
     /// ICReq: answer with our parameters and size the buffers for a Connect.
@@ -503,13 +528,9 @@ impl PollGroup {
 
     /// End connection `i` (already taken out of its slot): its queue goes; the admin queue
     /// takes its controller and every other connection of it along.
-    fn close(&mut self, i: usize, conn: Conn) {
-        self.open = self.open.saturating_sub(1);
-        self.free.push(i);
-        if conn.listed {
-            // The slot may be reused before the next pass: it must not be visited twice.
-            self.visit.retain(|&v| v != i);
-        }
+    pub(crate) fn close(&mut self, i: usize, conn: Conn) {
+        self.groups.lose(self.index);
+        self.free_slot(i, conn.listed);
         if let Some(admin) = conn.qpair_admin {
             self.counts.qpair_closed(admin);
         }
@@ -522,7 +543,7 @@ impl PollGroup {
             _ => return,
         };
         if q.mem.qid.0 == 0 {
-            self.ctrls.remove(&cntlid);
+            self.remove_controller(cntlid);
             tracing::info!(cntlid, peer = %conn.peer, "NVMe/TCP controller removed");
             for j in 0..self.conns.len() {
                 let of_ctrl = self.conns[j]
@@ -554,10 +575,22 @@ impl PollGroup {
             });
             match admin.and_then(|j| self.conns[j].take().map(|c| (j, c))) {
                 Some((j, c)) => self.close(j, c),
-                None => {
-                    self.ctrls.remove(&cntlid);
-                }
+                None => self.remove_controller(cntlid),
             }
         }
+    }
+
+    /// Slot `i` is free again (its connection taken out; `listed`: on the next visit list).
+    pub(crate) fn free_slot(&mut self, i: usize, listed: bool) {
+        self.free.push(i);
+        if listed {
+            // The slot may be reused before the next pass: it must not be visited twice.
+            self.visit.retain(|&v| v != i);
+        }
+    }
+
+    fn remove_controller(&mut self, cntlid: u16) {
+        self.ctrls.remove(&cntlid);
+        self.groups.release_cntlid(cntlid);
     }
 }

@@ -3,11 +3,12 @@
 //! and the host side ([`initiator`]) that nvmemu's `identify` and `bench` use.
 //!
 //! Owns: the PDU codec ([`pdu`], pure and fuzzable), the Fabrics command decode
-//! ([`fabrics`]), and a target ([`TcpTarget`]) whose poll group thread owns its listeners,
-//! connections and controllers. Each admin Connect makes a new [`nvmemu_ctrl::Controller`];
-//! each connection plays host to it through a private memory region (its queue rings and
-//! one buffer per command), so everything NVMe (Identify, queues, I/O, reservations, QoS)
-//! is the same code that serves vfio-user.
+//! ([`fabrics`]), and a target ([`TcpTarget`]) of one or more poll group threads, each
+//! owning its connections and the controllers they made (a connection whose Connect names
+//! another group's controller moves there: `handover.rs`). Each admin Connect makes a new
+//! [`nvmemu_ctrl::Controller`]; each connection plays host to it through a private memory
+//! region (its queue rings and one buffer per command), so everything NVMe (Identify,
+//! queues, I/O, reservations, QoS) is the same code that serves vfio-user.
 //! May depend on: nvmemu-spec, nvmemu-mem, nvmemu-ctrl.
 //! Must never: trust a PDU field, block the poll group on a socket, or buffer without
 //! bound (each connection has two buffers, sized by its stage: `admission.rs`).
@@ -23,6 +24,7 @@ mod controllers;
 mod discovery;
 pub mod fabrics;
 mod group;
+mod handover;
 pub mod initiator;
 pub mod pdu;
 mod queue;
@@ -37,7 +39,7 @@ use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Sender, channel};
+use std::sync::mpsc::channel;
 use std::thread::JoinHandle;
 
 pub use config::{Subsystems, TcpOptions, TcpSubsystem};
@@ -45,55 +47,75 @@ pub use discovery::DISCOVERY_NQN;
 pub use stats::TcpStats;
 
 use group::{Control, PollGroup};
+use handover::{Door, Groups};
 
-/// A running NVMe/TCP target: one poll group thread.
+/// A running NVMe/TCP target: one thread per poll group.
 #[derive(Debug)]
 pub struct TcpTarget {
-    control: Sender<Control>,
+    groups: Arc<Groups>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
     subsystems: Subsystems,
     options: TcpOptions,
-    stats: stats::SharedStats,
+    stats: Vec<stats::SharedStats>,
 }
 
 impl TcpTarget {
-    /// Start the poll group (pinned to `core` if given) serving `subsystems`.
+    /// Start one poll group per entry of `cores` (pinned to that core if Some; no entry:
+    /// one unpinned group) serving `subsystems`. Group 0 accepts the connections.
     pub fn start(
         options: TcpOptions,
         subsystems: Subsystems,
-        core: Option<usize>,
+        cores: &[Option<usize>],
     ) -> io::Result<TcpTarget> {
-        let (control, rx) = channel();
+        let cores = if cores.is_empty() { &[None][..] } else { cores };
         let stop = Arc::new(AtomicBool::new(false));
-        let stats = stats::SharedStats::default();
-        let group = PollGroup::new(
-            options.clone(),
-            subsystems.clone(),
-            rx,
-            Arc::clone(&stop),
-            Arc::clone(&stats),
-        )?;
-        let thread = std::thread::Builder::new()
-            .name("nvmemu-tcp".into())
-            .spawn(move || {
-                if let Some(core) = core {
-                    let mut set = rustix::thread::CpuSet::new();
-                    set.set(core);
-                    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
-                        tracing::warn!(core, %e, "TCP poll group not pinned");
+        let (mut doors, mut ends) = (Vec::new(), Vec::new());
+        for _ in cores {
+            let (control, rx) = channel();
+            let ready = readiness::Readiness::new()?;
+            doors.push(Door {
+                control,
+                waker: ready.waker(),
+            });
+            ends.push((rx, ready));
+        }
+        let groups = Arc::new(Groups::new(doors));
+        let mut target = TcpTarget {
+            groups: Arc::clone(&groups),
+            stop: Arc::clone(&stop),
+            threads: Vec::new(),
+            subsystems: subsystems.clone(),
+            options: options.clone(),
+            stats: Vec::new(),
+        };
+        for (index, (end, &core)) in ends.into_iter().zip(cores).enumerate() {
+            let published = stats::SharedStats::default();
+            target.stats.push(Arc::clone(&published));
+            let group = PollGroup::new(
+                (index, Arc::clone(&groups)),
+                end,
+                options.clone(),
+                subsystems.clone(),
+                Arc::clone(&stop),
+                published,
+            );
+            // On failure `target` drops: the groups started so far stop and are joined.
+            let thread = std::thread::Builder::new()
+                .name(format!("nvmemu-tcp{index}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        let mut set = rustix::thread::CpuSet::new();
+                        set.set(core);
+                        if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+                            tracing::warn!(core, %e, "TCP poll group not pinned");
+                        }
                     }
-                }
-                group.run();
-            })?;
-        Ok(TcpTarget {
-            control,
-            stop,
-            thread: Some(thread),
-            subsystems,
-            options,
-            stats,
-        })
+                    group.run();
+                })?;
+            target.threads.push(thread);
+        }
+        Ok(target)
     }
 
     /// Listen on `addr` (port 0 picks one); returns the address bound.
@@ -101,26 +123,33 @@ impl TcpTarget {
         let l = bind_listener(addr)?;
         l.set_nonblocking(true)?;
         let bound = l.local_addr()?;
-        self.control
-            .send(Control::Listen(l))
-            .map_err(|_| io::Error::other("the TCP poll group has stopped"))?;
+        if !self.groups.send(0, Control::Listen(l)) {
+            return Err(io::Error::other("the TCP poll group has stopped"));
+        }
         tracing::info!(%bound, "NVMe/TCP listening");
         Ok(bound)
     }
 
     /// Stop listening on `addr` (connections made through it stay).
     pub fn unlisten(&self, addr: SocketAddr) {
-        let _ = self.control.send(Control::Unlisten(addr));
+        let _ = self.groups.send(0, Control::Unlisten(addr));
     }
 
-    /// The subsystems served (shared with the poll group).
+    /// The subsystems served (shared with the poll groups).
     pub fn subsystems(&self) -> &Subsystems {
         &self.subsystems
     }
 
-    /// The poll group's counters, as of its last pass.
+    /// All poll groups' counters together, as of each one's last pass.
     pub fn stats(&self) -> TcpStats {
-        self.stats.read()
+        self.group_stats()
+            .into_iter()
+            .fold(TcpStats::default(), |a, b| a + b)
+    }
+
+    /// Each poll group's counters, in group order, as of its last pass.
+    pub fn group_stats(&self) -> Vec<TcpStats> {
+        self.stats.iter().map(|s| s.read()).collect()
     }
 
     /// The transport options in effect.
@@ -153,7 +182,7 @@ impl Drop for TcpTarget {
     fn drop(&mut self) {
         // Pairs with the poll group's Acquire load at the top of each pass.
         self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Which sockets have something for the poll group: one epoll set with the listeners and
-//! every connection. Listeners are level-triggered (ready while connections wait in the
+//! Which sockets have something for the poll group: one epoll set with the listeners,
+//! every connection and the group's waker (an eventfd other groups write after handing it a
+//! connection). Listeners are level-triggered (ready while connections wait in the
 //! backlog); connections are edge-triggered: an event says bytes arrived or send space
 //! opened, and the connection keeps that in its own flags until a read or a write finds
 //! the socket dry. A pass asks once without waiting and visits only the connections named,
@@ -11,13 +12,16 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 use std::time::Duration;
 
-use rustix::event::Timespec;
 use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
+use rustix::event::{EventfdFlags, Timespec, eventfd};
 
 /// The tag of listener events (connections are tagged with their slot index).
 const LISTENER: u64 = u64::MAX;
+/// The tag of the waker's events.
+const WAKE: u64 = u64::MAX - 1;
 /// Events taken per call; more stay queued in the kernel for the next pass.
 const EVENTS: usize = 1024;
 
@@ -26,6 +30,8 @@ const EVENTS: usize = 1024;
 pub(crate) enum Ready {
     /// A listener has connections to accept.
     Listener,
+    /// Another group woke this one (its control channel has something).
+    Wake,
     /// Connection `slot` can be read (bytes, end of stream or an error) and/or written.
     Conn {
         slot: usize,
@@ -38,13 +44,41 @@ pub(crate) enum Ready {
 #[derive(Debug)]
 pub(crate) struct Readiness {
     epoll: OwnedFd,
+    waker: Waker,
+}
+
+/// Wakes a poll group sleeping in `epoll_wait`: a write to its eventfd (level-triggered in
+/// its set, read back when reported).
+#[derive(Debug, Clone)]
+pub(crate) struct Waker(Arc<OwnedFd>);
+
+impl Waker {
+    /// Wake the group (a failed write leaves it to its next timed wake-up, within `SLEEP`).
+    pub(crate) fn wake(&self) {
+        let _ = rustix::io::write(&*self.0, &1u64.to_ne_bytes());
+    }
 }
 
 impl Readiness {
     pub(crate) fn new() -> io::Result<Readiness> {
+        let epoll = epoll::create(CreateFlags::CLOEXEC)?;
+        let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        epoll::add(&epoll, &fd, EventData::new_u64(WAKE), EventFlags::IN)?;
         Ok(Readiness {
-            epoll: epoll::create(CreateFlags::CLOEXEC)?,
+            epoll,
+            waker: Waker(Arc::new(fd)),
         })
+    }
+
+    /// What wakes this group from another thread.
+    pub(crate) fn waker(&self) -> Waker {
+        self.waker.clone()
+    }
+
+    /// Stop watching `s` (a connection handed to another group).
+    pub(crate) fn remove_conn(&self, s: &TcpStream) -> io::Result<()> {
+        epoll::delete(&self.epoll, s.as_fd())?;
+        Ok(())
     }
 
     /// Watch `l` (it leaves the set when it is closed).
@@ -93,6 +127,11 @@ impl Readiness {
             let (flags, tag) = (ev.flags, ev.data.u64());
             each(if tag == LISTENER {
                 Ready::Listener
+            } else if tag == WAKE {
+                // Reset the counter, or the level-triggered event comes back every call.
+                let mut b = [0u8; 8];
+                let _ = rustix::io::read(&*self.waker.0, &mut b[..]);
+                Ready::Wake
             } else {
                 Ready::Conn {
                     slot: usize::try_from(tag).unwrap_or(usize::MAX),
@@ -169,5 +208,22 @@ mod tests {
         let got: Vec<_> = events(&r, Some(Duration::from_secs(5)));
         assert_eq!(got, [Ready::Listener]);
         assert_eq!(events(&r, None), [Ready::Listener]);
+    }
+
+    #[test]
+    fn a_wake_is_named_once_however_many_came() {
+        let r = Readiness::new().unwrap();
+        assert_eq!(events(&r, None).len(), 0);
+        let w = r.waker();
+        w.wake();
+        w.wake();
+        assert_eq!(events(&r, Some(Duration::from_secs(5))), [Ready::Wake]);
+        assert_eq!(events(&r, None).len(), 0, "reading it reset the eventfd");
+        std::thread::spawn(move || w.wake());
+        assert_eq!(
+            events(&r, Some(Duration::from_secs(5))),
+            [Ready::Wake],
+            "a wake from another thread ends the wait"
+        );
     }
 }

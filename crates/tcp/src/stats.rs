@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The poll group's counters, as SPDK's `nvmf_get_stats` reports a poll group: qpairs made
-//! (and live), commands taken, passes; and the connections open, refused at the limit and
-//! the bytes their buffers hold; and, as SPDK's `thread_get_stats` reports a thread, the
-//! time its passes spent busy (a pass that did work) and idle. The poll group counts in
-//! plain integers and publishes them once per pass; the control plane reads a [`TcpStats`]
-//! snapshot.
+//! A poll group's counters, as SPDK's `nvmf_get_stats` reports a poll group: qpairs made
+//! (and live), commands taken, passes; and the connections open, refused at the limit,
+//! handed to another group and the bytes their buffers hold; and, as SPDK's
+//! `thread_get_stats` reports a thread, the time its passes spent busy (a pass that did
+//! work) and idle. Each poll group counts in plain integers and publishes them once per
+//! pass; the control plane reads [`TcpStats`] snapshots, one per group or their sum.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A snapshot of the poll group's counters since the target started.
+/// A snapshot of a poll group's counters (or of all groups' together) since the target
+/// started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TcpStats {
     /// Poll group passes.
@@ -39,6 +40,30 @@ pub struct TcpStats {
     pub busy_ns: u64,
     /// Nanoseconds of passes that found nothing to do, the sleeps between them included.
     pub idle_ns: u64,
+    /// Connections moved to the group of the controller their Connect named.
+    pub handed_over: u64,
+}
+
+/// The fields in publishing order.
+macro_rules! fields {
+    ($m:ident) => {
+        $m!(
+            polls,
+            commands,
+            admin_qpairs,
+            io_qpairs,
+            current_admin_qpairs,
+            current_io_qpairs,
+            socket_reads,
+            socket_writes,
+            connections,
+            connections_refused,
+            buffer_bytes,
+            handed_over,
+            busy_ns,
+            idle_ns
+        )
+    };
 }
 
 impl TcpStats {
@@ -64,64 +89,46 @@ impl TcpStats {
     }
 }
 
-/// Where the poll group publishes its counters.
+/// Where a poll group publishes its counters.
 #[derive(Debug, Default)]
-pub(crate) struct Published([AtomicU64; 13]);
+pub(crate) struct Published([AtomicU64; 14]);
 
 impl Published {
     /// Called by the poll group only (the one writer), once per pass.
     pub(crate) fn publish(&self, s: &TcpStats) {
-        let values = [
-            s.polls,
-            s.commands,
-            s.admin_qpairs,
-            s.io_qpairs,
-            s.current_admin_qpairs,
-            s.current_io_qpairs,
-            s.socket_reads,
-            s.socket_writes,
-            s.connections,
-            s.connections_refused,
-            s.buffer_bytes,
-            s.busy_ns,
-            s.idle_ns,
-        ];
-        for (slot, v) in self.0.iter().zip(values) {
+        macro_rules! values {
+            ($($f:ident),*) => { [$(s.$f),*] };
+        }
+        for (slot, v) in self.0.iter().zip(fields!(values)) {
             slot.store(v, Ordering::Relaxed);
         }
     }
 
     pub(crate) fn read(&self) -> TcpStats {
-        let [
-            polls,
-            commands,
-            admin_qpairs,
-            io_qpairs,
-            current_admin_qpairs,
-            current_io_qpairs,
-            socket_reads,
-            socket_writes,
-            connections,
-            connections_refused,
-            buffer_bytes,
-            busy_ns,
-            idle_ns,
-        ] = self.0.each_ref().map(|a| a.load(Ordering::Relaxed));
-        TcpStats {
-            polls,
-            commands,
-            admin_qpairs,
-            io_qpairs,
-            current_admin_qpairs,
-            current_io_qpairs,
-            socket_reads,
-            socket_writes,
-            connections,
-            connections_refused,
-            buffer_bytes,
-            busy_ns,
-            idle_ns,
+        let v = self.0.each_ref().map(|a| a.load(Ordering::Relaxed));
+        let mut s = TcpStats::default();
+        macro_rules! assign {
+            ($($f:ident),*) => {
+                for (dst, v) in [$(&mut s.$f),*].into_iter().zip(v) {
+                    *dst = v;
+                }
+            };
         }
+        fields!(assign);
+        s
+    }
+}
+
+impl std::ops::Add for TcpStats {
+    type Output = TcpStats;
+
+    /// The counters of two groups together.
+    fn add(mut self, o: TcpStats) -> TcpStats {
+        macro_rules! sum {
+            ($($f:ident),*) => { $(self.$f += o.$f;)* };
+        }
+        fields!(sum);
+        self
     }
 }
 

@@ -26,6 +26,14 @@ pub struct Pdu {
     pub data: Vec<u8>,
 }
 
+impl Pdu {
+    /// The completion a response capsule carries.
+    pub fn cqe(&self) -> Cqe {
+        assert_eq!(self.ty, 0x05, "a response capsule: {self:?}");
+        Cqe::read_from_bytes(&self.header).unwrap()
+    }
+}
+
 #[derive(Debug)]
 pub struct Initiator {
     pub sock: TcpStream,
@@ -66,6 +74,12 @@ impl Initiator {
 
     /// Send a PDU of type `ty` with header `specific` (after the common header) and data.
     pub fn send(&mut self, ty: u8, flags: u8, specific: &[u8], data: &[u8]) {
+        let pdu = self.encode(ty, flags, specific, data);
+        self.sock.write_all(&pdu).unwrap();
+    }
+
+    /// The bytes [`Initiator::send`] sends.
+    pub fn encode(&self, ty: u8, flags: u8, specific: &[u8], data: &[u8]) -> Vec<u8> {
         let hlen = 8 + specific.len();
         let hd = if self.hdgst { 4 } else { 0 };
         let dd = if self.ddgst && !data.is_empty() { 4 } else { 0 };
@@ -89,7 +103,13 @@ impl Initiator {
         if dd > 0 {
             pdu.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
         }
-        self.sock.write_all(&pdu).unwrap();
+        pdu
+    }
+
+    /// The bytes of a command capsule: `sqe` with CID `cid` and in-capsule `icd`.
+    pub fn capsule(&self, mut sqe: Sqe, cid: u16, icd: &[u8]) -> Vec<u8> {
+        sqe.cdw0 = (sqe.cdw0 & 0xFFFF) | (u32::from(cid) << 16);
+        self.encode(0x04, 0, sqe.as_bytes(), icd)
     }
 
     /// Receive one PDU, checking its digests.
@@ -200,18 +220,7 @@ impl Initiator {
         hostnqn: &str,
         kato: u32,
     ) -> Cqe {
-        let mut data = vec![0u8; 1024];
-        data[0..16].copy_from_slice(&[7u8; 16]);
-        data[16..18].copy_from_slice(&cntlid.to_le_bytes());
-        data[256..256 + subnqn.len()].copy_from_slice(subnqn.as_bytes());
-        data[512..512 + hostnqn.len()].copy_from_slice(hostnqn.as_bytes());
-        let sqe = Sqe {
-            nsid: 0x01,
-            cdw10: u32::from(qid) << 16,
-            cdw11: u32::from(sqsize),
-            cdw12: kato,
-            ..fabrics_sqe(sgl(0x01, 1024))
-        };
+        let (sqe, data) = connect_command(subnqn, qid, sqsize, cntlid, hostnqn, kato);
         self.exec(sqe, &data, &[], 0).0
     }
 
@@ -261,6 +270,46 @@ pub fn connect_pair(
     digests: bool,
     io_entries: u16,
 ) -> (Initiator, Initiator) {
+    let (admin, cntlid) = admin_queue(addr, subnqn, hostnqn, digests);
+    let mut io = Initiator::new(addr, digests, digests);
+    let c = io.connect(subnqn, 1, io_entries - 1, cntlid, hostnqn, 0);
+    assert_eq!(c.status(), Status::SUCCESS, "I/O Connect");
+    assert_eq!(c.dw0 as u16, cntlid);
+    (admin, io)
+}
+
+/// A Fabrics Connect SQE and its 1 KiB of data (host ID 07h bytes).
+pub fn connect_command(
+    subnqn: &str,
+    qid: u16,
+    sqsize: u16,
+    cntlid: u16,
+    hostnqn: &str,
+    kato: u32,
+) -> (Sqe, Vec<u8>) {
+    let mut data = vec![0u8; 1024];
+    data[0..16].copy_from_slice(&[7u8; 16]);
+    data[16..18].copy_from_slice(&cntlid.to_le_bytes());
+    data[256..256 + subnqn.len()].copy_from_slice(subnqn.as_bytes());
+    data[512..512 + hostnqn.len()].copy_from_slice(hostnqn.as_bytes());
+    let sqe = Sqe {
+        nsid: 0x01,
+        cdw10: u32::from(qid) << 16,
+        cdw11: u32::from(sqsize),
+        cdw12: kato,
+        ..fabrics_sqe(sgl(0x01, 1024))
+    };
+    (sqe, data)
+}
+
+/// An admin queue, enabled, with 4 I/O queue pairs allowed by Set Features Number of
+/// Queues; returns it and the CNTLID.
+pub fn admin_queue(
+    addr: SocketAddr,
+    subnqn: &str,
+    hostnqn: &str,
+    digests: bool,
+) -> (Initiator, u16) {
     let mut admin = Initiator::new(addr, digests, digests);
     let cntlid = admin.enable(subnqn, hostnqn);
     let pairs = 4u32;
@@ -271,11 +320,7 @@ pub fn connect_pair(
     };
     let (c, _) = admin.exec(nq, &[], &[], 0);
     assert_eq!(c.status(), Status::SUCCESS, "Set Features Number of Queues");
-    let mut io = Initiator::new(addr, digests, digests);
-    let c = io.connect(subnqn, 1, io_entries - 1, cntlid, hostnqn, 0);
-    assert_eq!(c.status(), Status::SUCCESS, "I/O Connect");
-    assert_eq!(c.dw0 as u16, cntlid);
-    (admin, io)
+    (admin, cntlid)
 }
 
 /// An SGL descriptor (id byte `id`: 01h in-capsule offset, 5Ah transport) of `len` bytes.

@@ -201,9 +201,9 @@ fn ten_thousand_idle_connections_leave_an_honest_host_served() {
     assert!(ios > 0, "the honest host did no I/O");
     assert!(slowest < STALL, "honest I/O stalled: {slowest:?}");
     wait_for(&t, "honest host gone", |s| s.connections == IDLE as u64);
-    let ticks0 = thread_ticks("nvmemu-tcp");
+    let ticks0 = thread_ticks("nvmemu-tcp0");
     thread::sleep(Duration::from_secs(2));
-    let ticks = thread_ticks("nvmemu-tcp") - ticks0;
+    let ticks = thread_ticks("nvmemu-tcp0") - ticks0;
     eprintln!(
         "poll group CPU with {IDLE} idle connections: {}% of a core (2 s, shared machine)",
         ticks / 2

@@ -16,6 +16,7 @@ use nvmemu_tcp::TcpStats;
 use serde_json::{Value, json};
 
 use super::bdev::TICK_RATE;
+use super::threads::poll_group_name;
 use super::{State, cpu_time, nvmf, to_value};
 
 pub(crate) fn version() -> Result<Value, RpcError> {
@@ -92,9 +93,10 @@ pub(super) fn cpumask(core: usize) -> String {
 /// One poll group per poller; `completed_nvme_io` counts the commands it completed, the
 /// qpair counts add up its controllers' queues (created so far, and live now) as SPDK counts
 /// the qpairs of a poll group. Controllers removed since are no longer counted.
-/// With the TCP transport, every poll group lists it (as SPDK's do), and the TCP poll
-/// group's qpairs and commands count in the first, whose core its thread shares.
-pub(crate) fn nvmf_stats(target: &Target, tcp: Option<TcpStats>) -> Result<Value, RpcError> {
+/// With the TCP transport, every poll group lists it (as SPDK's do), and each TCP poll
+/// group's qpairs and commands count in the poll group of the same index, whose core its
+/// thread shares.
+pub(crate) fn nvmf_stats(target: &Target, tcp: Option<Vec<TcpStats>>) -> Result<Value, RpcError> {
     let controllers = target.controller_stats();
     let mut poll_groups: Vec<PollGroupStats> = target
         .poller_stats()
@@ -103,7 +105,7 @@ pub(crate) fn nvmf_stats(target: &Target, tcp: Option<TcpStats>) -> Result<Value
         .map(|(i, (_, s))| {
             let mine = || controllers.iter().filter(|(p, _)| *p == i).map(|(_, c)| c);
             PollGroupStats {
-                name: format!("nvmf_tgt_poll_group_{i:03}"),
+                name: poll_group_name(i),
                 admin_qpairs: mine().map(|c| c.admin_qpairs_created).sum(),
                 io_qpairs: mine().map(|c| c.io_qpairs_created).sum(),
                 current_admin_qpairs: mine().map(ControllerStats::current_admin_qpairs).sum(),
@@ -128,19 +130,44 @@ pub(crate) fn nvmf_stats(target: &Target, tcp: Option<TcpStats>) -> Result<Value
     })
 }
 
-/// The TCP transport in every poll group; its counters in the first.
-fn add_tcp(poll_groups: &mut [PollGroupStats], t: &TcpStats) {
+/// The TCP transport in every poll group; TCP poll group `i`'s counters in poll group `i`
+/// (a TCP poll group past the pollers gets an entry of its own).
+fn add_tcp(poll_groups: &mut Vec<PollGroupStats>, tcp: &[TcpStats]) {
     for g in poll_groups.iter_mut() {
         g.transports.push(TransportPollGroupStats::Tcp {
             trtype: nvmf::TCP.into(),
         });
     }
-    if let Some(g) = poll_groups.first_mut() {
+    for (i, t) in tcp.iter().enumerate() {
+        if poll_groups.len() <= i {
+            let mut g = no_counts(i);
+            g.transports.push(TransportPollGroupStats::Tcp {
+                trtype: nvmf::TCP.into(),
+            });
+            poll_groups.push(g);
+        }
+        let Some(g) = poll_groups.get_mut(i) else {
+            continue;
+        };
         g.admin_qpairs += t.admin_qpairs;
         g.io_qpairs += t.io_qpairs;
         g.current_admin_qpairs += t.current_admin_qpairs;
         g.current_io_qpairs += t.current_io_qpairs;
         g.completed_nvme_io += t.commands;
+    }
+}
+
+/// Poll group `i`, nothing counted and no transport.
+fn no_counts(i: usize) -> PollGroupStats {
+    PollGroupStats {
+        name: poll_group_name(i),
+        admin_qpairs: 0,
+        io_qpairs: 0,
+        current_admin_qpairs: 0,
+        current_io_qpairs: 0,
+        pending_bdev_io: 0,
+        completed_nvme_io: 0,
+        transports: Vec::new(),
     }
 }
 
@@ -158,4 +185,54 @@ pub(crate) fn save_config(st: &State) -> Value {
         {"subsystem": "bdev", "config": bdev_config(st)},
         {"subsystem": "nvmf", "config": nvmf::save_config(st)},
     ]})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn poller_group(i: usize, commands: u64) -> PollGroupStats {
+        PollGroupStats {
+            completed_nvme_io: commands,
+            ..no_counts(i)
+        }
+    }
+
+    fn tcp(admin: u64, io: u64, commands: u64) -> TcpStats {
+        TcpStats {
+            admin_qpairs: admin,
+            io_qpairs: io,
+            current_admin_qpairs: admin,
+            current_io_qpairs: io,
+            commands,
+            ..TcpStats::default()
+        }
+    }
+
+    #[test]
+    fn each_tcp_poll_group_counts_in_its_own_entry() {
+        let mut groups = vec![poller_group(0, 5), poller_group(1, 0)];
+        add_tcp(&mut groups, &[tcp(1, 2, 10), tcp(3, 4, 20)]);
+        let counts: Vec<_> = groups
+            .iter()
+            .map(|g| (g.admin_qpairs, g.current_io_qpairs, g.completed_nvme_io))
+            .collect();
+        assert_eq!(counts, [(1, 2, 15), (3, 4, 20)]);
+        let tcp_entry = TransportPollGroupStats::Tcp {
+            trtype: "TCP".into(),
+        };
+        assert!(groups.iter().all(|g| g.transports == [tcp_entry.clone()]));
+    }
+
+    #[test]
+    fn a_tcp_poll_group_past_the_pollers_gets_an_entry() {
+        let mut groups = vec![poller_group(0, 0)];
+        add_tcp(&mut groups, &[tcp(1, 0, 0), tcp(0, 1, 7)]);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[1].name, "nvmf_tgt_poll_group_001");
+        assert_eq!(
+            (groups[1].current_io_qpairs, groups[1].completed_nvme_io),
+            (1, 7)
+        );
+    }
 }

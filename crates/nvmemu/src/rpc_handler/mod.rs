@@ -249,8 +249,8 @@ impl Handler for NvmemuHandler {
             R::NvmemuBdevClearFaults(p) => self.locked(|st| fault::clear(&st.bdevs, &p)),
             R::NvmemuBdevGetFaults(p) => self.locked(|st| fault::get(&st.bdevs, &p)),
             R::NvmfCreateTransport(p) if nvmf::is_tcp(&p.trtype) => {
-                let core = self.opts.cores.first().copied();
-                self.nvmf_locked(|st| nvmf::create_tcp_transport(st, core, p))
+                let cores = &self.opts.cores;
+                self.nvmf_locked(|st| nvmf::create_tcp_transport(st, cores, p))
             }
             R::NvmfCreateTransport(p) => self.nvmf_locked(|st| nvmf::create_transport(st, p)),
             R::NvmfGetTransports(p) => self.locked(|st| nvmf::get_transports(st, &p)),

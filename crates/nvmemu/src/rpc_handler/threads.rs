@@ -3,9 +3,9 @@
 //! `framework_get_scheduler`, in SPDK's terms: the RPC side is SPDK's `app_thread`, each
 //! poller is a poll group thread `nvmf_tgt_poll_group_NNN` (the names
 //! `framework_get_reactors` uses) running one active poller, `nvmf_VFIOUSER`, that polls its
-//! controllers. With the TCP transport, its poll group thread follows them as
-//! `nvmf_tgt_poll_group_tcp`, running `nvmf_TCP` on the first core of the mask. Ticks are
-//! nanoseconds.
+//! controllers. With the TCP transport, its poll group threads follow them, one per core of
+//! the mask: `nvmf_tgt_poll_group_tcp` (the first), `nvmf_tgt_poll_group_tcp_001` and so
+//! on, each running `nvmf_TCP`. Ticks are nanoseconds.
 //!
 //! Busy time: the TCP poll group charges each pass that did work to busy and each other
 //! pass to idle, as SPDK charges a thread's iterations; a vfio-user poller counts its idle
@@ -30,9 +30,16 @@ use super::framework::cpumask;
 use super::{State, nvmf, to_value};
 
 const APP_THREAD: &str = "app_thread";
-const TCP_POLL_GROUP: &str = "nvmf_tgt_poll_group_tcp";
 
-fn poll_group_name(i: usize) -> String {
+/// TCP poll group `i`'s thread: the first keeps the name a lone group has.
+fn tcp_group_name(i: usize) -> String {
+    match i {
+        0 => "nvmf_tgt_poll_group_tcp".into(),
+        _ => format!("nvmf_tgt_poll_group_tcp_{i:03}"),
+    }
+}
+
+pub(super) fn poll_group_name(i: usize) -> String {
     format!("nvmf_tgt_poll_group_{i:03}")
 }
 
@@ -45,9 +52,9 @@ fn core_of(cores: &[usize], i: usize) -> usize {
     cores.get(i).copied().unwrap_or(i)
 }
 
-/// The TCP poll group's counters, if the transport exists.
-fn tcp(st: &State) -> Option<TcpStats> {
-    st.tcp.as_ref().map(nvmf::tcp_stats)
+/// Each TCP poll group's counters (none without the transport).
+fn tcp(st: &State) -> Vec<TcpStats> {
+    st.tcp.as_ref().map(nvmf::tcp_stats).unwrap_or_default()
 }
 
 pub(crate) fn stats(
@@ -78,12 +85,12 @@ pub(crate) fn stats(
             paused_pollers_count: 0,
         });
     }
-    if let Some(t) = tcp(st) {
+    for (i, t) in tcp(st).into_iter().enumerate() {
         threads.push(ThreadStat {
-            name: TCP_POLL_GROUP.into(),
-            // The id after the app thread's and the pollers'.
+            name: tcp_group_name(i),
+            // The ids after the app thread's and the pollers'.
             id: poll_group_id(threads.len() - 1),
-            cpumask: cpumask(core_of(cores, 0)),
+            cpumask: cpumask(core_of(cores, i)),
             busy: t.busy_ns,
             idle: t.idle_ns,
             active_pollers_count: 1,
@@ -121,10 +128,10 @@ pub(crate) fn pollers(st: &State, target: &Target) -> Result<Value, RpcError> {
             paused_pollers: vec![],
         });
     }
-    if let Some(t) = tcp(st) {
+    for (i, t) in tcp(st).into_iter().enumerate() {
         threads.push(ThreadPollerList {
-            name: TCP_POLL_GROUP.into(),
-            // The id after the app thread's and the pollers'.
+            name: tcp_group_name(i),
+            // The ids after the app thread's and the pollers'.
             id: poll_group_id(threads.len() - 1),
             active_pollers: vec![PollerInfo {
                 name: "nvmf_TCP".into(),

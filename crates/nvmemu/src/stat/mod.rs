@@ -2,11 +2,12 @@
 //! `nvmemu stat`: live figures of a running `nvmemu serve`, refreshed every `-i` seconds like
 //! `iostat -x 1`: per controller IOPS, bandwidth, the queue depth its doorbell looks saw and
 //! the target's per-layer mean times; per namespace (bdev) reads and writes; per poller the
-//! busy share; the injections (`faults.rs`): fault rules, controller fatal statuses and
-//! namespaces not ready, with their counters. Each report covers the interval since the
-//! previous sample (the first one the first interval). Layer times need
-//! `bdev_enable_histogram` on the bdev; without it they read `-`, and the text report says
-//! how to turn timing on.
+//! busy share; per poll group (`nvmf_get_stats`: the pollers' and the NVMe/TCP poll groups')
+//! the commands completed and the queue pairs connected; the injections (`faults.rs`): fault
+//! rules, controller fatal statuses and namespaces not ready, with their counters. Each
+//! report covers the interval since the previous sample (the first one the first interval).
+//! Layer times need `bdev_enable_histogram` on the bdev; without it they read `-`, and the
+//! text report says how to turn timing on.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -18,6 +19,7 @@ use clap::{Args, ValueEnum};
 use nvmemu_rpc::Client;
 use nvmemu_rpc::methods::bdev::BdevIostat;
 use nvmemu_rpc::methods::histogram::{LatencyBreakdown, LayerStats};
+use nvmemu_rpc::methods::nvmf::{NvmfStats, TransportPollGroupStats};
 use serde::Serialize;
 use serde_json::json;
 
@@ -60,6 +62,7 @@ struct Sample {
     breakdown: LatencyBreakdown,
     iostat: BdevIostat,
     faults: FaultSample,
+    nvmf: NvmfStats,
 }
 
 fn sample(client: &mut Client) -> anyhow::Result<Sample> {
@@ -70,11 +73,15 @@ fn sample(client: &mut Client) -> anyhow::Result<Sample> {
         .call("bdev_get_iostat", json!({}))
         .context("bdev_get_iostat")?;
     let faults = faults::sample(client)?;
+    let n = client
+        .call("nvmf_get_stats", json!({}))
+        .context("nvmf_get_stats")?;
     Ok(Sample {
         at: Instant::now(),
         breakdown: serde_json::from_value(b).context("nvmemu_get_latency_breakdown result")?,
         iostat: serde_json::from_value(i).context("bdev_get_iostat result")?,
         faults,
+        nvmf: serde_json::from_value(n).context("nvmf_get_stats result")?,
     })
 }
 
@@ -108,6 +115,16 @@ struct NsRow {
     layers: Vec<LayerMean>,
 }
 
+/// A poll group over the interval: its commands, and its queue pairs at the end.
+#[derive(Debug, Serialize)]
+struct GroupRow {
+    name: String,
+    transports: Vec<String>,
+    iops: f64,
+    admin_qpairs: u64,
+    io_qpairs: u64,
+}
+
 #[derive(Debug, Serialize)]
 struct PollerRow {
     cpu: Option<usize>,
@@ -120,6 +137,7 @@ struct Report {
     controllers: Vec<CtrlRow>,
     namespaces: Vec<NsRow>,
     pollers: Vec<PollerRow>,
+    poll_groups: Vec<GroupRow>,
     faults: Vec<FaultRow>,
     controller_faults: Vec<FatalRow>,
     namespace_faults: Vec<NotReadyRow>,
@@ -167,6 +185,7 @@ fn report(prev: &Sample, now: &Sample) -> Report {
         controllers: controller_rows(prev, now, secs),
         namespaces: namespace_rows(prev, now, secs),
         pollers: poller_rows(prev, now),
+        poll_groups: group_rows(prev, now, secs),
         faults,
         controller_faults,
         namespace_faults,
@@ -276,6 +295,54 @@ fn poller_rows(prev: &Sample, now: &Sample) -> Vec<PollerRow> {
         .collect()
 }
 
+/// One row per poll group of `nvmf_get_stats`.
+fn group_rows(prev: &Sample, now: &Sample, secs: f64) -> Vec<GroupRow> {
+    now.nvmf
+        .poll_groups
+        .iter()
+        .map(|g| {
+            let p = prev.nvmf.poll_groups.iter().find(|p| p.name == g.name);
+            let done = g
+                .completed_nvme_io
+                .saturating_sub(p.map_or(0, |p| p.completed_nvme_io));
+            GroupRow {
+                name: g.name.clone(),
+                transports: g
+                    .transports
+                    .iter()
+                    .map(|t| match t {
+                        TransportPollGroupStats::VfioUser(v) => v.trtype.clone(),
+                        TransportPollGroupStats::Tcp { trtype } => trtype.clone(),
+                    })
+                    .collect(),
+                iops: per_s(done, secs),
+                admin_qpairs: g.current_admin_qpairs,
+                io_qpairs: g.current_io_qpairs,
+            }
+        })
+        .collect()
+}
+
+fn print_groups(groups: &[GroupRow], out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<32} {:>10} {:>9} {:>9}  transports",
+        "poll group", "IOPS", "admin qp", "I/O qp"
+    )?;
+    for g in groups {
+        writeln!(
+            out,
+            "{:<32} {:>10.0} {:>9} {:>9}  {}",
+            g.name,
+            g.iops,
+            g.admin_qpairs,
+            g.io_qpairs,
+            g.transports.join(",")
+        )?;
+    }
+    Ok(())
+}
+
 fn us(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |ns| format!("{:.2}", ns / 1000.0))
 }
@@ -329,6 +396,7 @@ fn print_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
             n.bdev, n.read_iops, n.write_iops, n.read_mib_s, n.write_mib_s
         )?;
     }
+    print_groups(&r.poll_groups, out)?;
     if r.controllers.iter().any(|c| !c.timing) {
         writeln!(out, "{TIMING_OFF_HINT}")?;
     }
@@ -398,6 +466,7 @@ mod tests {
             }],
             namespaces: Vec::new(),
             pollers: Vec::new(),
+            poll_groups: Vec::new(),
             faults: Vec::new(),
             controller_faults: Vec::new(),
             namespace_faults: Vec::new(),
@@ -419,5 +488,27 @@ mod tests {
             "{off}"
         );
         assert!(!text(&report(true)).contains("bdev_enable_histogram"));
+    }
+
+    #[test]
+    fn each_poll_group_shows_its_commands_and_queue_pairs() {
+        let mut r = report(true);
+        r.poll_groups.push(GroupRow {
+            name: "nvmf_tgt_poll_group_001".into(),
+            transports: vec!["VFIOUSER".into(), "TCP".into()],
+            iops: 1234.0,
+            admin_qpairs: 1,
+            io_qpairs: 4,
+        });
+        let t = text(&r);
+        let row = t
+            .lines()
+            .find(|l| l.starts_with("nvmf_tgt_poll_group_001"))
+            .unwrap_or_else(|| panic!("no poll group row: {t}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            ["nvmf_tgt_poll_group_001", "1234", "1", "4", "VFIOUSER,TCP"]
+        );
     }
 }

@@ -20,6 +20,11 @@ pub const BLOCK: u64 = 512;
 
 /// A target on 127.0.0.1 (port picked by the kernel) with one 16 MiB namespace.
 pub fn target(opts: TcpOptions) -> (TcpTarget, SocketAddr, Arc<Bdev>) {
+    target_groups(opts, 1)
+}
+
+/// [`target`] with `groups` poll groups (unpinned).
+pub fn target_groups(opts: TcpOptions, groups: usize) -> (TcpTarget, SocketAddr, Arc<Bdev>) {
     let bdev = Arc::new(
         Bdev::malloc_with("tcp0", BLOCK as u32, 1 << 15, MallocBacking::Lazy, &|_| {}).unwrap(),
     );
@@ -36,7 +41,7 @@ pub fn target(opts: TcpOptions) -> (TcpTarget, SocketAddr, Arc<Bdev>) {
             listeners: vec![],
         },
     );
-    let t = TcpTarget::start(opts, subs, None).unwrap();
+    let t = TcpTarget::start(opts, subs, &vec![None; groups]).unwrap();
     let addr = t.listen("127.0.0.1:0".parse().unwrap()).unwrap();
     (t, addr, bdev)
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The TCP transport of the NVMe-oF methods: `nvmf_create_transport -t TCP` starts the
-//! NVMe/TCP target (one poll group thread), `nvmf_subsystem_add_listener -t TCP` listens on
-//! an address, and every subsystem change is mirrored into the TCP target's table, so the
-//! same subsystem (same namespaces, same hosts) is reachable over vfio-user and TCP at once.
+//! NVMe/TCP target (one poll group thread per poller core, as SPDK has a TCP poll group
+//! per reactor), `nvmf_subsystem_add_listener -t TCP` listens on an address, and every
+//! subsystem change is mirrored into the TCP target's table, so the same subsystem (same
+//! namespaces, same hosts) is reachable over vfio-user and TCP at once.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -45,10 +46,11 @@ fn small(v: u32) -> u16 {
 }
 
 /// `nvmf_create_transport -t TCP [-u io_unit_size] [-q max_queue_depth]
-/// [-m max_io_qpairs_per_ctrlr] [-c in_capsule_data_size] [-i max_io_size] [-a max_aq_depth]`.
+/// [-m max_io_qpairs_per_ctrlr] [-c in_capsule_data_size] [-i max_io_size] [-a max_aq_depth]`:
+/// one poll group pinned to each of `cores` (none: one unpinned group).
 pub(crate) fn create_transport(
     st: &mut State,
-    core: Option<usize>,
+    cores: &[usize],
     p: NvmfCreateTransportParams,
 ) -> Result<Value, RpcError> {
     if st.tcp.is_some() {
@@ -87,7 +89,8 @@ pub(crate) fn create_transport(
         )?),
         ..d
     };
-    let target = TcpTarget::start(opts, nvmemu_tcp::Subsystems::default(), core)
+    let cores: Vec<Option<usize>> = cores.iter().copied().map(Some).collect();
+    let target = TcpTarget::start(opts, nvmemu_tcp::Subsystems::default(), &cores)
         .map_err(|e| RpcError::internal(format!("Unable to start the TCP transport: {e}")))?;
     st.tcp = Some(TcpTransport {
         target,
@@ -97,13 +100,13 @@ pub(crate) fn create_transport(
         },
     });
     sync(st);
-    tracing::info!("TCP transport created");
+    tracing::info!(poll_groups = cores.len().max(1), "TCP transport created");
     Ok(Value::Bool(true))
 }
 
-/// The poll group's counters, for `nvmf_get_stats`.
-pub(crate) fn stats(t: &TcpTransport) -> nvmemu_tcp::TcpStats {
-    t.target.stats()
+/// Each poll group's counters, for `nvmf_get_stats`.
+pub(crate) fn stats(t: &TcpTransport) -> Vec<nvmemu_tcp::TcpStats> {
+    t.target.group_stats()
 }
 
 /// The `nvmf_get_transports` entry.
