@@ -36,7 +36,7 @@ use std::io::{self, Write};
 use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -130,16 +130,29 @@ impl Workers {
         // queue (its thread has not taken it yet) when its successor is queued behind it.
         let (jobs, queue) = sync_channel::<Job>(2 * n);
         let queue = Arc::new(Mutex::new(queue));
+        // Each thread reports once it runs: a spawned thread sets itself up (its signal stack,
+        // its read buffer) only when first scheduled, which must not wait for a later moment
+        // when the address space may be gone.
+        let (ready_tx, ready) = channel::<()>();
         let mut threads = Vec::with_capacity(n);
         for _ in 0..n {
             let (queue, handler) = (Arc::clone(&queue), Arc::clone(handler));
-            let (stop, limits) = (stop.clone(), limits.clone());
+            let (stop, limits, ready_tx) = (stop.clone(), limits.clone(), ready_tx.clone());
             // On failure the threads started so far end when `jobs` is dropped.
             threads.push(
                 std::thread::Builder::new()
                     .name("nvmemu-rpc-conn".into())
-                    .spawn(move || serve_jobs(&queue, handler.as_ref(), &stop, &limits))?,
+                    .spawn(move || {
+                        serve_jobs(&queue, handler.as_ref(), &stop, &limits, &ready_tx);
+                    })?,
             );
+        }
+        drop(ready_tx);
+        for _ in 0..n {
+            // An error means a thread ended before reporting: it panicked, and join says so.
+            if ready.recv().is_err() {
+                break;
+            }
         }
         Ok(Workers { jobs, threads })
     }
@@ -159,8 +172,10 @@ fn serve_jobs(
     handler: &(dyn Handler + Send + Sync),
     stop: &StopHandle,
     limits: &Limits,
+    ready: &Sender<()>,
 ) {
     let mut chunk = vec![0u8; READ_CHUNK];
+    let _ = ready.send(());
     loop {
         let job = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok((stream, slot)) = job else {
