@@ -11,6 +11,8 @@ judged. The prediction comes from the model's configuration as the server report
 
 Writes the table into BENCHMARKS.md's `model` section and the plot to docs/model-curve.svg.
 Run it through scripts/bench_model.sh, which builds the binary and takes the machine-wide lock.
+With --check it exits 1 when a judged point is outside the tolerance: CI runs the hand-set
+model that way at QD1 and at saturation (.ci/run).
 """
 
 import argparse
@@ -155,6 +157,19 @@ def judge(model, points, host):
     return dict(model=model, ceiling=ceiling(read["avg_us"], units), points=points)
 
 
+def out_of_tolerance(report):
+    """What fails `--check`: each judged point outside the tolerance, or that no point was
+    judged (every one host-bound proves nothing). One line each."""
+    judged = [(name, p) for name, r in report["models"].items() for p in r["points"]
+              if p["ok"] is not None]
+    if not judged:
+        return ["no point was judged: every one is host-bound on this machine"]
+    return [f"{name} QD{p['qd']}: measured {p['iops']:.0f} IOPS, p50 {p['p50_us']:.1f} us, "
+            f"p99 {p['p99_us']:.1f} us; predicted {p['pred']['iops']:.0f} IOPS, "
+            f"p50 {p['pred']['p50_us']:.1f} us, p99 {p['pred']['p99_us']:.1f} us"
+            for name, p in judged if not p["ok"]]
+
+
 def measure(a):
     """The sweep without a model, then one per model: the report."""
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -183,6 +198,8 @@ def parse_args(argv=None):
     p.add_argument("--plot", help="write the SVG plot here")
     p.add_argument("--json", help="write every figure here")
     p.add_argument("--note", default="", help="a line about the machine's state for the table")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 when a point not host-bound is outside the tolerance")
     p.add_argument("--from-json", help="write the table and plot of this earlier --json run "
                    "(with --note) instead of measuring")
     a = p.parse_args(argv)
@@ -210,6 +227,10 @@ def main():
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
     print(text)
+    failed = out_of_tolerance(report) if a.check else []
+    if failed:
+        sys.exit("bench_model: FAILED: outside the tolerance (or nothing judged):\n  "
+                 + "\n  ".join(failed))
 
 
 if __name__ == "__main__":

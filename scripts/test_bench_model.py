@@ -74,6 +74,16 @@ class Report(unittest.TestCase):
         self.assertIn("| **no** |", md)
         self.assertIn("ceiling 8.0 K IOPS", md)
 
+    def test_check_names_each_point_outside_and_refuses_nothing_judged(self):
+        report, _ = self.report()
+        failed = bench_model.out_of_tolerance(report)
+        self.assertEqual(len(failed), 1)
+        self.assertTrue(failed[0].startswith("hand QD64: measured 5000 IOPS"), failed[0])
+        report["models"]["hand"]["points"].pop()
+        self.assertEqual(bench_model.out_of_tolerance(report), [])
+        report["models"]["hand"]["points"][0]["ok"] = None
+        self.assertIn("no point was judged", bench_model.out_of_tolerance(report)[0])
+
     def test_a_point_the_host_cannot_reach_is_not_judged(self):
         model = dict(preset="tlc", tail="lognormal", units=80, read=dict(avg_us=80, p99_us=250))
         res = bench_model.judge(model, [point(256, 300000, 800, 2000)],

@@ -21,6 +21,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::{Controller, ControllerConfig, InterruptSink, Namespace};
 
+mod file_io;
+pub use file_io::HeldFileIo;
+
 /// Client memory: one memfd mapped at IOVA [`HostMemory::BASE`].
 #[derive(Debug, Clone)]
 pub struct HostMemory {
@@ -285,21 +288,6 @@ impl TestHost {
         cid
     }
 
-    /// Run file namespaces' I/O on worker threads, as where io_uring is not allowed.
-    pub fn force_file_worker_threads(&mut self) {
-        self.ctrl.file_io.force_worker_threads();
-    }
-
-    /// Run file namespaces' I/O on worker threads that hold every operation back while
-    /// the returned gate is closed (it opens when dropped, so a failing test ends instead
-    /// of waiting on it). Declare it after the host, so it is dropped first.
-    pub fn hold_file_workers(&mut self) -> HeldWorkers {
-        let gate = Arc::new(nvmemu_mem::uring::WorkerGate::default());
-        gate.close();
-        self.ctrl.file_io.gate_worker_threads(Arc::clone(&gate));
-        HeldWorkers(gate)
-    }
-
     /// Poll the controller once.
     pub fn poll(&mut self) -> usize {
         self.ctrl.poll(&mut self.irqs)
@@ -561,32 +549,5 @@ pub fn get_feature(fid: u8, sel: u8, arg: u32) -> Sqe {
         cdw10: u32::from(fid) | (u32::from(sel) << 8),
         cdw11: arg,
         ..bare(0x0A)
-    }
-}
-
-/// The gate of [`TestHost::hold_file_workers`]: closed until [`HeldWorkers::release`] or drop.
-#[derive(Debug)]
-pub struct HeldWorkers(Arc<nvmemu_mem::uring::WorkerGate>);
-
-impl HeldWorkers {
-    /// Let the workers run what they hold and everything after.
-    pub fn release(&self) {
-        self.0.open();
-    }
-
-    /// Hold operations back again.
-    pub fn hold(&self) {
-        self.0.close();
-    }
-
-    /// A handle another thread can open the gate with.
-    pub fn gate(&self) -> Arc<nvmemu_mem::uring::WorkerGate> {
-        Arc::clone(&self.0)
-    }
-}
-
-impl Drop for HeldWorkers {
-    fn drop(&mut self) {
-        self.0.open();
     }
 }

@@ -13,72 +13,19 @@ mod file_common;
 
 use std::path::Path;
 
-use file_common::{FILE_BYTES, host_on, new_cqe_status, new_file, next_cqe, run};
+use file_common::{
+    Engine, SCATTER, compare, data_block, fill_file, gather, held_host, host_on, new_cqe_status,
+    new_file, release_later, run, scatter, scattered, segment, stamped,
+};
 use nvmemu_bdev::fault::{FaultIo, FaultKind};
-use nvmemu_ctrl::test_utils::{HeldWorkers, TestHost, delete_sq, layout, pattern, rw, sgl};
-use nvmemu_spec::{DataPtr, SglDescriptor, SglKind, Sqe, Status};
-use zerocopy::IntoBytes;
-
-/// Where the scattered test buffers start in host memory.
-const SCATTER: u64 = layout::DATA + 0x40_0000;
+use nvmemu_ctrl::test_utils::{HeldFileIo, TestHost, layout, pattern, rw};
+use nvmemu_spec::{SglDescriptor, SglKind, Sqe, Status};
 
 /// Both engines: io_uring (where allowed) and the worker threads.
 fn hosts(path: &Path) -> Vec<(&'static str, TestHost)> {
     let mut workers = host_on(path, false);
     workers.force_file_worker_threads();
     vec![("io_uring", host_on(path, false)), ("workers", workers)]
-}
-
-/// The whole file filled with `pattern(.., seed)` behind the controller's back.
-fn fill_file(path: &Path, seed: u8) -> Vec<u8> {
-    let data = pattern(FILE_BYTES as usize, seed);
-    std::fs::write(path, &data).unwrap();
-    data
-}
-
-/// A host on a file filled with `pattern(.., seed)`, its worker threads held (the
-/// directory is returned to keep it; the gate, dropped first, opens).
-fn held_host(seed: u8) -> (tempfile::TempDir, Vec<u8>, TestHost, HeldWorkers) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = new_file(dir.path());
-    let file = fill_file(&path, seed);
-    let mut h = host_on(&path, false);
-    let held = h.hold_file_workers();
-    (dir, file, h, held)
-}
-
-/// One SGL Last Segment (at `layout::LISTS`) holding `descs`.
-fn segment(h: &TestHost, descs: &[SglDescriptor]) -> DataPtr {
-    h.mem.write(layout::LISTS, descs.as_bytes());
-    sgl(SglDescriptor::new(SglKind::LastSegment {
-        addr: h.mem.iova(layout::LISTS),
-        len: (descs.len() * 16) as u32,
-    }))
-}
-
-fn data_block(h: &TestHost, off: u64, len: u32) -> SglDescriptor {
-    SglDescriptor::new(SglKind::DataBlock {
-        addr: h.mem.iova(off),
-        len,
-    })
-}
-
-/// `n` data blocks of 512 bytes from `base`, a 512-byte gap after each (so no two merge
-/// into one piece).
-fn scattered(h: &TestHost, base: u64, n: usize) -> Vec<SglDescriptor> {
-    (0..n as u64)
-        .map(|i| data_block(h, base + i * 1024, 512))
-        .collect()
-}
-
-fn gather(h: &TestHost, base: u64, n: usize) -> Vec<u8> {
-    (0..n as u64)
-        .flat_map(|i| h.mem.read_vec(base + i * 1024, 512))
-        .collect()
-}
-
-fn compare(slba: u64, blocks: u32, dptr: DataPtr) -> Sqe {
-    rw(0x05, 1, slba, blocks, dptr)
 }
 
 #[test]
@@ -107,66 +54,11 @@ fn compare_matches_the_file_or_fails_with_compare_failure() {
     }
 }
 
-/// More Compares than the controller has buffers: the ones without a buffer wait (taken
-/// or in their SQ) and every one completes once buffers come back.
-#[test]
-fn compares_beyond_the_buffers_wait_and_all_complete() {
-    let (_dir, file, mut h, held) = held_host(8);
-    let n = nvmemu_ctrl::COMPARE_BUFS as usize + 2;
-    submit_matching_compares(&mut h, &file, n);
-    for _ in 0..3 {
-        h.poll();
-    }
-    assert!(h.reap(1).is_none(), "nothing completes while held");
-    held.release();
-    for i in 0..n {
-        assert_eq!(next_cqe(&mut h).status(), Status::SUCCESS, "compare {i}");
-    }
-}
-
-/// Deleting the SQ of a Compare that waits for a buffer completes it with Command
-/// Aborted due to SQ Deletion, after the ones in flight complete (the workers are let go
-/// 200 ms into the deletion, which waits for them).
-#[test]
-fn a_waiting_compare_is_aborted_with_its_sq() {
-    let (_dir, file, mut h, held) = held_host(15);
-    let bufs = nvmemu_ctrl::COMPARE_BUFS as usize;
-    submit_matching_compares(&mut h, &file, bufs + 1);
-    h.poll();
-    let opener = release_later(&held, 200);
-    assert_eq!(h.admin(delete_sq(1)).status(), Status::SUCCESS);
-    opener.join().unwrap();
-    let mut statuses: Vec<_> = std::iter::from_fn(|| h.reap(1).map(|c| c.status())).collect();
-    statuses.sort_by_key(|s| s.to_field());
-    let mut want = vec![Status::SUCCESS; bufs];
-    want.push(Status::ABORTED_SQ_DELETION);
-    want.sort_by_key(|s| s.to_field());
-    assert_eq!(statuses, want);
-}
-
-/// Submit `n` Compares of 8 blocks each (the `i`th at block `8 * i`) with the file's data.
-fn submit_matching_compares(h: &mut TestHost, file: &[u8], n: usize) {
-    for i in 0..n {
-        let off = layout::DATA + (i as u64) * 4096;
-        h.mem.write(off, &file[i * 4096..][..4096]);
-        h.submit(1, compare(i as u64 * 8, 8, h.prps(off, 4096)));
-    }
-}
-
-/// Open `held`'s gate from another thread `ms` milliseconds from now.
-fn release_later(held: &HeldWorkers, ms: u64) -> std::thread::JoinHandle<()> {
-    let gate = held.gate();
-    std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-        gate.open();
-    })
-}
-
 /// The poller hands each rare command to the engine and returns: with the worker
 /// threads held, passes go by without its completion; released, it completes right.
 #[test]
 fn rare_commands_complete_in_a_later_pass_while_their_io_is_held() {
-    let (_dir, file, mut h, held) = held_host(9);
+    let (_dir, file, mut h, held) = held_host(Engine::Workers, 9, 64);
     let at = |slba: u64, len: usize| &file[slba as usize * 512..][..len];
     // Compare.
     h.mem.write(layout::DATA, at(16, 4096));
@@ -201,7 +93,7 @@ fn rare_commands_complete_in_a_later_pass_while_their_io_is_held() {
 
 /// Submit `cmd`, check that passes return without its CQE while the workers hold its
 /// operations, then release them and return its status.
-fn held_then_released(what: &str, h: &mut TestHost, held: &HeldWorkers, cmd: Sqe) -> Status {
+fn held_then_released(what: &str, h: &mut TestHost, held: &HeldFileIo, cmd: Sqe) -> Status {
     held.hold();
     let cid = h.submit(1, cmd);
     for _ in 0..3 {
@@ -259,10 +151,8 @@ fn transfers_of_more_pieces_than_a_slot_holds_are_split_and_land_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let path = new_file(dir.path());
     for (engine, mut h) in hosts(&path) {
-        let data = pattern(300 * 512, engine.len() as u8);
-        for (i, piece) in data.chunks(512).enumerate() {
-            h.mem.write(SCATTER + i as u64 * 1024, piece);
-        }
+        let data = stamped(300 * 512, engine.len() as u8);
+        scatter(&h, SCATTER, &data);
         let descs = scattered(&h, SCATTER, 300);
         let cmd = rw(0x01, 1, 200, 300, segment(&h, &descs));
         let c = run(&mut h, cmd);
@@ -367,7 +257,7 @@ fn corrupt_faults_change_a_reads_data_or_the_stored_byte_of_a_write() {
 /// later, installing the table returns with the data already in host memory.
 #[test]
 fn a_new_dma_table_waits_for_the_file_io_in_flight() {
-    let (_dir, file, mut h, held) = held_host(14);
+    let (_dir, file, mut h, held) = held_host(Engine::Workers, 14, 64);
     h.mem.write(layout::DATA, &[0xEE; 4096]);
     let cid = h.submit(1, rw(0x02, 1, 0, 8, h.prps(layout::DATA, 4096)));
     h.poll();

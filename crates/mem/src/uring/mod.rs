@@ -29,7 +29,7 @@ use io_uring::{IoUring, opcode, squeue, types};
 use crate::{MemError, MmapRegion, Protection};
 
 mod pool;
-pub use pool::WorkerGate;
+pub use pool::IoGate;
 use pool::{Op, Pool};
 
 /// Most buffer pieces one read or write may name: a 1 MiB transfer (MDTS 8) in 4 KiB pages
@@ -104,6 +104,9 @@ pub struct FileRing {
     free: Vec<u32>,
     /// Queued since the last `submit`.
     queued: bool,
+    /// An io_uring's completions are taken only while this is open (tests).
+    #[cfg(feature = "test-utils")]
+    gate: Option<Arc<IoGate>>,
 }
 
 impl FileRing {
@@ -123,11 +126,21 @@ impl FileRing {
     /// A worker pool whose workers pass `gate` before each operation (tests of what must
     /// not wait for file I/O).
     #[cfg(feature = "test-utils")]
-    pub fn new_pool_gated(slots: u32, gate: Arc<WorkerGate>) -> io::Result<FileRing> {
+    pub fn new_pool_gated(slots: u32, gate: Arc<IoGate>) -> io::Result<FileRing> {
         FileRing::pool_with(slots, Some(gate))
     }
 
-    fn pool_with(slots: u32, gate: Option<Arc<WorkerGate>>) -> io::Result<FileRing> {
+    /// An io_uring whose completions are taken only while `gate` is open: the kernel runs
+    /// each operation, and its slot stays in flight until the gate opens (tests of what
+    /// must wait for ring room).
+    #[cfg(feature = "test-utils")]
+    pub fn new_gated(slots: u32, gate: Arc<IoGate>) -> io::Result<FileRing> {
+        let mut ring = FileRing::new(slots)?;
+        ring.gate = Some(gate);
+        Ok(ring)
+    }
+
+    fn pool_with(slots: u32, gate: Option<Arc<IoGate>>) -> io::Result<FileRing> {
         let bound = usize::try_from(slots).unwrap_or(1).saturating_mul(4).max(1);
         Ok(FileRing::with(
             Backend::Pool(Pool::new(bound, gate)?),
@@ -162,6 +175,8 @@ impl FileRing {
             slots,
             free,
             queued: false,
+            #[cfg(feature = "test-utils")]
+            gate: None,
         }
     }
 
@@ -364,6 +379,10 @@ impl FileRing {
     }
 
     fn next_completion(&mut self, wait: bool) -> Option<(u64, i32)> {
+        #[cfg(feature = "test-utils")]
+        if !self.gate_passes(wait) {
+            return None;
+        }
         match &mut self.backend {
             Backend::Kernel(ring) => {
                 if wait && ring.submit_and_wait(1).is_err() {
@@ -373,6 +392,20 @@ impl FileRing {
                 Some((cqe.user_data(), cqe.result()))
             }
             Backend::Pool(pool) => pool.take(wait),
+        }
+    }
+
+    /// Whether completions may be taken now: no gate, an open one, or (`wait`) once it
+    /// opens.
+    #[cfg(feature = "test-utils")]
+    fn gate_passes(&self, wait: bool) -> bool {
+        match &self.gate {
+            Some(gate) if wait => {
+                gate.pass();
+                true
+            }
+            Some(gate) => !gate.is_closed(),
+            None => true,
         }
     }
 

@@ -3,7 +3,7 @@
 //! `ENOSYS` in some containers): a few worker threads run the same operations with
 //! blocking system calls (`preadv`, `pwritev`, `fdatasync`, `fallocate`). Jobs go to them
 //! through a bounded channel when queued, completions come back through another and are
-//! taken without waiting. A [`WorkerGate`] (tests only) holds the workers back, so a test
+//! taken without waiting. An [`IoGate`] (tests only) holds the workers back, so a test
 //! can show that nothing waits for an operation that has not run.
 
 use std::io;
@@ -38,16 +38,18 @@ pub(super) enum Op {
     Punch { fd: RawFd, offset: u64, len: u64 },
 }
 
-/// Holds a pool's workers before each operation while closed (tests of what must not
-/// wait for file I/O). Open when made.
+/// Holds file operations back while closed (tests of what must not wait for file I/O):
+/// a pool's workers before each operation, an io_uring's completions before they are
+/// reaped (the kernel runs the operation; the ring reports it only once the gate opens).
+/// Open when made.
 #[derive(Debug, Default)]
-pub struct WorkerGate {
+pub struct IoGate {
     closed: Mutex<bool>,
     changed: Condvar,
 }
 
-impl WorkerGate {
-    /// Hold every operation a worker takes from now on until [`WorkerGate::open`].
+impl IoGate {
+    /// Hold every operation from now on until [`IoGate::open`].
     pub fn close(&self) {
         *self.closed.lock().unwrap_or_else(PoisonError::into_inner) = true;
     }
@@ -58,7 +60,14 @@ impl WorkerGate {
         self.changed.notify_all();
     }
 
-    fn pass(&self) {
+    /// Whether operations are held now.
+    #[cfg(feature = "test-utils")]
+    pub(super) fn is_closed(&self) -> bool {
+        *self.closed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wait until the gate is open.
+    pub(super) fn pass(&self) {
         let mut closed = self.closed.lock().unwrap_or_else(PoisonError::into_inner);
         while *closed {
             closed = self
@@ -80,7 +89,7 @@ pub(super) struct Pool {
 impl Pool {
     /// [`WORKERS`] threads taking at most `bound` queued jobs, each passing `gate` first
     /// if there is one.
-    pub(super) fn new(bound: usize, gate: Option<Arc<WorkerGate>>) -> io::Result<Pool> {
+    pub(super) fn new(bound: usize, gate: Option<Arc<IoGate>>) -> io::Result<Pool> {
         let (jobs, rx) = sync_channel::<(u64, Op)>(bound);
         let (done_tx, done) = sync_channel(bound);
         let rx = Arc::new(Mutex::new(rx));
@@ -128,7 +137,7 @@ impl Drop for Pool {
     }
 }
 
-fn work(rx: &Mutex<Receiver<(u64, Op)>>, done: &SyncSender<(u64, i32)>, gate: Option<&WorkerGate>) {
+fn work(rx: &Mutex<Receiver<(u64, Op)>>, done: &SyncSender<(u64, i32)>, gate: Option<&IoGate>) {
     loop {
         let job = match rx.lock() {
             Ok(rx) => rx.recv(),

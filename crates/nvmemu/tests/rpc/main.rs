@@ -8,6 +8,7 @@
 mod common;
 mod configure;
 mod ctrl_faults;
+mod delay;
 mod errors;
 mod faults;
 mod hotplug;

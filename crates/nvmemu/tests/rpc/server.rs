@@ -118,8 +118,6 @@ impl Server {
 
     /// The reference set-up script, as rpc.py command lines.
     pub(crate) fn reference_sequence(&self) {
-        let traddr = self.traddr();
-        let traddr = traddr.to_str().expect("utf-8 path");
         assert_eq!(self.ok(&["framework_wait_init"]), "");
         assert_eq!(
             // SPDK's script says 4092 (MB); a smaller one keeps parallel tests light, now
@@ -127,25 +125,22 @@ impl Server {
             self.ok(&["bdev_malloc_create", "64", "512", "-b", "Malloc0"]),
             "Malloc0\n"
         );
+        self.export("Malloc0");
+    }
+
+    /// The rest of the reference script for `bdev`: the VFIOUSER transport, subsystem
+    /// [`NQN`] with `bdev` as namespace 1, and its listener at [`Server::traddr`].
+    pub(crate) fn export(&self, bdev: &str) {
+        let traddr = self.traddr();
+        let traddr = traddr.to_str().expect("utf-8 path");
         assert_eq!(self.ok(&["nvmf_create_transport", "-t", "VFIOUSER"]), "");
         assert_eq!(
             self.ok(&["nvmf_create_subsystem", NQN, "-s", "SPDK00", "-a"]),
             ""
         );
-        assert_eq!(self.ok(&["nvmf_subsystem_add_ns", NQN, "Malloc0"]), "");
-        assert_eq!(
-            self.ok(&[
-                "nvmf_subsystem_add_listener",
-                NQN,
-                "-t",
-                "VFIOUSER",
-                "-a",
-                traddr,
-                "-s",
-                "0"
-            ]),
-            ""
-        );
+        assert_eq!(self.ok(&["nvmf_subsystem_add_ns", NQN, bdev]), "");
+        let listener = ["nvmf_subsystem_add_listener", NQN, "-t", "VFIOUSER", "-a"];
+        assert_eq!(self.ok(&[&listener[..], &[traddr, "-s", "0"]].concat()), "");
     }
 
     /// `spdk_kill_instance SIGTERM`, then the process exits 0 and removes its sockets.

@@ -211,9 +211,21 @@ impl FileIo {
 
     /// Worker threads that pass `gate` before each operation (tests of what must not wait).
     #[cfg(any(test, feature = "test-utils"))]
-    pub(crate) fn gate_worker_threads(&mut self, gate: Arc<nvmemu_mem::uring::WorkerGate>) {
+    pub(crate) fn gate_worker_threads(&mut self, gate: Arc<nvmemu_mem::uring::IoGate>) {
         if let Ok(ring) = FileRing::new_pool_gated(FILE_SLOTS, gate) {
             let _ = self.install(ring);
+        }
+    }
+
+    /// An io_uring whose completions are taken only while `gate` is open (tests of what
+    /// must wait for room); gated worker threads where io_uring is not allowed.
+    #[cfg(any(test, feature = "test-utils"))]
+    pub(crate) fn gate_ring(&mut self, gate: Arc<nvmemu_mem::uring::IoGate>) {
+        match FileRing::new_gated(FILE_SLOTS, Arc::clone(&gate)) {
+            Ok(ring) => {
+                let _ = self.install(ring);
+            }
+            Err(_) => self.gate_worker_threads(gate),
         }
     }
 
