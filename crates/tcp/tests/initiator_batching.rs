@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! How the host side batches its socket work: capsules wait for one flush, PDUs packed many
 //! to a read or split anywhere across reads (headers, data, digests) all arrive whole and
-//! checked, and parsing what was received makes no read of its own. Against fake targets,
-//! so the byte stream is exactly what each test says.
+//! checked (large C2HData too, read header by header), and parsing what was received makes
+//! no read of its own. Against fake targets, so the byte stream is exactly what each test
+//! says.
 #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
 
 mod common;
@@ -304,4 +305,114 @@ fn a_data_digest_over_split_data_still_catches_a_flipped_byte() {
         matches!(e, HostError::Protocol(m) if m.contains("data digest")),
         "{e}"
     );
+}
+
+/// Each command's expected read data, by CID.
+type Expected = Vec<(u16, Vec<u8>)>;
+
+/// Large C2HData (read in header-sized steps after the first) mixed with a response, a
+/// small PDU and an R2T: the stream, the places to cut it (inside and at the edges of
+/// every header, data and digest), and the buffers it fills.
+fn large_stream(digests: u8) -> (Vec<u8>, Vec<usize>, Expected) {
+    let bufs = vec![
+        (1u16, pattern(40 * 1024, 1)),
+        (2, pattern(48 * 1024, 2)),
+        (3, pattern(4096, 3)),
+        (4, pattern(36 * 1024, 4)),
+    ];
+    let pdus = [
+        c2h(1, 0, &bufs[0].1, LAST | SUCCESS, digests),
+        c2h(2, 0, &bufs[1].1, LAST, digests),
+        resp(2, 9, digests),
+        c2h(3, 0, &bufs[2].1, LAST | SUCCESS, digests),
+        c2h(4, 0, &bufs[3].1, LAST | SUCCESS, digests),
+        r2t(5, 6, 0, 4096, digests),
+    ];
+    let (hd, dd) = (usize::from(digests & 1) * 4, usize::from(digests & 2) * 2);
+    let (mut stream, mut cuts) = (Vec::new(), Vec::new());
+    for p in &pdus {
+        let (start, hend, end) = (stream.len(), stream.len() + 24 + hd, stream.len() + p.len());
+        let data_end = if p[0] == 0x07 { end - dd } else { end };
+        for at in [
+            start + 1,
+            start + 8,
+            hend - 1,
+            hend,
+            hend + 1,
+            data_end - 1,
+            data_end,
+        ] {
+            cuts.push(at);
+        }
+        cuts.push(end - 1);
+        stream.extend_from_slice(p);
+    }
+    cuts.retain(|&c| c > 0 && c < stream.len());
+    cuts.sort_unstable();
+    cuts.dedup();
+    (stream, cuts, bufs)
+}
+
+fn check_large_split(digests: u8) {
+    let (stream, cuts, want) = large_stream(digests);
+    let addr = fake(digests, move |mut s| {
+        let mut at = 0;
+        for end in cuts.into_iter().chain([stream.len()]) {
+            s.write_all(&stream[at..end]).unwrap();
+            at = end;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    });
+    let mut q = connect(addr, digests != 0);
+    q.set_nonblocking(true).unwrap();
+    let mut bufs = Bufs::default();
+    for (cid, data) in &want {
+        bufs.0.insert(*cid, vec![0; data.len()]);
+    }
+    let got = collect(&mut q, &mut bufs, 6).unwrap();
+    let data: Vec<(u16, usize, bool)> = got
+        .iter()
+        .filter_map(|r| match r {
+            Received::Data {
+                cid,
+                len,
+                last_success,
+                ..
+            } => Some((*cid, *len, *last_success)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        data,
+        [
+            (1, 40 * 1024, true),
+            (2, 48 * 1024, false),
+            (3, 4096, true),
+            (4, 36 * 1024, true)
+        ]
+    );
+    assert!(matches!(&got[2], Received::Response(c) if c.cid == 2 && c.sq_head == 9));
+    assert!(matches!(
+        got[5],
+        Received::R2t {
+            cid: 5,
+            ttag: 6,
+            offset: 0,
+            len: 4096
+        }
+    ));
+    for (cid, data) in &want {
+        assert!(bufs.0[cid] == *data, "CID {cid}'s data");
+    }
+}
+
+#[test]
+fn large_data_split_at_every_edge_arrives_whole() {
+    check_large_split(0);
+}
+
+#[test]
+fn large_data_split_at_every_edge_arrives_whole_with_digests() {
+    check_large_split(3);
 }

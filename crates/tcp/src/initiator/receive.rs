@@ -6,6 +6,11 @@
 //! come and nothing else is buffered, the next read places it straight into the command's
 //! buffer (and what follows it into the receive buffer), so a large read is not copied
 //! twice.
+//!
+//! After a large C2HData PDU (at least [`LARGE_DATA`] bytes) the reads take no more than
+//! the next PDU header behind the data, so the next large PDU's data is read straight into
+//! its command's buffer too: one read per PDU instead of a copy of most of its data. Small
+//! PDUs are read many to a read, as before.
 
 use std::io::{self, IoSliceMut, Read};
 use std::net::TcpStream;
@@ -21,6 +26,9 @@ use crate::pdu::{CH_LEN, DATA_HLEN, DIGEST_LEN, RESP_HLEN, flags, pdu_type as ty
 const R2T_HLEN: usize = 24;
 /// C2HTermReq header length.
 const TERM_HLEN: usize = 24;
+/// C2HData of this many bytes or more puts the receiver in header-sized reads: the
+/// system call a PDU then costs is cheaper than copying its data once more.
+const LARGE_DATA: usize = 32 * 1024;
 
 /// What one received PDU meant.
 #[derive(Debug)]
@@ -90,6 +98,8 @@ pub(super) struct Receiver {
     hdgst: bool,
     ddgst: bool,
     data: Option<Arriving>,
+    /// The last C2HData was large: read no further than the next PDU header.
+    large: bool,
 }
 
 impl Receiver {
@@ -99,7 +109,14 @@ impl Receiver {
             hdgst,
             ddgst,
             data: None,
+            large: false,
         }
+    }
+
+    /// Bytes of the next PDU header (every PDU a host receives has a 24-byte header),
+    /// with its digest.
+    fn next_header_len(&self) -> usize {
+        RESP_HLEN + if self.hdgst { DIGEST_LEN } else { 0 }
     }
 
     /// The next whole PDU among the bytes received so far (None: more must arrive). Makes
@@ -127,6 +144,7 @@ impl Receiver {
     ) -> Result<Option<usize>, HostError> {
         let read = match self.data {
             Some(d) if self.rx.is_empty() && d.placed < d.len => self.read_direct(sock, d, bufs),
+            None if self.large && self.rx.len() < self.next_header_len() => self.read_header(sock),
             _ => self.rx.fill_from(sock).map_err(HostError::from),
         };
         match read {
@@ -144,8 +162,18 @@ impl Receiver {
         }
     }
 
+    /// Read no more than the rest of the next PDU header into the receive buffer.
+    fn read_header(&mut self, sock: &mut TcpStream) -> Result<usize, HostError> {
+        let want = self.next_header_len().saturating_sub(self.rx.len());
+        let free = self.rx.spare();
+        let k = want.min(free.len());
+        let n = sock.read(&mut free[..k])?;
+        self.rx.commit(n);
+        Ok(n)
+    }
+
     /// Read the rest of `d`'s data into its command's buffer and what follows into the
-    /// receive buffer, in one call.
+    /// receive buffer, in one call: after large data, only its digest and the next header.
     fn read_direct(
         &mut self,
         sock: &mut TcpStream,
@@ -154,8 +182,15 @@ impl Receiver {
     ) -> Result<usize, HostError> {
         let dst = d.rest(bufs)?;
         let want = dst.len();
-        let n = sock
-            .read_vectored(&mut [IoSliceMut::new(&mut *dst), IoSliceMut::new(self.rx.spare())])?;
+        let tail = if self.large {
+            self.next_header_len() + if self.ddgst { DIGEST_LEN } else { 0 }
+        } else {
+            usize::MAX
+        };
+        let spare = self.rx.spare();
+        let k = tail.min(spare.len());
+        let spare = &mut spare[..k];
+        let n = sock.read_vectored(&mut [IoSliceMut::new(&mut *dst), IoSliceMut::new(spare)])?;
         let direct = n.min(want);
         if self.ddgst {
             d.crc = crc32c::crc32c_append(d.crc, dst.get(..direct).unwrap_or_default());
@@ -228,7 +263,11 @@ impl Receiver {
                     fei: u32::from_le_bytes([h[2], h[3], h[4], h[5]]),
                 });
             }
-            _ => Header::Data(self.data_header(f, h, (hend, pdo, plen), bufs)?),
+            _ => {
+                let d = self.data_header(f, h, (hend, pdo, plen), bufs)?;
+                self.large = d.len >= LARGE_DATA;
+                Header::Data(d)
+            }
         };
         self.rx.consume(hend);
         Ok(parsed)
