@@ -18,10 +18,12 @@ plain IOPS say little about the target's cost; these columns do.
 
 Usage: scripts/bench_tcp.py --nvmemu BIN --peers DIR [--reps 3] [--runtime 3] [--md FILE]
            [--json FILE] [--target-cpu 1] [--client-cpu 0] [--port 4420] [--lock FILE]
-           [--note TEXT] [--nice N]
+           [--note TEXT] [--nice N] [--workloads LABEL,...] [--clients NAME,...]
 DIR is the folder of SPDK's tools (bin/, scripts/rpc.py, setup.sh). Needs root (hugepages).
 With --lock, each target's share of a repetition (start, fill, every run) holds that file's
 flock, so other heavy jobs on a shared machine can run between them.
+--workloads and --clients run a subset (labels as in the table, e.g. "4 KiB randread QD32");
+such a run prints its table (and writes --json) but leaves --md's section as it is.
 """
 
 import argparse
@@ -197,8 +199,8 @@ def main():
             for tname in order:
                 with heavy_lock(), Target(tname, work) as target:
                     nvmemu_bench("write", "128k", 16, ["--size=100%"])
-                    for client in CLIENTS:
-                        for label, bs, qd, rw in WORKLOADS:
+                    for client in args.clients:
+                        for label, bs, qd, rw in args.workloads:
                             iops, core = target.measure(
                                 (lambda: spdk_perf(rw, bs, qd)) if client == "spdk_nvme_perf"
                                 else (lambda: nvmemu_bench(rw, bs, qd, timing())))
@@ -219,7 +221,9 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"reps": args.reps, "runtime_s": args.runtime, "rows": rows}, f, indent=1)
     text = report(rows)
-    if args.md:
+    if args.md and args.partial:
+        log(f"a subset of the workloads or clients ran: {args.md} left as it was")
+    elif args.md:
         splice(args.md, "tcp", "scripts/bench_tcp.sh", text)
     print(text)
 
@@ -244,6 +248,37 @@ def busy(row, target):
     if not per_core:
         return "-"
     return f"{100 * statistics.median(row[target]) / statistics.median(per_core):.0f} %"
+
+
+def goal_lines(rows):
+    """The goals' verdicts (the per-core one only if its case ran)."""
+    goal = next((r for r in rows if (r["client"], r["workload"]) == GOAL_CASE), None)
+    lines = []
+    if goal:
+        per_core = ratio(goal, "_per_busy_core")
+        met = per_core != "-" and float(per_core[:-1]) >= GOAL_RATIO
+        lines.append(f"- Goal: nvmemu >= {GOAL_RATIO}x SPDK's IOPS per busy target core, "
+                     f"{GOAL_CASE[1]} with {GOAL_CASE[0]}: {per_core} (plain IOPS "
+                     f"{ratio(goal, '')}), {'met' if met else 'missed'}.")
+    behind = [f"{r['client']} {r['workload']}" for r in rows
+              if statistics.median(r["nvmemu"]) < statistics.median(r["spdk"])]
+    lines.append("- Goal: not behind anywhere (plain IOPS): "
+                 + ("met." if not behind else "missed (" + "; ".join(behind) + ")."))
+    return lines
+
+
+def choose(given, known, what):
+    """The entries of `known` named in the comma list `given` (all when None), in table
+    order; exits with one line naming an unknown one."""
+    if given is None:
+        return list(known)
+    names = [n.strip() for n in given.split(",") if n.strip()]
+    label = (lambda k: k[0]) if what == "workload" else (lambda k: k)
+    unknown = [n for n in names if n not in {label(k) for k in known}]
+    if unknown or not names:
+        sys.exit(f"bench_tcp: unknown {what} {unknown or given!r}; known: "
+                 + ", ".join(label(k) for k in known))
+    return [k for k in known if label(k) in names]
 
 
 def machine():
@@ -287,19 +322,7 @@ def report(rows):
                      f"| {spread(r['nvmemu'])} | {ratio(r, '')} | {busy(r, 'spdk')} / "
                      f"{busy(r, 'nvmemu')} | {spread(r['spdk_per_busy_core'])} "
                      f"| {spread(r['nvmemu_per_busy_core'])} | {ratio(r, '_per_busy_core')} |")
-    goal = next(r for r in rows if (r["client"], r["workload"]) == GOAL_CASE)
-    per_core = ratio(goal, "_per_busy_core")
-    met = per_core != "-" and float(per_core[:-1]) >= GOAL_RATIO
-    behind = [f"{r['client']} {r['workload']}" for r in rows
-              if statistics.median(r["nvmemu"]) < statistics.median(r["spdk"])]
-    lines += [
-        "",
-        f"- Goal: nvmemu >= {GOAL_RATIO}x SPDK's IOPS per busy target core, {GOAL_CASE[1]} with "
-        f"{GOAL_CASE[0]}: {per_core} (plain IOPS {ratio(goal, '')}), "
-        f"{'met' if met else 'missed'}.",
-        "- Goal: not behind anywhere (plain IOPS): "
-        + ("met." if not behind else "missed (" + "; ".join(behind) + ")."),
-        "",
+    lines += ["", *goal_lines(rows), "",
         "Commands (`$P` = the peers' `bin/`; `$BS`/`$QD`/`$RW` = block size, depth, workload):",
         "",
         "```sh",
@@ -323,7 +346,12 @@ if __name__ == "__main__":
     ap.add_argument("--note", help="a sentence for the table's heading (e.g. the load)")
     ap.add_argument("--nice", type=int, default=0,
                     help="run targets and clients at this nice value (a shared machine: -15)")
+    ap.add_argument("--workloads", help="run only these (comma-separated table labels)")
+    ap.add_argument("--clients", help="run only these clients (comma-separated)")
     args = ap.parse_args()
+    args.partial = args.workloads is not None or args.clients is not None
+    args.workloads = choose(args.workloads, WORKLOADS, "workload")
+    args.clients = choose(args.clients, CLIENTS, "client")
     args.nvmemu = os.path.abspath(args.nvmemu)
     args.peers = os.path.abspath(args.peers)
     resolve_peers(args)

@@ -16,6 +16,10 @@
 #                         /tmp/nvmemu-heavy.lock)
 #   BENCH_NICE=n          run targets and clients at nice n (e.g. -15 beside other jobs)
 #   BENCH_NOTE=text       a sentence for the table (e.g. "The machine was shared.")
+#   BENCH_WORKLOADS=...  only these workloads, comma-separated table labels (e.g.
+#                         "4 KiB randread QD32,128 KiB read QD8"); BENCH_CLIENTS=... only
+#                         these clients ("spdk_nvme_perf" or "nvmemu bench"). A subset prints
+#                         its table and leaves OUTPUT.md as it is.
 #   BENCH_BIN=path        use this nvmemu binary instead of building one
 #   BENCH_SPDK_PEERS=dir  SPDK's tools (default: $NVMEMU_SPDK_PEERS; docs/spdk-peers.md)
 # Needs root (hugepages), python3 and SPDK's tools; the measuring is scripts/bench_tcp.py.
@@ -41,5 +45,7 @@ ARGS=(--nvmemu "$BIN" --peers "$PEERS" --md "$OUT" --reps "${BENCH_REPS:-3}"
 [[ -n ${BENCH_LOCK:-} ]] && ARGS+=(--lock "$BENCH_LOCK")
 [[ -n ${BENCH_NOTE:-} ]] && ARGS+=(--note "$BENCH_NOTE")
 [[ -n ${BENCH_NICE:-} ]] && ARGS+=(--nice "$BENCH_NICE")
+[[ -n ${BENCH_WORKLOADS:-} ]] && ARGS+=(--workloads "$BENCH_WORKLOADS")
+[[ -n ${BENCH_CLIENTS:-} ]] && ARGS+=(--clients "$BENCH_CLIENTS")
 cd "$ROOT/scripts"
 exec python3 bench_tcp.py "${ARGS[@]}"
