@@ -40,8 +40,7 @@ import time
 from bench_peers import CLIENTS, PERF_TOTAL, TARGETS, run
 from lib.md_sections import splice
 from lib.peer_cli import add_peer_arguments, resolve_peers
-from lib.serve import Server
-from lib.serve import niced as serve_niced
+from lib.serve import Server, niced as serve_niced
 
 NQN = "nqn.2016-06.io.spdk:cnode1"
 # (label, block size, queue depth, perf -w / fio rw)
