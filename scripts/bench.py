@@ -22,7 +22,7 @@ import time
 from lib import md_sections
 from lib.bench_report import machine_rows, render
 from lib.bench_results import Runs, fio_summary, parse_json, probe_summary
-from lib.serve import Server, ServeError
+from lib.serve import Server, ServeError, niced
 
 MALLOC = "malloc:size=1G,lba=512"
 NULL = "null:size=1G,lba=512"
@@ -166,7 +166,7 @@ class Bench:
         self.commands.setdefault((cid, kind), cmd)
         tag = f"{cid}.{kind}.{rep}"
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True,
+            p = subprocess.run(niced(cmd, self.args.nice), capture_output=True, text=True,
                                timeout=self.args.runtime * 4 + 60)
             out, err, rc = p.stdout, p.stderr, p.returncode
         except subprocess.TimeoutExpired:
@@ -323,7 +323,7 @@ class Bench:
         data = os.path.join(self.args.results, c["id"] + ".perf.data")
         cmd = [perf, "record", "-q", "-F", "999", "-g", "-o", data, "--"] + self.bench_cmd(c)
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True,
+            p = subprocess.run(niced(cmd, self.args.nice), capture_output=True, text=True,
                                timeout=self.args.runtime * 4 + 60)
             if p.returncode != 0:
                 self.profiles[c["id"]] = None
@@ -351,6 +351,8 @@ def parse_args(argv=None):
     ap.add_argument("--target-cpu", default="1")
     ap.add_argument("--job-cpu", default="0")
     ap.add_argument("--quick", action="store_true", help="a smoke test, said so in the output")
+    ap.add_argument("--nice", help="run each bench and probe in a session of its own at this "
+                    "autogroup nice value (e.g. -20 beside other jobs)")
     ap.add_argument("--no-profile", dest="profile", action="store_false",
                     help="no perf record of missed cases")
     ap.add_argument("--only", type=lambda s: [x for x in s.split(",") if x], default=[],

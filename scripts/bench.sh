@@ -16,6 +16,8 @@
 #                       (0: skip)
 #   BENCH_TARGET_CPU=1  CPU of the target poller (and of the probe's server thread)
 #   BENCH_JOB_CPU=0     CPU of the job thread (and of the probe's client thread)
+#   BENCH_NICE=n        run each bench and probe at autogroup nice n (e.g. -20 beside other
+#                       jobs: the goal rows then measure nvmemu and the probe, not the load)
 #   BENCH_BIN=path      use this nvmemu binary instead of building one
 #   BENCH_RESULTS=dir   where raw JSON and logs go (default target/bench-results/<time>)
 #   BENCH_SKIP_BUILD=1  do not run cargo build (BENCH_BIN or the default path must exist)
@@ -61,4 +63,5 @@ ARGS=(--bin "$BIN" --out "$OUT" --results "$RESULTS" --reps "$REPS" --runtime "$
     --repo "$ROOT" --only "${BENCH_ONLY:-}")
 [[ ${BENCH_QUICK:-0} == 1 ]] && ARGS+=(--quick)
 [[ ${BENCH_PROFILE:-1} == 0 ]] && ARGS+=(--no-profile)
+[[ -n ${BENCH_NICE:-} ]] && ARGS+=(--nice "$BENCH_NICE")
 exec python3 "$ROOT/scripts/bench.py" "${ARGS[@]}"

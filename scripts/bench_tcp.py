@@ -42,7 +42,7 @@ import time
 from bench_peers import CLIENTS, PERF_TOTAL, TARGETS, run
 from lib.md_sections import splice
 from lib.peer_cli import add_peer_arguments, resolve_peers
-from lib.serve import Server
+from lib.serve import Server, niced as serve_niced
 
 NQN = "nqn.2016-06.io.spdk:cnode1"
 # (label, block size, queue depth, perf -w / fio rw)
@@ -117,14 +117,8 @@ class Target:
 
 
 def niced(cmd):
-    """`cmd` at --nice's priority (targets and clients alike), if given. Linux shares the
-    CPU between sessions first (autogroups), so the command gets a session of its own with
-    that nice value; plain `nice` would only rank it within ours."""
-    if not args.nice:
-        return cmd
-    n = str(args.nice)
-    return ["setsid", "sh", "-c", f'echo {n} > /proc/$$/autogroup && exec nice -n {n} "$@"',
-            "sh", *cmd]
+    """`cmd` at --nice's priority (targets and clients alike), if given (`serve.niced`)."""
+    return serve_niced(cmd, args.nice or None)
 
 
 def setup_calls():

@@ -69,7 +69,9 @@ def machine_rows(args, start, load_start, load_end):
         ("Date (UTC)", start.strftime("%Y-%m-%d %H:%M")),
         ("Commit", commit),
         ("Placement", f"target poller / probe server on CPU {args.target_cpu}, "
-                      f"job / probe client on CPU {args.job_cpu}"),
+                      f"job / probe client on CPU {args.job_cpu}"
+                      + (f"; each run in a session of its own at autogroup nice {args.nice}"
+                         if getattr(args, "nice", None) else "")),
         ("Load average", f"{' '.join(load_start)} at start, {' '.join(load_end)} at end"),
         ("Repetitions", f"{args.reps} x {args.runtime} s per case, bench and probe interleaved"
                         + (" (BENCH_QUICK: a smoke test, not a measurement)" if args.quick else "")),

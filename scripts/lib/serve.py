@@ -20,6 +20,17 @@ class ServeError(RuntimeError):
     pass
 
 
+def niced(cmd, nice):
+    """`cmd` run at priority `nice` (None: as it is). Linux shares the CPUs between sessions
+    first (autogroups), so the command gets a session of its own with that nice value; plain
+    `nice` would only rank it within ours, beside every other job of the session."""
+    if nice is None or str(nice) == "":
+        return list(cmd)
+    n = str(nice)
+    return ["setsid", "sh", "-c", f'echo {n} > /proc/$$/autogroup && exec nice -n {n} "$@"',
+            "sh", *cmd]
+
+
 def log_tail(path, lines=20):
     """The last `lines` lines of the file at `path`, indented; a note if there are none."""
     try:
