@@ -11,7 +11,8 @@
 #   perf        spdk_nvme_perf, 4 KiB randread QD16 and randwrite QD16: IOPS > 0, no errors
 #   bdevperf    bdevperf -w verify over bdev_nvme (SPDK's bdev layer): IOPS > 0, 0 failed I/O
 #   file-bdevperf  bdevperf -w verify against a file-backed namespace (--ns file:path=):
-#               0 failed I/O, and the file holds what was written
+#               0 failed I/O; then nvmemu bench writes crc32c-verified blocks, the server
+#               restarts on the same file, and bench --verify_only finds every block intact
 #   bdevperf-faults  `serve --fault` fails every 50th read (Unrecovered Read Error, DNR);
 #               bdevperf -f -w randread counts as many failed I/O as nvmemu injected
 #   error-bdev  SPDK's bdev_error_inject_error sequence on nvmf_tgt and on nvmemu serve, then
@@ -299,14 +300,25 @@ J
   stop "$bp"
 }
 
-# The same bdevperf verify run on a namespace backed by a file (io_uring, O_DIRECT).
+# serve_file NAME IMG: `nvmemu serve` with IMG as its file-backed namespace at
+# $WORK/file-bdevperf/cntrl, RPC on $WORK/NAME.sock; sets SERVE_PID.
+serve_file() {
+  mkdir -p "$WORK/file-bdevperf"
+  start "$1-serve" "$BIN" serve --socket-dir "$WORK/file-bdevperf" \
+    --ns "file:path=$2,lba=$LBA" -m 0x2 -r "$WORK/$1.sock"
+  SERVE_PID=$LAST_PID
+  wait_socket "$WORK/file-bdevperf/cntrl" "$SERVE_PID"
+}
+
+# The same bdevperf verify run on a namespace backed by a file (io_uring, O_DIRECT). Then
+# the data outlives the server: nvmemu bench writes blocks with crc32c headers, the server
+# stops, a new one opens the same file, and bench --verify_only reads every block back as
+# written (a file that lost them fails it: no verify header).
 check_file_bdevperf() {
   local img=$WORK/file-bdevperf.img
+  local job=(--rw=randwrite --bs=4k --iodepth=16 --size=64M --verify=crc32c --eta never)
   truncate -s 256M "$img"
-  mkdir -p "$WORK/file-bdevperf"
-  start file-bdevperf-serve "$BIN" serve --socket-dir "$WORK/file-bdevperf" \
-    --ns "file:path=$img,lba=$LBA" -m 0x2 -r "$WORK/file-bdevperf.sock"
-  wait_socket "$WORK/file-bdevperf/cntrl" "$LAST_PID"
+  serve_file file-bdevperf "$img"
   cat >"$WORK/file-bdevperf.json" <<J
 {"subsystems": [{"subsystem": "bdev", "config": [{"method": "bdev_nvme_attach_controller",
   "params": {"name": "Nvme0", "trtype": "vfiouser", "traddr": "$WORK/file-bdevperf",
@@ -320,8 +332,14 @@ J
     "$WORK/file-bdevperf-rpc.sock" --timeout 30
   rpcpy "$WORK/file-bdevperf-rpc.sock" spdk_kill_instance SIGTERM >/dev/null
   stop "$bp"
-  # What bdevperf wrote is in the file: some of its blocks are allocated.
-  [ "$(stat -c %b "$img")" -gt 0 ]
+  "$BIN" bench --socket "$WORK/file-bdevperf" "${job[@]}" >"$WORK/file-bench-write.log" 2>&1 ||
+    { cat "$WORK/file-bench-write.log"; return 1; }
+  nvmemu_rpc "$WORK/file-bdevperf.sock" spdk_kill_instance SIGTERM
+  stop "$SERVE_PID"
+  serve_file file-bdevperf-again "$img"
+  "$BIN" bench --socket "$WORK/file-bdevperf" "${job[@]}" --verify_only \
+    >"$WORK/file-bench-verify.log" 2>&1 || { cat "$WORK/file-bench-verify.log"; return 1; }
+  grep -E '^ *verify +:' "$WORK/file-bench-verify.log" | sed 's/^ */after a restart: /'
 }
 
 # nvmemu's fault rules seen by SPDK's bdev layer: DNR, so bdev_nvme does not retry (each
