@@ -8,6 +8,7 @@ use crate::options::{EtaMode, OutputFormat, RwMode, SizeSpec, VerifyMode};
 use crate::report::render;
 use crate::result::NoTarget;
 use crate::verify;
+use std::sync::Mutex;
 use std::time::Duration;
 
 fn run(opts: &BenchOptions, dev: &Arc<MemDevice>) -> BenchResult {
@@ -401,12 +402,16 @@ fn queue_count_must_match_numjobs() {
     ));
 }
 
-/// A target whose one poller is busy all the time.
-struct AlwaysBusy(Instant);
+/// A target whose one poller is busy all the time; keeps the busy time each snapshot read.
+struct AlwaysBusy {
+    since: Instant,
+    read: Mutex<Vec<u64>>,
+}
 
 impl TargetProbe for AlwaysBusy {
     fn snapshot(&self) -> Option<crate::result::TargetSnapshot> {
-        let ns = u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let ns = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.read.lock().unwrap().push(ns);
         Some(crate::result::TargetSnapshot {
             cores: vec![crate::result::CoreCounters {
                 cpu: None,
@@ -429,11 +434,23 @@ fn target_time_is_charged_for_the_measured_window_only() {
     };
     let queues = vec![Box::new(dev.queue()) as Box<dyn IoQueue>];
     let stop = Arc::new(AtomicBool::new(false));
-    let r = run_bench(&o, queues, &AlwaysBusy(Instant::now()), &[], stop).unwrap();
+    let probe = AlwaysBusy {
+        since: Instant::now(),
+        read: Mutex::new(Vec::new()),
+    };
+    let r = run_bench(&o, queues, &probe, &[], stop).unwrap();
     let t = r.target.expect("a target report");
     let ios = r.jobs[0].output.stats.dirs[0].total_ios;
-    // The busy time charged to the measured I/Os is the runtime (plus the status
-    // loop's 50 ms and the job's wind-down), not ramp + runtime.
-    let charged_ms = t.target_ns_per_io * ios as f64 / 1e6;
-    assert!((300.0..700.0).contains(&charged_ms), "{charged_ms} ms");
+    // Read at the start, again once the job is past its ramp, and at the end: the busy
+    // time charged to the measured I/Os is the last two readings' difference, however
+    // late a loaded machine lets the status loop see the ramp end.
+    let read = probe.read.lock().unwrap().clone();
+    assert_eq!(read.len(), 3, "{read:?}");
+    assert!(read[1] >= 400_000_000, "read during the ramp: {read:?}");
+    let window = (read[2] - read[1]) as f64;
+    let charged = t.target_ns_per_io * ios as f64;
+    assert!(
+        (charged - window).abs() <= window * 1e-9,
+        "{charged} ns charged for a window of {window} ns"
+    );
 }
