@@ -282,11 +282,13 @@ fn randrw_verify_is_clean_and_checks_reads() {
     }
 }
 
-/// Flips one byte of the n-th read payload.
+/// A [`MemQueue`] that flips one byte of the n-th read payload (never when 0) and takes
+/// `setup_delay` to set up.
 struct Corrupting {
     inner: MemQueue,
     reads: u32,
     corrupt_at: u32,
+    setup_delay: Duration,
 }
 
 impl IoQueue for Corrupting {
@@ -294,6 +296,7 @@ impl IoQueue for Corrupting {
         self.inner.geometry()
     }
     fn setup(&mut self, slots: usize, slot_bytes: usize) -> Result<(), EngineError> {
+        std::thread::sleep(self.setup_delay);
         self.inner.setup(slots, slot_bytes)
     }
     fn write_payload(&mut self, slot: usize, src: &[u8]) -> Result<(), EngineError> {
@@ -329,6 +332,7 @@ fn verify_reports_corruption_with_eilseq() {
         inner: dev.queue(),
         reads: 0,
         corrupt_at: 5,
+        setup_delay: Duration::ZERO,
     });
     let r = run_bench(
         &o,
@@ -400,6 +404,30 @@ fn queue_count_must_match_numjobs() {
             numjobs: 2
         })
     ));
+}
+
+#[test]
+fn runtime_counts_from_the_end_of_the_queue_setup() {
+    let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
+    let o = BenchOptions {
+        time_based: true,
+        runtime: Some(Duration::from_millis(300)),
+        ..opts(RwMode::Randread, 1 << 20)
+    };
+    // Setting up takes longer than the whole runtime.
+    let q: Box<dyn IoQueue> = Box::new(Corrupting {
+        inner: dev.queue(),
+        reads: 0,
+        corrupt_at: 0,
+        setup_delay: Duration::from_millis(500),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let r = run_bench(&o, vec![q], &NoTarget, &[], stop).unwrap();
+    let out = &r.jobs[0].output;
+    // All of the 300 ms but the moment before the first pass (whole ms, rounded down);
+    // counted from before the setup, it would be none.
+    assert!(out.runtime_ms >= 250, "{} ms of I/O", out.runtime_ms);
+    assert!(out.stats.dirs[0].total_ios > 0);
 }
 
 /// A target whose one poller is busy all the time; keeps the busy time each snapshot read.
