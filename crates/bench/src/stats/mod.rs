@@ -28,8 +28,8 @@ pub struct RunningStat {
     sum: u128,
     sumsq: u128,
     /// Set on a total of jobs added up side by side: its mean and S, kept as fio keeps
-    /// them. A sum of the jobs' means is mostly no whole number over the total sample
-    /// count, so `sum` and `sumsq` cannot hold it. Such a total takes no more samples.
+    /// them. The sum of the jobs' means times the total sample count is in general no
+    /// whole number, so `sum` and `sumsq` cannot hold it. Such a total takes no samples.
     side_by_side: Option<Moments>,
 }
 
