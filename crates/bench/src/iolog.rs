@@ -190,14 +190,17 @@ impl IoLog {
         }
     }
 
-    /// The closed windows plus the one still open (ending at the last completion).
+    /// The closed windows plus the one still open, ending at the last completion
+    /// rounded up to a whole millisecond: never at the time of the window before it,
+    /// however soon after that the run ended, and its rate times its span is its I/Os.
     fn windows(&self) -> Vec<Averaged> {
         let mut all = self.closed.clone();
-        let end_ms = self.last_ns.saturating_sub(self.origin_ns) / 1_000_000;
-        let span_ms = self.last_ns.saturating_sub(self.win_start_ns) / 1_000_000;
+        let open_ns = self.last_ns.saturating_sub(self.win_start_ns);
+        let span_ms = open_ns.div_ceil(1_000_000).max(1);
+        let end_ms = self.win_start_ns.saturating_sub(self.origin_ns) / 1_000_000 + span_ms;
         for (dir, w) in self.win.iter().enumerate() {
             if w.n > 0 {
-                all.push(averaged(w, end_ms, span_ms.max(1), dir));
+                all.push(averaged(w, end_ms, span_ms, dir));
             }
         }
         all
@@ -322,6 +325,27 @@ mod tests {
         l.render(LogKind::Clat, 512, &mut s);
         assert!(s.starts_with("100, 2000, 0, 512, 0\n"), "{s}");
         assert_eq!(s.lines().count(), 4, "latency logs skip empty windows: {s}");
+    }
+
+    #[test]
+    fn a_last_window_under_a_millisecond_ends_after_the_one_before() {
+        let mut l = IoLog::new(LogSpec {
+            iops: true,
+            avg_ms: 100,
+            ..LogSpec::default()
+        });
+        l.reset(0);
+        l.record(&io(50, 0, 1000), 10);
+        // The run's last 3 I/Os complete 0.3 ms into the second window.
+        let last = IoLatency {
+            at_ns: 100_300_000,
+            ..io(0, 0, 1000)
+        };
+        l.record(&last, 3);
+        let mut s = String::new();
+        l.render(LogKind::Iops, 512, &mut s);
+        // Its entry covers the whole millisecond it began: 3 I/Os in 1 ms.
+        assert_eq!(s, "100, 100, 0, 512, 0\n101, 3000, 0, 512, 0\n");
     }
 
     #[test]

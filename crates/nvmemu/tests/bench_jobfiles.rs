@@ -323,23 +323,26 @@ fn averaged_iops_logs_add_up_to_the_ios_done() {
     ));
     let ios = v["jobs"][0]["read"]["total_ios"].as_u64().unwrap() as f64;
     let e = log_entries(&dir.path().join("avg_iops.1.log"));
-    // A window per 100 ms of the run (a loaded machine may stretch it).
+    // A window per 100 ms of the run, however long a loaded machine makes it; the last
+    // ends at the last completion, rounded up to a whole millisecond.
     let runtime = v["jobs"][0]["job_runtime"].as_u64().unwrap();
     assert!(e.len() >= 3, "{} windows in a 1 s run", e.len());
     assert!(
-        e.last().unwrap()[0] <= runtime + 100,
+        e.last().unwrap()[0] <= runtime + 1,
         "windows end with the run"
     );
-    // Each entry is the rate over the window ending at its time.
+    // Each entry is the rate over the window ending at its time, so rate times span
+    // counts every I/O: the closed windows' exactly, the last one's less the fraction
+    // its whole-number rate drops (under 0.1 I/O for a window of 100 ms at most).
     let mut prev = 0;
     let mut sum = 0.0;
     for x in &e {
-        assert!(x[0] > prev, "windows end in order");
+        assert!(x[0] > prev, "windows end in order: {e:?}");
         sum += x[1] as f64 * (x[0] - prev) as f64 / 1000.0;
         prev = x[0];
     }
     assert!(
-        (sum - ios).abs() <= ios * 0.05 + 20.0,
+        sum <= ios + 1e-6 && sum > ios - 0.1,
         "log {sum} vs {ios} I/Os"
     );
 }

@@ -18,8 +18,10 @@ use nvmemu_vfio_user::{Client, ClientError, Errno, MAX_PENDING, MAX_WAITING};
 const VERSION: u16 = 1;
 /// VERSION as SPDK's client sends it (0.1, no capabilities JSON).
 const SPDK_VERSION: [u8; 4] = [0, 0, 1, 0];
-/// Longest an honest client may wait for the controller when it is free.
-const PROMPT: Duration = Duration::from_secs(2);
+/// Longest an honest client may wait for the controller when it is free: a third of
+/// [`common::start_patient`]'s deadlines, so a client served within it waited for no
+/// other client's deadline, however slow a loaded machine makes the round trips.
+const PROMPT: Duration = Duration::from_secs(20);
 
 /// Connects and negotiates within [`PROMPT`].
 fn honest_client(t: &common::TestTarget) -> Client {
@@ -47,8 +49,8 @@ fn silent_for(c: &mut RawConn, wait: Duration) -> bool {
 
 #[test]
 fn silent_connections_do_not_delay_an_honest_client() {
-    // Default deadlines: each silent connection may stay 5 s before it is dropped.
-    let t = common::start_default();
+    // Each silent connection may stay 60 s before it is dropped.
+    let t = common::start_patient();
     let silent: Vec<RawConn> = (0..30).map(|_| RawConn::connect(&t)).collect();
     drop(honest_client(&t));
     assert_serves_next_client(&t);
@@ -57,7 +59,7 @@ fn silent_connections_do_not_delay_an_honest_client() {
 
 #[test]
 fn a_connect_close_flood_does_not_delay_an_honest_client() {
-    let t = common::start_default();
+    let t = common::start_patient();
     for _ in 0..2000 {
         drop(UnixStream::connect(t.socket()).unwrap());
     }
@@ -66,10 +68,10 @@ fn a_connect_close_flood_does_not_delay_an_honest_client() {
 
 #[test]
 fn connections_past_the_pending_bound_displace_the_oldest_silent_one() {
-    let t = common::start_default();
+    let t = common::start_patient();
     let mut oldest = RawConn::connect(&t);
     let _others: Vec<RawConn> = (0..MAX_PENDING).map(|_| RawConn::connect(&t)).collect();
-    // Closed long before its 5 s VERSION deadline.
+    // Closed long before its 60 s VERSION deadline.
     let start = Instant::now();
     assert!(oldest.closed_by_server());
     assert!(start.elapsed() < PROMPT, "{:?}", start.elapsed());
@@ -94,7 +96,7 @@ fn a_second_client_waits_until_the_first_leaves_then_runs() {
 
 #[test]
 fn a_full_queue_answers_the_next_client_busy_at_once() {
-    let t = common::start_default();
+    let t = common::start_patient();
     let _attached = RawConn::connect_negotiated(&t);
     let waiting: Vec<RawConn> = (0..MAX_WAITING).map(|_| sent_version(&t)).collect();
     // Let the doorman queue them all before the next one arrives.

@@ -314,15 +314,15 @@ fn a_client_that_never_reads_its_replies_is_dropped() {
 
 #[test]
 fn removing_a_controller_does_not_wait_for_a_client_that_never_reads() {
-    // Default (5 s) deadlines: removal must not wait for them to pass.
-    let t = common::start_default();
+    // 60 s deadlines: removal must not wait for them to pass.
+    let t = common::start_patient();
     let c = RawConn::connect_negotiated(&t);
     let writer = flood_without_reading(&c, 2000);
     std::thread::sleep(Duration::from_millis(300));
     let start = Instant::now();
     t.target.remove_controller(t.id).unwrap();
     let took = start.elapsed();
-    assert!(took < Duration::from_secs(2), "removal took {took:?}");
+    assert!(took < Duration::from_secs(20), "removal took {took:?}");
     drop(c);
     writer.join().unwrap();
 }

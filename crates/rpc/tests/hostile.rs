@@ -250,12 +250,13 @@ fn calls_waiting_in_every_slot_refuse_a_newcomer_until_their_clients_leave() {
         )
     );
     assert!(closed(&mut late));
-    // The waiting clients leave: their calls end and free the slots at once.
+    // The waiting clients leave: their calls end and free the slots at once, long before
+    // their 60 s timeout (the bound leaves a loaded machine room to schedule them).
     callers.clear();
     let t0 = Instant::now();
     while handler.waiting.load(Ordering::SeqCst) > 0 {
         assert!(
-            t0.elapsed() < Duration::from_secs(2),
+            t0.elapsed() < Duration::from_secs(20),
             "calls outlived their clients"
         );
         std::thread::sleep(Duration::from_millis(5));

@@ -121,6 +121,9 @@ pub fn run_job(
         progress.set(JobState::Done);
         return job.out;
     }
+    // ramp_time and runtime count from here, as fio's do from the end of a job's setup:
+    // a queue slow to set up (a remote target, a loaded machine) shortens no measured I/O.
+    job.clock = TscClock::new();
     job.run(q);
     job.finish()
 }

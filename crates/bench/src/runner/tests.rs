@@ -8,6 +8,7 @@ use crate::options::{EtaMode, OutputFormat, RwMode, SizeSpec, VerifyMode};
 use crate::report::render;
 use crate::result::NoTarget;
 use crate::verify;
+use std::sync::Mutex;
 use std::time::Duration;
 
 fn run(opts: &BenchOptions, dev: &Arc<MemDevice>) -> BenchResult {
@@ -281,11 +282,13 @@ fn randrw_verify_is_clean_and_checks_reads() {
     }
 }
 
-/// Flips one byte of the n-th read payload.
+/// A [`MemQueue`] that flips one byte of the n-th read payload (never when 0) and takes
+/// `setup_delay` to set up.
 struct Corrupting {
     inner: MemQueue,
     reads: u32,
     corrupt_at: u32,
+    setup_delay: Duration,
 }
 
 impl IoQueue for Corrupting {
@@ -293,6 +296,7 @@ impl IoQueue for Corrupting {
         self.inner.geometry()
     }
     fn setup(&mut self, slots: usize, slot_bytes: usize) -> Result<(), EngineError> {
+        std::thread::sleep(self.setup_delay);
         self.inner.setup(slots, slot_bytes)
     }
     fn write_payload(&mut self, slot: usize, src: &[u8]) -> Result<(), EngineError> {
@@ -328,6 +332,7 @@ fn verify_reports_corruption_with_eilseq() {
         inner: dev.queue(),
         reads: 0,
         corrupt_at: 5,
+        setup_delay: Duration::ZERO,
     });
     let r = run_bench(
         &o,
@@ -401,12 +406,40 @@ fn queue_count_must_match_numjobs() {
     ));
 }
 
-/// A target whose one poller is busy all the time.
-struct AlwaysBusy(Instant);
+#[test]
+fn runtime_counts_from_the_end_of_the_queue_setup() {
+    let dev = MemDevice::new(512, 1 << 12, 128 * 1024);
+    let o = BenchOptions {
+        time_based: true,
+        runtime: Some(Duration::from_millis(300)),
+        ..opts(RwMode::Randread, 1 << 20)
+    };
+    // Setting up takes longer than the whole runtime.
+    let q: Box<dyn IoQueue> = Box::new(Corrupting {
+        inner: dev.queue(),
+        reads: 0,
+        corrupt_at: 0,
+        setup_delay: Duration::from_millis(500),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let r = run_bench(&o, vec![q], &NoTarget, &[], stop).unwrap();
+    let out = &r.jobs[0].output;
+    // All of the 300 ms but the moment before the first pass (whole ms, rounded down);
+    // counted from before the setup, it would be none.
+    assert!(out.runtime_ms >= 250, "{} ms of I/O", out.runtime_ms);
+    assert!(out.stats.dirs[0].total_ios > 0);
+}
+
+/// A target whose one poller is busy all the time; keeps the busy time each snapshot read.
+struct AlwaysBusy {
+    since: Instant,
+    read: Mutex<Vec<u64>>,
+}
 
 impl TargetProbe for AlwaysBusy {
     fn snapshot(&self) -> Option<crate::result::TargetSnapshot> {
-        let ns = u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let ns = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.read.lock().unwrap().push(ns);
         Some(crate::result::TargetSnapshot {
             cores: vec![crate::result::CoreCounters {
                 cpu: None,
@@ -429,11 +462,23 @@ fn target_time_is_charged_for_the_measured_window_only() {
     };
     let queues = vec![Box::new(dev.queue()) as Box<dyn IoQueue>];
     let stop = Arc::new(AtomicBool::new(false));
-    let r = run_bench(&o, queues, &AlwaysBusy(Instant::now()), &[], stop).unwrap();
+    let probe = AlwaysBusy {
+        since: Instant::now(),
+        read: Mutex::new(Vec::new()),
+    };
+    let r = run_bench(&o, queues, &probe, &[], stop).unwrap();
     let t = r.target.expect("a target report");
     let ios = r.jobs[0].output.stats.dirs[0].total_ios;
-    // The busy time charged to the measured I/Os is the runtime (plus the status
-    // loop's 50 ms and the job's wind-down), not ramp + runtime.
-    let charged_ms = t.target_ns_per_io * ios as f64 / 1e6;
-    assert!((300.0..700.0).contains(&charged_ms), "{charged_ms} ms");
+    // Read at the start, again once the job is past its ramp, and at the end: the busy
+    // time charged to the measured I/Os is the last two readings' difference, however
+    // late a loaded machine lets the status loop see the ramp end.
+    let read = probe.read.lock().unwrap().clone();
+    assert_eq!(read.len(), 3, "{read:?}");
+    assert!(read[1] >= 400_000_000, "read during the ramp: {read:?}");
+    let window = (read[2] - read[1]) as f64;
+    let charged = t.target_ns_per_io * ios as f64;
+    assert!(
+        (charged - window).abs() <= window * 1e-9,
+        "{charged} ns charged for a window of {window} ns"
+    );
 }

@@ -17,7 +17,7 @@ pub const HIST_SIGFIG: u8 = 3;
 pub const SAMPLE_MS: u64 = 500;
 
 /// Exact running min / max / mean / sample stddev of integer samples.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunningStat {
     /// Number of samples.
     pub n: u64,
@@ -27,6 +27,17 @@ pub struct RunningStat {
     pub max: u64,
     sum: u128,
     sumsq: u128,
+    /// Set on a total of jobs added up side by side: its mean and S, kept as fio keeps
+    /// them. The sum of the jobs' means times the total sample count is in general no
+    /// whole number, so `sum` and `sumsq` cannot hold it. Such a total takes no samples.
+    side_by_side: Option<Moments>,
+}
+
+/// A mean and a sum of squared deviations from it (fio's `S`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Moments {
+    mean: f64,
+    s: f64,
 }
 
 impl RunningStat {
@@ -79,25 +90,20 @@ impl RunningStat {
             *self = *other;
             return;
         }
-        let n = self.n + other.n;
-        let mean = self.mean() + other.mean();
-        let s = self.squared_deviations() + other.squared_deviations();
+        self.side_by_side = Some(Moments {
+            mean: self.mean() + other.mean(),
+            s: self.squared_deviations() + other.squared_deviations(),
+        });
         self.min += other.min;
         self.max += other.max;
-        self.n = n;
-        // Back to sums: sum = n * mean, sumsq = S + n * mean^2, both non-negative (rounded;
-        // the values are KiB/s or IOPS, so the rounding is far below what reports print).
-        let nf = n as f64;
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let (sum, sumsq) = (
-            (mean * nf).round().max(0.0) as u128,
-            (s + nf * mean * mean).round().max(0.0) as u128,
-        );
-        (self.sum, self.sumsq) = (sum, sumsq);
+        self.n += other.n;
     }
 
     /// The sum of squared deviations from the mean (fio's `S`).
     fn squared_deviations(&self) -> f64 {
+        if let Some(m) = self.side_by_side {
+            return m.s;
+        }
         if self.n == 0 {
             return 0.0;
         }
@@ -107,7 +113,9 @@ impl RunningStat {
 
     /// Arithmetic mean (0 without samples).
     pub fn mean(&self) -> f64 {
-        if self.n == 0 {
+        if let Some(m) = self.side_by_side {
+            m.mean
+        } else if self.n == 0 {
             0.0
         } else {
             self.sum as f64 / self.n as f64
@@ -118,6 +126,9 @@ impl RunningStat {
     pub fn stddev(&self) -> f64 {
         if self.n < 2 {
             return 0.0;
+        }
+        if let Some(m) = self.side_by_side {
+            return (m.s / (self.n - 1) as f64).sqrt();
         }
         let n = u128::from(self.n);
         let num = n

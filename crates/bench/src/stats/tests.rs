@@ -21,9 +21,10 @@ fn running_stat_matches_textbook_values() {
 
 #[test]
 fn side_by_side_jobs_add_up_as_fio_group_reporting() {
-    // Two jobs' bandwidth samples: (10, 20, 30) and (100, 200).
+    // Two jobs' bandwidth samples: (10, 20, 31) and (100, 200). Their means add up to
+    // 170 1/3, which is no whole number over the 5 samples: the total keeps it exactly.
     let mut a = RunningStat::default();
-    for v in [10, 20, 30] {
+    for v in [10, 20, 31] {
         a.add(v);
     }
     let mut b = RunningStat::default();
@@ -33,10 +34,19 @@ fn side_by_side_jobs_add_up_as_fio_group_reporting() {
     let mut g = RunningStat::default();
     g.add_side_by_side(&a);
     g.add_side_by_side(&b);
-    // fio: min, max, mean and samples add up; S = 200 + 5000 over 5 - 1 samples.
-    assert_eq!((g.n, g.min, g.max), (5, 110, 230));
-    assert!((g.mean() - 170.0).abs() < 1e-9, "{}", g.mean());
-    assert!((g.stddev() - (5200.0f64 / 4.0).sqrt()).abs() < 1e-6);
+    // fio: min, max, mean and samples add up; S = 220 2/3 + 5000 over 5 - 1 samples.
+    assert_eq!((g.n, g.min, g.max), (5, 110, 231));
+    assert!(
+        (g.mean() - (170.0 + 1.0 / 3.0)).abs() < 1e-9,
+        "{}",
+        g.mean()
+    );
+    let s = 662.0 / 3.0 + 5000.0;
+    assert!(
+        (g.stddev() - (s / 4.0f64).sqrt()).abs() < 1e-9,
+        "{}",
+        g.stddev()
+    );
     // Nothing from a job without samples.
     g.add_side_by_side(&RunningStat::default());
     assert_eq!(g.n, 5);

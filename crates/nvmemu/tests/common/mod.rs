@@ -79,6 +79,17 @@ pub fn start_with_deadlines(deadlines: nvmemu_device::Deadlines) -> TestTarget {
     start_with(&[("malloc", 512, 1 << 15)], deadlines)
 }
 
+/// [`start_default`] with client deadlines of 60 s each: a test that something happens
+/// without waiting for a client's deadline can then allow a loaded machine 20 s for it.
+pub fn start_patient() -> TestTarget {
+    let minute = Duration::from_secs(60);
+    start_with_deadlines(nvmemu_device::Deadlines {
+        version: minute,
+        message: minute,
+        reply: minute,
+    })
+}
+
 /// [`start`] with these client deadlines.
 pub fn start_with(
     namespaces: &[(&str, u32, u64)],
