@@ -275,4 +275,19 @@ mod tests {
             json!([{"trtype": "TCP"}])
         );
     }
+
+    #[test]
+    fn tcp_entries_read_back_with_their_counters_or_without() {
+        // As `nvmemu stat` reads them.
+        let entries = json!([
+            {"trtype": "TCP", "polls": 5, "socket_reads": 3, "socket_writes": 2},
+            {"trtype": "TCP"},
+        ]);
+        let back: Vec<TransportPollGroupStats> = serde_json::from_value(entries).unwrap();
+        let bare = TransportPollGroupStats::Tcp {
+            trtype: "TCP".into(),
+            counters: TcpPollGroupCounters::default(),
+        };
+        assert_eq!(back, [counters(5, 3, 2), bare]);
+    }
 }
