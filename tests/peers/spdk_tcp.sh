@@ -85,12 +85,14 @@ import json
 import sys
 
 groups = json.load(open(sys.argv[1]))["poll_groups"]
-tcp = [g for g in groups if {"trtype": "TCP"} in g["transports"]]
+tcp = [(g, t) for g in groups for t in g["transports"] if t["trtype"] == "TCP"]
 assert len(tcp) == 2, f"two TCP poll groups expected: {groups}"
-for g in tcp:
+for g, t in tcp:
     print(f"{g['name']}: {g['admin_qpairs']} admin and {g['io_qpairs']} I/O qpairs, "
-          f"{g['completed_nvme_io']} commands")
+          f"{g['completed_nvme_io']} commands, {t['socket_reads']} recv and "
+          f"{t['socket_writes']} send calls")
     assert g["admin_qpairs"] >= 1 and g["io_qpairs"] >= 1, f"a poll group served no host: {g}"
+    assert t["socket_reads"] >= 1 and t["socket_writes"] >= 1, f"no socket calls counted: {t}"
 PY
 }
 

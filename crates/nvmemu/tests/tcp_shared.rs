@@ -158,8 +158,14 @@ fn nvmf_get_stats_shows_the_tcp_poll_group_as_spdk_does() {
             .iter()
             .filter(|t| t["trtype"] == "TCP")
             .collect();
-        // SPDK's TCP transport dumps no counters of its own: the entry is its type alone.
-        assert_eq!(tcp, [&json!({"trtype": "TCP"})], "{g}");
+        // SPDK's entry is the type alone; nvmemu's adds its TCP poll group's counters.
+        assert_eq!(tcp.len(), 1, "{g}");
+        let keys: Vec<&String> = tcp[0].as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["trtype", "polls", "socket_reads", "socket_writes"],
+            "{g}"
+        );
     }
     let g = &s["poll_groups"][0];
     assert_eq!(
@@ -186,4 +192,57 @@ fn nvmf_get_stats_shows_the_tcp_poll_group_as_spdk_does() {
         (&g["admin_qpairs"], &g["io_qpairs"]),
         (&json!(1), &json!(1))
     );
+}
+
+/// Poll group 0's TCP transport counter `key`.
+fn tcp_counter(s: &Value, key: &str) -> u64 {
+    let transports = s["poll_groups"][0]["transports"].as_array().unwrap();
+    let tcp = transports.iter().find(|t| t["trtype"] == "TCP").unwrap();
+    tcp[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {key} in {tcp}"))
+}
+
+#[test]
+fn nvmf_get_stats_counts_the_tcp_poll_groups_socket_calls() {
+    let (h, _dir, port) = both_transports();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (_admin, mut io) = connect_pair(addr, NQN, HOST, false, 32);
+    let (c, _) = io.exec(rw(0x02, 0, 1, sgl(0x5A, 512)), &[], &[], 0);
+    assert_eq!(c.status(), Status::SUCCESS);
+    let before = stats_reaching(&h, 1, 1);
+    // One command at a time: each capsule is the only PDU on the wire until its answer
+    // comes back, so each needs a `recv` of its own and its answer a `send`.
+    let n = 64u64;
+    for lba in 0..n {
+        let (c, data) = io.exec(rw(0x02, lba, 1, sgl(0x5A, 512)), &[], &[], 0);
+        assert_eq!(c.status(), Status::SUCCESS);
+        assert_eq!(data.len(), 512);
+    }
+    let delta = |s: &Value, key| tcp_counter(s, key) - tcp_counter(&before, key);
+    let mut after = stats_reaching(&h, 1, 1 + n);
+    // The pass that sent the last answer publishes after sending it.
+    for _ in 0..100 {
+        if delta(&after, "socket_writes") >= n {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        after = call(&h, "nvmf_get_stats", json!({}));
+    }
+    let (reads, writes, polls) = (
+        delta(&after, "socket_reads"),
+        delta(&after, "socket_writes"),
+        delta(&after, "polls"),
+    );
+    // At least one call per command; no more than one per PDU each way, give or take a
+    // spurious readiness event or an answer counted just before `before` was published.
+    assert!(
+        (n..=n + 8).contains(&reads),
+        "{reads} reads for {n} capsules"
+    );
+    assert!(
+        (n..=n + 8).contains(&writes),
+        "{writes} sends for {n} answers"
+    );
+    assert!(polls >= n, "{polls} passes for {n} commands, one at a time");
 }

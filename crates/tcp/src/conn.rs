@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! One TCP connection: its buffers, its place in the NVMe/TCP life cycle, and, once
 //! connected, its queue pair's command slots. Parsing and answering live here; what
-//! needs the poll group (Connect, controllers) is in `group.rs`.
+//! needs the poll group (Connect, controllers) is in `group/`.
 
 use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;

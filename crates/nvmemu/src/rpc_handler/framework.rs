@@ -10,7 +10,8 @@ use nvmemu_rpc::methods::framework::{
     LwThreadInfo, ReactorInfo, ReactorsInfo, VersionFields, VersionInfo,
 };
 use nvmemu_rpc::methods::nvmf::{
-    NvmfStats, PollGroupStats, PollGroupTransportStats, TransportPollGroupStats,
+    NvmfStats, PollGroupStats, PollGroupTransportStats, TcpPollGroupCounters,
+    TransportPollGroupStats,
 };
 use nvmemu_tcp::TcpStats;
 use serde_json::{Value, json};
@@ -131,29 +132,29 @@ pub(crate) fn nvmf_stats(target: &Target, tcp: Option<Vec<TcpStats>>) -> Result<
 }
 
 /// The TCP transport in every poll group; TCP poll group `i`'s counters in poll group `i`
-/// (a TCP poll group past the pollers gets an entry of its own).
+/// (a TCP poll group past the pollers gets an entry of its own), its passes and socket
+/// calls in that group's TCP entry.
 fn add_tcp(poll_groups: &mut Vec<PollGroupStats>, tcp: &[TcpStats]) {
-    for g in poll_groups.iter_mut() {
+    while poll_groups.len() < tcp.len() {
+        poll_groups.push(no_counts(poll_groups.len()));
+    }
+    for (i, g) in poll_groups.iter_mut().enumerate() {
+        let t = tcp.get(i);
         g.transports.push(TransportPollGroupStats::Tcp {
             trtype: nvmf::TCP.into(),
+            counters: TcpPollGroupCounters {
+                polls: t.map(|t| t.polls),
+                socket_reads: t.map(|t| t.socket_reads),
+                socket_writes: t.map(|t| t.socket_writes),
+            },
         });
-    }
-    for (i, t) in tcp.iter().enumerate() {
-        if poll_groups.len() <= i {
-            let mut g = no_counts(i);
-            g.transports.push(TransportPollGroupStats::Tcp {
-                trtype: nvmf::TCP.into(),
-            });
-            poll_groups.push(g);
+        if let Some(t) = t {
+            g.admin_qpairs += t.admin_qpairs;
+            g.io_qpairs += t.io_qpairs;
+            g.current_admin_qpairs += t.current_admin_qpairs;
+            g.current_io_qpairs += t.current_io_qpairs;
+            g.completed_nvme_io += t.commands;
         }
-        let Some(g) = poll_groups.get_mut(i) else {
-            continue;
-        };
-        g.admin_qpairs += t.admin_qpairs;
-        g.io_qpairs += t.io_qpairs;
-        g.current_admin_qpairs += t.current_admin_qpairs;
-        g.current_io_qpairs += t.current_io_qpairs;
-        g.completed_nvme_io += t.commands;
     }
 }
 
@@ -205,7 +206,32 @@ mod tests {
             current_admin_qpairs: admin,
             current_io_qpairs: io,
             commands,
+            polls: 100 + commands,
+            socket_reads: 10 + commands,
+            socket_writes: 20 + commands,
             ..TcpStats::default()
+        }
+    }
+
+    /// The TCP entry of poll group `g`.
+    fn tcp_entry(g: &PollGroupStats) -> &TransportPollGroupStats {
+        let tcp = g
+            .transports
+            .iter()
+            .filter(|t| matches!(t, TransportPollGroupStats::Tcp { .. }));
+        let entries: Vec<_> = tcp.collect();
+        assert_eq!(entries.len(), 1, "{g:?}");
+        entries[0]
+    }
+
+    fn counters(polls: u64, reads: u64, writes: u64) -> TransportPollGroupStats {
+        TransportPollGroupStats::Tcp {
+            trtype: "TCP".into(),
+            counters: TcpPollGroupCounters {
+                polls: Some(polls),
+                socket_reads: Some(reads),
+                socket_writes: Some(writes),
+            },
         }
     }
 
@@ -218,10 +244,8 @@ mod tests {
             .map(|g| (g.admin_qpairs, g.current_io_qpairs, g.completed_nvme_io))
             .collect();
         assert_eq!(counts, [(1, 2, 15), (3, 4, 20)]);
-        let tcp_entry = TransportPollGroupStats::Tcp {
-            trtype: "TCP".into(),
-        };
-        assert!(groups.iter().all(|g| g.transports == [tcp_entry.clone()]));
+        assert_eq!(tcp_entry(&groups[0]), &counters(110, 20, 30));
+        assert_eq!(tcp_entry(&groups[1]), &counters(120, 30, 40));
     }
 
     #[test]
@@ -234,5 +258,36 @@ mod tests {
             (groups[1].current_io_qpairs, groups[1].completed_nvme_io),
             (1, 7)
         );
+        assert_eq!(tcp_entry(&groups[1]), &counters(107, 17, 27));
+    }
+
+    #[test]
+    fn a_poller_without_a_tcp_poll_group_lists_tcp_without_counters() {
+        let mut groups = vec![poller_group(0, 0), poller_group(1, 3)];
+        add_tcp(&mut groups, &[tcp(0, 0, 0)]);
+        let bare = TransportPollGroupStats::Tcp {
+            trtype: "TCP".into(),
+            counters: TcpPollGroupCounters::default(),
+        };
+        assert_eq!(tcp_entry(&groups[1]), &bare);
+        assert_eq!(
+            serde_json::to_value(&groups[1].transports).unwrap(),
+            json!([{"trtype": "TCP"}])
+        );
+    }
+
+    #[test]
+    fn tcp_entries_read_back_with_their_counters_or_without() {
+        // As `nvmemu stat` reads them.
+        let entries = json!([
+            {"trtype": "TCP", "polls": 5, "socket_reads": 3, "socket_writes": 2},
+            {"trtype": "TCP"},
+        ]);
+        let back: Vec<TransportPollGroupStats> = serde_json::from_value(entries).unwrap();
+        let bare = TransportPollGroupStats::Tcp {
+            trtype: "TCP".into(),
+            counters: TcpPollGroupCounters::default(),
+        };
+        assert_eq!(back, [counters(5, 3, 2), bare]);
     }
 }

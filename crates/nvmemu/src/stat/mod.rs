@@ -19,7 +19,9 @@ use clap::{Args, ValueEnum};
 use nvmemu_rpc::Client;
 use nvmemu_rpc::methods::bdev::BdevIostat;
 use nvmemu_rpc::methods::histogram::{LatencyBreakdown, LayerStats};
-use nvmemu_rpc::methods::nvmf::{NvmfStats, TransportPollGroupStats};
+use nvmemu_rpc::methods::nvmf::{
+    NvmfStats, PollGroupStats, TcpPollGroupCounters, TransportPollGroupStats,
+};
 use serde::Serialize;
 use serde_json::json;
 
@@ -115,12 +117,15 @@ struct NsRow {
     layers: Vec<LayerMean>,
 }
 
-/// A poll group over the interval: its commands, and its queue pairs at the end.
+/// A poll group over the interval: its commands, its TCP poll group's `recv` and `send`
+/// calls (none without one), and its queue pairs at the end.
 #[derive(Debug, Serialize)]
 struct GroupRow {
     name: String,
     transports: Vec<String>,
     iops: f64,
+    socket_reads_per_s: Option<f64>,
+    socket_writes_per_s: Option<f64>,
     admin_qpairs: u64,
     io_qpairs: u64,
 }
@@ -305,6 +310,12 @@ fn group_rows(prev: &Sample, now: &Sample, secs: f64) -> Vec<GroupRow> {
             let done = g
                 .completed_nvme_io
                 .saturating_sub(p.map_or(0, |p| p.completed_nvme_io));
+            let (tcp, tcp_before) = (tcp_counters(g), p.and_then(tcp_counters));
+            let rate = |count: fn(&TcpPollGroupCounters) -> Option<u64>| {
+                let now = tcp.and_then(count)?;
+                let before = tcp_before.and_then(count).unwrap_or(0);
+                Some(per_s(now.saturating_sub(before), secs))
+            };
             GroupRow {
                 name: g.name.clone(),
                 transports: g
@@ -312,10 +323,12 @@ fn group_rows(prev: &Sample, now: &Sample, secs: f64) -> Vec<GroupRow> {
                     .iter()
                     .map(|t| match t {
                         TransportPollGroupStats::VfioUser(v) => v.trtype.clone(),
-                        TransportPollGroupStats::Tcp { trtype } => trtype.clone(),
+                        TransportPollGroupStats::Tcp { trtype, .. } => trtype.clone(),
                     })
                     .collect(),
                 iops: per_s(done, secs),
+                socket_reads_per_s: rate(|c| c.socket_reads),
+                socket_writes_per_s: rate(|c| c.socket_writes),
                 admin_qpairs: g.current_admin_qpairs,
                 io_qpairs: g.current_io_qpairs,
             }
@@ -323,18 +336,33 @@ fn group_rows(prev: &Sample, now: &Sample, secs: f64) -> Vec<GroupRow> {
         .collect()
 }
 
+/// The counters of a poll group's TCP entry, if it lists TCP.
+fn tcp_counters(g: &PollGroupStats) -> Option<&TcpPollGroupCounters> {
+    g.transports.iter().find_map(|t| match t {
+        TransportPollGroupStats::Tcp { counters, .. } => Some(counters),
+        TransportPollGroupStats::VfioUser(_) => None,
+    })
+}
+
+/// A rate, or `-` where there is none.
+fn rate_cell(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |r| format!("{r:.0}"))
+}
+
 fn print_groups(groups: &[GroupRow], out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<32} {:>10} {:>9} {:>9}  transports",
-        "poll group", "IOPS", "admin qp", "I/O qp"
+        "{:<32} {:>10} {:>10} {:>10} {:>9} {:>9}  transports",
+        "poll group", "IOPS", "recv/s", "send/s", "admin qp", "I/O qp"
     )?;
     for g in groups {
         writeln!(
             out,
-            "{:<32} {:>10.0} {:>9} {:>9}  {}",
+            "{:<32} {:>10.0} {:>10} {:>10} {:>9} {:>9}  {}",
             g.name,
             g.iops,
+            rate_cell(g.socket_reads_per_s),
+            rate_cell(g.socket_writes_per_s),
             g.admin_qpairs,
             g.io_qpairs,
             g.transports.join(",")
@@ -497,8 +525,19 @@ mod tests {
             name: "nvmf_tgt_poll_group_001".into(),
             transports: vec!["VFIOUSER".into(), "TCP".into()],
             iops: 1234.0,
+            socket_reads_per_s: Some(800.4),
+            socket_writes_per_s: Some(600.0),
             admin_qpairs: 1,
             io_qpairs: 4,
+        });
+        r.poll_groups.push(GroupRow {
+            name: "nvmf_tgt_poll_group_002".into(),
+            transports: vec!["VFIOUSER".into(), "TCP".into()],
+            iops: 0.0,
+            socket_reads_per_s: None,
+            socket_writes_per_s: None,
+            admin_qpairs: 0,
+            io_qpairs: 0,
         });
         let t = text(&r);
         let row = t
@@ -508,7 +547,22 @@ mod tests {
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(
             cells,
-            ["nvmf_tgt_poll_group_001", "1234", "1", "4", "VFIOUSER,TCP"]
+            [
+                "nvmf_tgt_poll_group_001",
+                "1234",
+                "800",
+                "600",
+                "1",
+                "4",
+                "VFIOUSER,TCP"
+            ]
         );
+        // A poll group without a TCP poll group has no socket calls to show.
+        let row = t
+            .lines()
+            .find(|l| l.starts_with("nvmf_tgt_poll_group_002"))
+            .unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[2..4], ["-", "-"]);
     }
 }

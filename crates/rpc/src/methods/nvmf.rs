@@ -433,7 +433,8 @@ pub struct PollGroupStats {
 
 /// A poll group's entry for one transport: SPDK's VFIOUSER transport dumps its counters;
 /// its TCP transport has none of its own (its qpairs and commands count in the poll group),
-/// so the entry is the transport type alone.
+/// so SPDK's entry is the transport type alone. nvmemu's adds its TCP poll group's pass and
+/// socket call counts where a TCP poll group shares the poll group's index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum TransportPollGroupStats {
@@ -443,7 +444,27 @@ pub enum TransportPollGroupStats {
     Tcp {
         /// Transport type.
         trtype: String,
+        /// The TCP poll group's counters (absent where no TCP poll group has this index).
+        #[serde(flatten)]
+        counters: TcpPollGroupCounters,
     },
+}
+
+/// nvmemu's TCP poll group counters in its `nvmf_get_stats` TCP entry. `polls` has the
+/// meaning SPDK's VFIOUSER and RDMA entries give it; SPDK's TCP target counts no socket
+/// calls, so those keys are nvmemu's own. Each is absent, never 0 by default, where no TCP
+/// poll group has the entry's index.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpPollGroupCounters {
+    /// Polling passes of the TCP poll group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polls: Option<u64>,
+    /// `recv` calls on its connections (one per connection per pass with data waiting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_reads: Option<u64>,
+    /// `send` calls on its connections (one per connection per pass with PDUs to send).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_writes: Option<u64>,
 }
 
 /// Per-transport entry of a [`PollGroupStats`]: SPDK's VFIOUSER counters. nvmemu's pollers
