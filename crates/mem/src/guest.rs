@@ -231,26 +231,46 @@ impl GuestMemory {
         len: u64,
         access: Access,
     ) -> Result<(&Arc<MmapRegion>, u64), DmaError> {
-        let not_mapped = DmaError::NotMapped { iova: iova.0, len };
-        let region = self
-            .regions
-            .at_or_before(iova.0)
-            .ok_or(not_mapped.clone())?;
+        match self.lookup(iova, len, access) {
+            Some(found) => Ok(found),
+            None => Err(self.refusal(iova, len, access)),
+        }
+    }
+
+    /// [`translate`](Self::translate) without the reason for a refusal, for the I/O path: its
+    /// answer comes back in two registers, `translate`'s through memory, where the caller's
+    /// 16-byte reload of two 8-byte stores waits for every older store to reach the cache.
+    #[inline]
+    pub fn lookup(&self, iova: Iova, len: u64, access: Access) -> Option<(&Arc<MmapRegion>, u64)> {
+        let region = self.regions.at_or_before(iova.0)?;
         // at_or_before guarantees region.iova <= iova, so this cannot underflow.
         let offset = iova.0 - region.iova.0;
         if offset >= region.size || len > region.size - offset {
-            return Err(not_mapped);
+            return None;
         }
         let DmaBacking::Mapped(mmap) = &region.backing else {
-            return Err(DmaError::NoFd { iova: iova.0 });
+            return None;
         };
-        if mmap.is_lost() {
-            return Err(DmaError::Lost { iova: iova.0 });
+        if mmap.is_lost() || (access == Access::Write && !region.writable) {
+            return None;
         }
-        if access == Access::Write && !region.writable {
-            return Err(DmaError::ReadOnly { iova: iova.0 });
+        Some((mmap, offset))
+    }
+
+    /// Why [`lookup`](Self::lookup) refused `[iova, iova + len)` (`translate`'s order).
+    #[cold]
+    fn refusal(&self, iova: Iova, len: u64, access: Access) -> DmaError {
+        let iova = iova.0;
+        let within = |r: &&DmaRegion| len <= r.size - (iova - r.iova.0);
+        match self.region_at(Iova(iova)).filter(within) {
+            None => DmaError::NotMapped { iova, len },
+            Some(r) => match &r.backing {
+                DmaBacking::NoFd => DmaError::NoFd { iova },
+                DmaBacking::Mapped(m) if m.is_lost() => DmaError::Lost { iova },
+                _ if access == Access::Write && !r.writable => DmaError::ReadOnly { iova },
+                DmaBacking::Mapped(_) => DmaError::NotMapped { iova, len },
+            },
         }
-        Ok((mmap, offset))
     }
 
     /// Copy a `T` out of client memory at `iova`.
@@ -538,6 +558,9 @@ mod tests {
             g.translate(Iova(0x2004), 4, Access::Write).unwrap_err(),
             DmaError::ReadOnly { iova: 0x2004 }
         );
+        assert!(g.lookup(Iova(0x1800), 4, Access::Read).is_none());
+        assert!(g.lookup(Iova(0x2004), 4, Access::Write).is_none());
+        assert!(g.lookup(Iova(0x2004), 4, Access::Read).is_some());
         assert_eq!(
             g.write_bytes(Iova(0x2004), &[1]).unwrap_err(),
             DmaError::ReadOnly { iova: 0x2004 }

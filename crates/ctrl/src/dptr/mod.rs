@@ -42,17 +42,28 @@ impl Chunk<'_> {
     }
 }
 
-/// Translate one range; any failure is the host's (unmapped, no fd, read-only).
+/// Translate one range; any failure is the host's (unmapped, no fd, read-only). Inlined,
+/// so the mapping and offset stay in registers (see `GuestMemory::lookup`).
+#[inline(always)]
 fn map(
     mem: &GuestMemory,
     addr: u64,
     len: u64,
     access: Access,
 ) -> Result<(&Arc<MmapRegion>, u64), Status> {
-    mem.translate(Iova(addr), len, access).map_err(|e| {
+    match mem.lookup(Iova(addr), len, access) {
+        Some(found) => Ok(found),
+        None => Err(refused(mem, addr, len, access)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn refused(mem: &GuestMemory, addr: u64, len: u64, access: Access) -> Status {
+    if let Err(e) = mem.translate(Iova(addr), len, access) {
         tracing::debug!(target: "guest", error = %e, "data pointer outside mapped memory");
-        Status::DATA_TRANSFER_ERROR
-    })
+    }
+    Status::DATA_TRANSFER_ERROR
 }
 
 /// Merges pieces that continue each other in the same mapping, then calls the sink.

@@ -13,6 +13,10 @@ const PRP_PER_PAGE: usize = (PAGE_SIZE / 8) as usize;
 
 const PAGE_MASK: u64 = PAGE_SIZE - 1;
 
+/// PRP1 and a second page inline, a PRP list out of line: inlined into the walk, the common
+/// one- and two-page commands keep their pending piece in registers (a 16-byte reload of
+/// it from memory waits for every older store, see `GuestMemory::lookup`).
+#[inline(always)]
 pub(super) fn walk_prp<'m, F: FnMut(Chunk<'m>) -> Result<(), Status>>(
     mem: &'m GuestMemory,
     prp1: u64,
@@ -32,7 +36,7 @@ pub(super) fn walk_prp<'m, F: FnMut(Chunk<'m>) -> Result<(), Status>>(
     let first = len.min(PAGE_SIZE - (prp1 & PAGE_MASK));
     let (region, offset) = map(mem, prp1, first, access)?;
     out.push(region, offset, first)?;
-    let mut remaining = len - first;
+    let remaining = len - first;
     if remaining == 0 {
         return Ok(());
     }
@@ -44,6 +48,18 @@ pub(super) fn walk_prp<'m, F: FnMut(Chunk<'m>) -> Result<(), Status>>(
         let (region, offset) = map(mem, prp2, remaining, access)?;
         return out.push(region, offset, remaining);
     }
+    walk_prp_list(mem, prp2, remaining, access, out)
+}
+
+/// The data pages after the first, from the PRP list at `prp2`.
+#[inline(never)]
+fn walk_prp_list<'m, F: FnMut(Chunk<'m>) -> Result<(), Status>>(
+    mem: &'m GuestMemory,
+    prp2: u64,
+    mut remaining: u64,
+    access: Access,
+    out: &mut Coalesce<'m, F>,
+) -> Result<(), Status> {
     // PRP2 points to a PRP list. It may start inside a page (Linux's 256-byte list pool);
     // the last entry of each list page points to the next list page when more are needed.
     let mut entries_left = remaining.div_ceil(PAGE_SIZE);
