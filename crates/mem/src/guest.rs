@@ -472,13 +472,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn nofd_and_read_only_regions() {
-        let g = GuestMemory::new()
+    /// A region without an fd at 0x1000 and a read-only mapped one at 0x2000, 4 KiB each.
+    fn nofd_then_read_only() -> GuestMemory {
+        GuestMemory::new()
             .with_region(nofd(0x1000, 0x1000))
             .unwrap()
             .with_region(mapped(0x2000, 0x1000, false))
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn nofd_and_read_only_regions() {
+        let g = nofd_then_read_only();
         assert_eq!(
             g.translate(Iova(0x1800), 4, Access::Read).unwrap_err(),
             DmaError::NoFd { iova: 0x1800 }
@@ -501,11 +506,7 @@ mod tests {
     /// the access (which the lookup cannot have refused) is named a bug, not `NotMapped`.
     #[test]
     fn a_refusal_names_its_reason_and_a_usable_range_is_inconsistent() {
-        let g = GuestMemory::new()
-            .with_region(nofd(0x1000, 0x1000))
-            .unwrap()
-            .with_region(mapped(0x2000, 0x1000, false))
-            .unwrap();
+        let g = nofd_then_read_only();
         let cases = [
             (
                 0x800,
