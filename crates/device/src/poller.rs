@@ -3,8 +3,9 @@
 //!
 //! A poller never makes a syscall on the I/O path except the MSI-X eventfd write. When it
 //! finds no work it backs off (spin, then short parked sleeps) so an idle daemon does not burn
-//! a core; benchmarks turn the back-off off. Completions a latency model holds are not work:
-//! a poller waiting only for them parks until shortly before the soonest is due.
+//! a core; benchmarks turn the back-off off. A poller without controllers parks whatever its
+//! back-off. Completions a latency model holds are not work: a poller waiting only for them
+//! parks until shortly before the soonest is due.
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
@@ -53,10 +54,10 @@ const WAKE_EARLY_NS: u64 = 20_000;
 const HELD_SPIN_NS: u64 = 20_000;
 /// The pollers' timer slack: how late the kernel may end a park (its default is 50 us).
 const TIMER_SLACK_NS: u64 = 1_000;
-/// How long a poller without controllers parks per idle pass. Nothing but a control call can
-/// give it work, and that unparks it at once; it wakes only to keep its idle time current.
-/// With the idle sleep instead it would wake 5,000 times a second on a core it may share
-/// with an NVMe/TCP poll group.
+/// How long a poller without controllers parks per idle pass, busy polling or not. Nothing
+/// but a control call can give it work, and that unparks it at once; it wakes only to keep
+/// its idle time current. With the idle sleep instead it would wake 5,000 times a second,
+/// and busy polling it would spin, on a core it may share with an NVMe/TCP poll group.
 const EMPTY_PARK: Duration = Duration::from_millis(10);
 
 impl Backoff {
@@ -79,6 +80,20 @@ impl Backoff {
             IdleAction::Yield
         } else {
             IdleAction::Park(self.sleep)
+        }
+    }
+
+    /// The action after the `idle_passes`-th idle pass of a poller without controllers.
+    /// Nothing but a control call can give it work, and that unparks it at once, so past
+    /// the spin phase (at most the default's) it parks [`EMPTY_PARK`] at a time, busy
+    /// polling or not: busy polling is for controllers, and an empty poller that spins
+    /// takes the time of whatever shares its core (an NVMe/TCP poll group).
+    pub(crate) fn empty_action(&self, idle_passes: u64) -> IdleAction {
+        let spin = self.spin_passes.min(Backoff::default().spin_passes);
+        match self.action(idle_passes) {
+            IdleAction::Spin if idle_passes < u64::from(spin) => IdleAction::Spin,
+            IdleAction::Yield if !self.sleep.is_zero() => IdleAction::Yield,
+            _ => IdleAction::Park(EMPTY_PARK),
         }
     }
 
@@ -338,7 +353,11 @@ fn run(
                 .store(idle.idle_ns() + idle.open_ns(), Ordering::Relaxed);
         }
         idle_passes += 1;
-        let mut action = backoff.action(idle_passes);
+        let mut action = if state.controllers.is_empty() {
+            backoff.empty_action(idle_passes)
+        } else {
+            backoff.action(idle_passes)
+        };
         if !backoff.sleep.is_zero()
             && let Some(due) = state
                 .controllers
@@ -355,9 +374,6 @@ fn run(
             IdleAction::Spin if backoff != Backoff::NONE => std::hint::spin_loop(),
             IdleAction::Spin => {}
             IdleAction::Yield => std::thread::yield_now(),
-            IdleAction::Park(_) if state.controllers.is_empty() => {
-                std::thread::park_timeout(EMPTY_PARK);
-            }
             IdleAction::Park(sleep) => std::thread::park_timeout(sleep),
         }
     }
@@ -419,19 +435,66 @@ mod tests {
             .expect("a voluntary_ctxt_switches line")
     }
 
-    #[test]
-    fn a_poller_without_controllers_parks_long_and_still_answers_calls() {
-        let mut poller = Poller::spawn(0, None, Backoff::default()).expect("spawn");
+    /// Ticks of CPU time (user and system) thread `tid` of this process has used so far.
+    fn cpu_ticks(tid: u32) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"))
+            .expect("the poller thread's stat");
+        // Fields 14 and 15 (utime, stime), counted after the parenthesised name.
+        let after_name = stat.rsplit_once(')').expect("a (comm) field").1;
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let field = |n: usize| fields[n - 3].parse::<u64>().expect("a tick count");
+        field(14) + field(15)
+    }
+
+    /// A poller started with `backoff` and given no controller: over 500 ms past its spin
+    /// phase it parks (voluntary switches, about 50 of 10 ms) and uses next to no CPU
+    /// (spinning, it would use the whole window or, on a loaded machine, its share of it),
+    /// and a control call still reaches it.
+    fn an_empty_poller_parks(backoff: Backoff) {
+        let mut poller = Poller::spawn(0, None, backoff).expect("spawn");
         let tid = poller.tid().expect("tid");
         // Past the spin phase (20,000 passes).
         std::thread::sleep(Duration::from_millis(100));
-        let before = voluntary_switches(tid);
-        std::thread::sleep(Duration::from_millis(300));
-        let parks = voluntary_switches(tid) - before;
-        // 10 ms parks: about 30 (200 us parks made about 1,500).
-        assert!(parks <= 100, "{parks} parks in 300 ms");
+        let (switches, ticks) = (voluntary_switches(tid), cpu_ticks(tid));
+        std::thread::sleep(Duration::from_millis(500));
+        let parks = voluntary_switches(tid) - switches;
+        let cpu_ms = (cpu_ticks(tid) - ticks) * 1000 / rustix::param::clock_ticks_per_second();
+        // 10 ms parks: about 50 (200 us parks made about 2,500; spinning makes none).
+        assert!((1..=150).contains(&parks), "{parks} parks in 500 ms");
+        assert!(cpu_ms <= 50, "{cpu_ms} ms of CPU in 500 ms");
         assert_eq!(poller.mailbox.call(|s| s.controllers.len()), Ok(0));
         poller.stop();
+    }
+
+    #[test]
+    fn a_poller_without_controllers_parks_long_and_still_answers_calls() {
+        an_empty_poller_parks(Backoff::default());
+    }
+
+    #[test]
+    fn a_busy_polling_poller_without_controllers_parks_too() {
+        an_empty_poller_parks(Backoff::NONE);
+    }
+
+    #[test]
+    fn an_empty_poller_spins_at_most_the_default_spin_then_parks_10_ms() {
+        let spin = u64::from(Backoff::default().spin_passes);
+        for b in [Backoff::default(), Backoff::NONE] {
+            assert_eq!(b.empty_action(spin - 1), IdleAction::Spin);
+            for idle_passes in [spin, spin + 1, u64::from(u32::MAX), u64::MAX] {
+                assert_eq!(b.empty_action(idle_passes), IdleAction::Park(EMPTY_PARK));
+            }
+        }
+        // A back-off with a yield phase keeps it; a shorter spin parks sooner.
+        let b = Backoff {
+            spin_passes: 2,
+            yield_passes: 3,
+            sleep: Duration::from_micros(50),
+        };
+        let got: Vec<_> = (1..=6).map(|i| b.empty_action(i)).collect();
+        use IdleAction::*;
+        let park = Park(EMPTY_PARK);
+        assert_eq!(got, [Spin, Yield, Yield, Yield, park, park]);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::region_table::RegionTable;
-use crate::{MemError, MmapRegion};
+use crate::{DmaError, MmapRegion};
 
 /// An I/O virtual address as the client's DMA_MAP defined it (guest physical address for
 /// QEMU, the process's own virtual address for SPDK's client).
@@ -45,72 +45,6 @@ pub struct DmaRegion {
     pub writable: bool,
     /// Backing.
     pub backing: DmaBacking,
-}
-
-/// Why an IOVA could not be used.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum DmaError {
-    /// No region covers the whole `[iova, iova + len)` range.
-    #[error("IOVA {iova:#x} + {len:#x} is not inside one DMA region")]
-    NotMapped {
-        /// First IOVA of the access.
-        iova: u64,
-        /// Length of the access.
-        len: u64,
-    },
-    /// The region has no fd, so the device cannot reach it.
-    #[error("IOVA {iova:#x} is in a region mapped without an fd")]
-    NoFd {
-        /// First IOVA of the access.
-        iova: u64,
-    },
-    /// The region's memory was taken away by the client (its file shrunk under a mapping,
-    /// and the fault that revealed it was recovered): nothing there can be transferred.
-    #[error("IOVA {iova:#x} is in a region whose memory the client took away")]
-    Lost {
-        /// First IOVA of the access.
-        iova: u64,
-    },
-    /// A device write to a read-only region.
-    #[error("IOVA {iova:#x} is in a read-only region")]
-    ReadOnly {
-        /// First IOVA of the access.
-        iova: u64,
-    },
-    /// A new region overlaps an existing one (vfio-user: EEXIST).
-    #[error("region {iova:#x} + {size:#x} overlaps an existing region")]
-    Overlap {
-        /// First IOVA of the new region.
-        iova: u64,
-        /// Size of the new region.
-        size: u64,
-    },
-    /// DMA_UNMAP named a range that cuts through a region (only whole regions unmap).
-    #[error("unmapping {iova:#x} + {size:#x} would split the region at {region:#x}")]
-    SplitsRegion {
-        /// First IOVA named.
-        iova: u64,
-        /// Size named.
-        size: u64,
-        /// The first IOVA of the region the range cuts through.
-        region: u64,
-    },
-    /// Zero size, `iova + size` wraps past the end of the address space, or the region is
-    /// larger than the mapping backing it.
-    #[error("region {iova:#x} + {size:#x} is empty, wraps or exceeds its mapping")]
-    BadRange {
-        /// First IOVA named.
-        iova: u64,
-        /// Size named.
-        size: u64,
-    },
-    /// The access to a translated mapping failed (a bug: translate checks bounds and
-    /// protection first). Carries the `MemError` rendered as text so `DmaError` stays `Eq`.
-    #[error("memory access failed: {reason}")]
-    Mem {
-        /// The `MemError` message, with its source if any.
-        reason: String,
-    },
 }
 
 /// A snapshot of the client's DMA regions, sorted by IOVA, none overlapping. Snapshots
@@ -223,7 +157,8 @@ impl GuestMemory {
     /// `len == 0` is allowed but `iova` must still fall inside a region. Errors, in order of
     /// checking: `NotMapped` (no single region covers the range, even if two adjacent ones
     /// do together), `NoFd`, `Lost` (a fault in the mapping was recovered), `ReadOnly`
-    /// (`Access::Write` to a region without WRITE).
+    /// (`Access::Write` to a region without WRITE); `Inconsistent` only if the lookup has a
+    /// bug (see [`DmaError::Inconsistent`]).
     #[inline]
     pub fn translate(
         &self,
@@ -257,7 +192,10 @@ impl GuestMemory {
         Some((mmap, offset))
     }
 
-    /// Why [`lookup`](Self::lookup) refused `[iova, iova + len)` (`translate`'s order).
+    /// Why [`lookup`](Self::lookup) refused `[iova, iova + len)` (`translate`'s order). It
+    /// reads the same snapshot, and a mapping's lost flag only ever sets, so it finds the
+    /// reason the lookup found or, if the mapping was lost in between, `Lost`; a range it
+    /// finds usable is `Inconsistent`.
     #[cold]
     fn refusal(&self, iova: Iova, len: u64, access: Access) -> DmaError {
         let iova = iova.0;
@@ -268,7 +206,7 @@ impl GuestMemory {
                 DmaBacking::NoFd => DmaError::NoFd { iova },
                 DmaBacking::Mapped(m) if m.is_lost() => DmaError::Lost { iova },
                 _ if access == Access::Write && !r.writable => DmaError::ReadOnly { iova },
-                DmaBacking::Mapped(_) => DmaError::NotMapped { iova, len },
+                DmaBacking::Mapped(_) => DmaError::Inconsistent { iova, len },
             },
         }
     }
@@ -305,19 +243,10 @@ fn region_last(r: &DmaRegion) -> u64 {
     r.iova.0.saturating_add(r.size.saturating_sub(1))
 }
 
-impl From<MemError> for DmaError {
-    fn from(e: MemError) -> DmaError {
-        let reason = match std::error::Error::source(&e) {
-            Some(src) => format!("{e}: {src}"),
-            None => e.to_string(),
-        };
-        DmaError::Mem { reason }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MemError;
 
     fn mapped(iova: u64, size: u64, writable: bool) -> DmaRegion {
         DmaRegion {
@@ -543,13 +472,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn nofd_and_read_only_regions() {
-        let g = GuestMemory::new()
+    /// A region without an fd at 0x1000 and a read-only mapped one at 0x2000, 4 KiB each.
+    fn nofd_then_read_only() -> GuestMemory {
+        GuestMemory::new()
             .with_region(nofd(0x1000, 0x1000))
             .unwrap()
             .with_region(mapped(0x2000, 0x1000, false))
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn nofd_and_read_only_regions() {
+        let g = nofd_then_read_only();
         assert_eq!(
             g.translate(Iova(0x1800), 4, Access::Read).unwrap_err(),
             DmaError::NoFd { iova: 0x1800 }
@@ -566,6 +500,60 @@ mod tests {
             DmaError::ReadOnly { iova: 0x2004 }
         );
         assert_eq!(g.read_obj::<u32>(Iova(0x2004)).unwrap(), 0);
+    }
+
+    /// The reason for a refusal names what the lookup found; a range the snapshot maps for
+    /// the access (which the lookup cannot have refused) is named a bug, not `NotMapped`.
+    #[test]
+    fn a_refusal_names_its_reason_and_a_usable_range_is_inconsistent() {
+        let g = nofd_then_read_only();
+        let cases = [
+            (
+                0x800,
+                4,
+                Access::Read,
+                DmaError::NotMapped {
+                    iova: 0x800,
+                    len: 4,
+                },
+            ),
+            (
+                0x1ffe,
+                4,
+                Access::Read,
+                DmaError::NotMapped {
+                    iova: 0x1ffe,
+                    len: 4,
+                },
+            ),
+            (0x1800, 4, Access::Read, DmaError::NoFd { iova: 0x1800 }),
+            (
+                0x2004,
+                4,
+                Access::Write,
+                DmaError::ReadOnly { iova: 0x2004 },
+            ),
+            (
+                0x2004,
+                4,
+                Access::Read,
+                DmaError::Inconsistent {
+                    iova: 0x2004,
+                    len: 4,
+                },
+            ),
+        ];
+        for (iova, len, access, want) in cases {
+            assert_eq!(
+                g.refusal(Iova(iova), len, access),
+                want,
+                "{iova:#x} {access:?}"
+            );
+            let refused = g.lookup(Iova(iova), len, access).is_none();
+            assert_eq!(refused, !matches!(want, DmaError::Inconsistent { .. }));
+        }
+        let usable = g.refusal(Iova(0x2004), 4, Access::Read).to_string();
+        assert!(usable.contains("a bug"), "{usable}");
     }
 
     #[test]

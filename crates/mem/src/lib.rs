@@ -27,6 +27,7 @@ compile_error!("nvmemu-mem builds only for little-endian 64-bit targets (u64 off
 
 mod backing;
 mod clock;
+mod dma_error;
 mod fault;
 mod guest;
 mod memfd;
@@ -39,8 +40,9 @@ pub mod vfio;
 
 pub use backing::{MEMORY_HEADROOM, PROGRESS_INTERVAL, PageKind, Progress};
 pub use clock::{TscClock, global_clock};
+pub use dma_error::DmaError;
 pub use fault::{faults_recovered, thread_faults};
-pub use guest::{Access, DmaBacking, DmaError, DmaRegion, GuestMemory, Iova};
+pub use guest::{Access, DmaBacking, DmaRegion, GuestMemory, Iova};
 pub use memfd::{create_memfd, page_size_of};
 pub use meminfo::{ByteSize, MemInfo, Residency};
 pub use mmap::{MAX_SEND_PIECES, MemError, MmapRegion, Protection, SendPiece, send_pieces};

@@ -79,7 +79,8 @@ pub struct ServeArgs {
     /// than one node, namespaces follow the pollers when they all sit on one node.
     #[arg(long = "numa-node", value_name = "N")]
     pub numa_node: Option<u32>,
-    /// Busy-poll even when idle (lowest latency; burns the cores of the mask).
+    /// Busy-poll even when idle (lowest latency; burns each core of the mask whose poller
+    /// serves a controller).
     #[arg(long)]
     pub busy_poll: bool,
     /// Serial number reported by Identify (controllers from `--socket-dir`).

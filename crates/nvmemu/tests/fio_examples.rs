@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 const EXAMPLES: &str = "/usr/share/doc/fio/examples";
 
@@ -39,26 +39,58 @@ fn fio_accepts(file: &Path) -> Option<bool> {
     Some(status.success())
 }
 
-/// `nvmemu bench` on one job file: a failed run is tried twice more, so that a job that
-/// only missed a deadline on a loaded machine (a completion wait, a client's turn) still
-/// counts as run; a job that fails on every try is a real failure.
-fn run_with_retries(file: &Path, dir: &Path) -> std::process::Output {
-    let run = || {
-        Command::new(env!("CARGO_BIN_EXE_nvmemu"))
-            .current_dir(dir)
-            .args(["bench", "--eta=never", "--ns=malloc:size=64M"])
-            .arg(file)
-            .args(["--runtime=50ms", "--output-format=terse"])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
-    let mut out = run();
+/// `nvmemu bench` on one job file, once.
+fn run_once(file: &Path, dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nvmemu"))
+        .current_dir(dir)
+        .args(["bench", "--eta=never", "--ns=malloc:size=64M"])
+        .arg(file)
+        .args(["--runtime=50ms", "--output-format=terse"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The line of a failed run's stderr that says why it stopped.
+fn error_line(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .find(|l| !l.contains(" ignored: ") && !l.contains("warning:"))
+        .unwrap_or("")
+        .to_string()
+}
+
+/// An option name or value `nvmemu bench` does not take.
+fn is_parse_error(line: &str) -> bool {
+    line.contains("unexpected argument") || line.contains("invalid value")
+}
+
+/// Whether a failure can come from a loaded machine: a deadline missed (a reply, a
+/// completion, a controller's ready bit), or a write stage cut at 50 ms before it wrote
+/// what a later stage verifies. Everything else (an option refused, a geometry the
+/// namespace cannot hold, data that reads back wrong) fails alike on every try.
+fn may_be_load(line: &str) -> bool {
+    const OUT_OF_TIME: [&str; 5] = [
+        "within",
+        "in time",
+        "timed out",
+        "no completion on queue",
+        "no verify header",
+    ];
+    let line = line.to_lowercase();
+    !is_parse_error(&line) && OUT_OF_TIME.iter().any(|w| line.contains(w))
+}
+
+/// `nvmemu bench` on one job file: a failure that may be the machine's load is tried
+/// twice more, so a job that only ran out of time still counts as run; any other
+/// failure is final at once, and a job that fails on every try is a real failure.
+fn run_with_retries(file: &Path, dir: &Path) -> Output {
+    let mut out = run_once(file, dir);
     for _ in 0..2 {
-        if out.status.success() {
+        if out.status.success() || !may_be_load(&error_line(&out)) {
             break;
         }
-        out = run();
+        out = run_once(file, dir);
     }
     out
 }
@@ -84,14 +116,8 @@ fn fio_example_job_files_run_or_stop_only_where_fio_would() {
             ran.push(name);
             continue;
         }
-        let err = String::from_utf8_lossy(&out.stderr);
-        let line = err
-            .lines()
-            .find(|l| !l.contains(" ignored: ") && !l.contains("warning:"))
-            .unwrap_or("")
-            .to_string();
-        let parse_error = line.contains("unexpected argument") || line.contains("invalid value");
-        if parse_error && fio_accepts(file) != Some(false) {
+        let line = error_line(&out);
+        if is_parse_error(&line) && fio_accepts(file) != Some(false) {
             wrong.push(format!("{name}: {line}"));
         } else {
             other.push(format!("{name}: {line}"));
@@ -116,4 +142,75 @@ fn fio_example_job_files_run_or_stop_only_where_fio_would() {
     // read-verify finds the blocks its write phase, cut at 50 ms, left unwritten); fewer
     // is a regression.
     assert!(ran.len() * 86 >= files.len() * 63, "only {} ran", ran.len());
+}
+
+/// The retry rule read against the messages themselves: what a deadline or a cut write
+/// stage prints is retried, what a refusal or corrupt data prints is final.
+#[test]
+fn only_failures_that_ran_out_of_time_are_retried() {
+    use nvmemu_bench::verify::{VerifyFailure, VerifyFailureKind};
+    use nvmemu_bench::{BenchError, EngineError};
+    use nvmemu_driver::{DriverError, NvmeError};
+    use nvmemu_vfio_user::{ClientError, Command as VfioCommand, FrameError};
+    use std::time::Duration;
+
+    let limit = Duration::from_secs(5);
+    let verify = |kind| VerifyFailure { lba: 1920, kind }.to_string();
+    let retried = [
+        NvmeError::Timeout {
+            qid: nvmemu_spec::Qid(1),
+            millis: 5000,
+        }
+        .to_string(),
+        DriverError::Timeout {
+            what: "CSTS.RDY=1",
+            millis: 5000,
+        }
+        .to_string(),
+        ClientError::ConnectTimedOut { limit }.to_string(),
+        ClientError::TimedOut {
+            command: VfioCommand::DmaMap,
+            limit,
+        }
+        .to_string(),
+        FrameError::ReadTimedOut { what: "message" }.to_string(),
+        EngineError::Stalled {
+            qid: 1,
+            waited_ms: 5000,
+            in_flight: 16,
+        }
+        .to_string(),
+        verify(VerifyFailureKind::BadMagic { found: 0 }),
+    ];
+    let final_at_once = [
+        "x.fio:4: unexpected argument '--cont' found".to_string(),
+        "x.fio:70: invalid value 'within' for '--rw <RW>'".to_string(),
+        BenchError::BlockSize {
+            bs: 2 << 20,
+            block_size: 512,
+            max_transfer: 1 << 20,
+        }
+        .to_string(),
+        BenchError::Range {
+            offset: 64 << 20,
+            size: 0,
+            capacity: 64 << 20,
+        }
+        .to_string(),
+        verify(VerifyFailureKind::BadChecksum {
+            method: "crc32c",
+            stored: 1,
+            computed: 2,
+        }),
+        verify(VerifyFailureKind::WrongLba { found: 7 }),
+    ];
+    for m in &retried {
+        assert!(
+            may_be_load(&format!("nvmemu: job 0 failed: {m}")),
+            "not retried: {m}"
+        );
+    }
+    for m in &final_at_once {
+        assert!(!may_be_load(&format!("nvmemu: {m}")), "retried: {m}");
+    }
 }
