@@ -24,6 +24,9 @@ use crate::{Bdev, BdevError, BdevOp};
 pub struct BdevChannel {
     bdev: Arc<Bdev>,
     counters: SharedCounters,
+    /// The caller times this channel's operations itself ([`BdevChannel::record_latency`]):
+    /// the channel reads no clock of its own.
+    timed_by_caller: Cell<bool>,
     /// Makes the type `!Sync` (see above).
     not_sync: PhantomData<Cell<()>>,
 }
@@ -34,6 +37,7 @@ impl Bdev {
         BdevChannel {
             bdev: Arc::clone(self),
             counters: self.stats().open(),
+            timed_by_caller: Cell::new(false),
             not_sync: PhantomData,
         }
     }
@@ -57,6 +61,37 @@ impl BdevChannel {
         &self.bdev
     }
 
+    /// Whether Read, Write and Deallocate read the clock around the backend call: the bdev
+    /// is timed and the caller does not time them itself.
+    #[inline(always)]
+    fn times_itself(&self) -> bool {
+        self.bdev.is_timed() && !self.timed_by_caller.get()
+    }
+
+    /// The caller times this channel's operations and hands the durations over with
+    /// [`record_latency`](Self::record_latency) (`on`), or stops doing so. The controller
+    /// does while it times the namespace's commands, so one clock reading serves both.
+    pub fn set_timed_by_caller(&self, on: bool) {
+        self.timed_by_caller.set(on);
+    }
+
+    /// Count a successful `op` that took `ticks` TSC ticks, timed by the caller (Read,
+    /// Write and Deallocate have latency counters; other operations are ignored), while the
+    /// bdev is timed.
+    #[inline]
+    pub fn record_latency(&self, op: BdevOp, ticks: u64) {
+        if !self.bdev.is_timed() {
+            return;
+        }
+        let counter = match op {
+            BdevOp::Read => &self.counters.read_latency,
+            BdevOp::Write => &self.counters.write_latency,
+            BdevOp::Deallocate => &self.counters.unmap_latency,
+            _ => return,
+        };
+        counter.record(ticks);
+    }
+
     /// Hint that `len` bytes at `offset` will be read soon (malloc only).
     #[inline]
     pub fn prefetch(&self, offset: u64, len: u64) {
@@ -72,7 +107,7 @@ impl BdevChannel {
         dst_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let t0 = self.bdev.is_timed().then(latency::start);
+        let t0 = self.times_itself().then(latency::start);
         self.bdev.read(offset, dst, dst_offset, len)?;
         if let Some(t0) = t0 {
             self.counters.read_latency.record_since(t0);
@@ -90,7 +125,7 @@ impl BdevChannel {
         src_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let t0 = self.bdev.is_timed().then(latency::start);
+        let t0 = self.times_itself().then(latency::start);
         self.bdev.write(offset, src, src_offset, len)?;
         if let Some(t0) = t0 {
             self.counters.write_latency.record_since(t0);
@@ -121,7 +156,7 @@ impl BdevChannel {
 
     /// Deallocate `len` bytes at `offset`; they read back as zeroes.
     pub fn deallocate(&self, offset: u64, len: u64) -> Result<(), BdevError> {
-        let t0 = self.bdev.is_timed().then(latency::start);
+        let t0 = self.times_itself().then(latency::start);
         self.bdev.deallocate(offset, len)?;
         if let Some(t0) = t0 {
             self.counters.unmap_latency.record_since(t0);

@@ -2,9 +2,12 @@
 //! Operation latencies of one bdev channel, as SPDK's `bdev_get_iostat` reports them
 //! (`*_latency_ticks`: the sum, the smallest and the largest time one successful operation
 //! took). While the bdev is timed ([`Bdev::set_timed`](crate::Bdev::set_timed)), each
-//! operation is timed with two TSC reads around the backend call (no system call); off (the
-//! default), no clock is read. The counters have one writer, like the rest of the channel's (`stats.rs`), and are
-//! converted to nanoseconds only when read.
+//! operation is timed with two TSC reads around the backend call (no system call), unless
+//! the channel's caller times it and hands the duration over
+//! ([`BdevChannel::record_latency`](crate::BdevChannel::record_latency): the controller, for
+//! the namespaces whose commands it times, so one reading serves both); off (the default),
+//! no clock is read. The counters have one writer, like the rest of the channel's
+//! (`stats.rs`), and are converted to nanoseconds only when read.
 //!
 //! Kept apart from the controller's per-layer timing (`nvmemu_ctrl::timing`), which the same
 //! switch turns on: this one is per bdev channel, that one per queue and namespace.
@@ -27,7 +30,13 @@ impl LatencyCounter {
     /// channel's thread): plain loads and stores, no locked instruction.
     #[inline]
     pub(crate) fn record_since(&self, start: u64) {
-        let ticks = TscClock::ticks().wrapping_sub(start).max(1);
+        self.record(TscClock::ticks().wrapping_sub(start));
+    }
+
+    /// Add one operation that took `ticks` (counted as at least 1). Single writer only.
+    #[inline]
+    pub(crate) fn record(&self, ticks: u64) {
+        let ticks = ticks.max(1);
         self.sum
             .store(self.sum.load(Relaxed).wrapping_add(ticks), Relaxed);
         let min = self.min.load(Relaxed);

@@ -365,3 +365,85 @@ fn stat_prints_one_json_report_per_interval_with_the_commands_of_each() {
     drop(c.q);
     c.c.shutdown().unwrap();
 }
+
+#[test]
+fn a_known_hold_lands_in_the_percentiles_it_should_in_nanoseconds() {
+    // Every read's completion is held 1 ms by the namespace's model (avg = p99: no tail),
+    // so each command's target total is 1 ms plus the poller's few microseconds.
+    const HOLD_NS: u64 = 1_000_000;
+    let s = Serve::start();
+    let mut c = host(&s);
+    let model = json!({"name": BDEV, "avg_read_latency": 1000, "p99_read_latency": 1000});
+    assert_eq!(s.call("nvmemu_bdev_set_model", model).unwrap(), json!(true));
+    s.call(
+        "bdev_enable_histogram",
+        json!({"name": BDEV, "enable": true}),
+    )
+    .unwrap();
+    // Each read timed by the client on its own clock: the target's time is part of it.
+    let mut client_max = Duration::ZERO;
+    const N: u64 = 50;
+    for i in 0..N {
+        let t = std::time::Instant::now();
+        c.q.read_blocking(Nsid(1), Lba(i), 1, &c.r).expect("read");
+        client_max = client_max.max(t.elapsed());
+    }
+    assert!(client_max >= Duration::from_nanos(HOLD_NS));
+    let b = s.call("nvmemu_get_latency_breakdown", json!({})).unwrap();
+    let layers = &b["controllers"][0]["layers"];
+    let total = layer(layers, "total");
+    assert_eq!(
+        total["count"].as_u64(),
+        Some(N),
+        "every held read is timed: {total}"
+    );
+    let ns = |l: &Value, key: &str| l[key].as_u64().unwrap_or_else(|| panic!("{key}: {l}"));
+    // p50 is its bucket's upper end (1/128 wide at the default granularity): within 10 %
+    // above the hold, never below it; a tick-to-ns factor off by 10 % lands outside.
+    let p50 = ns(total, "p50_ns");
+    assert!(
+        (HOLD_NS..HOLD_NS * 11 / 10).contains(&p50),
+        "total p50 {p50} ns: {total}"
+    );
+    assert!(
+        ns(total, "max_ns") <= client_max.as_nanos() as u64,
+        "{total} vs {client_max:?}"
+    );
+    // The hold is the complete layer's (done to posted); the backend is a copy of 512 B.
+    let complete = layer(layers, "complete");
+    assert!(ns(complete, "p50_ns") >= HOLD_NS * 99 / 100, "{complete}");
+    assert!(ns(layer(layers, "backend"), "p50_ns") < HOLD_NS / 10);
+    // bdev_get_histogram's buckets in ticks, at its tsc_rate: the same median.
+    let h = s.call("bdev_get_histogram", json!({"name": BDEV})).unwrap();
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(h["histogram"].as_str().unwrap())
+        .unwrap();
+    let counts: Vec<u64> = raw
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(counts.iter().sum::<u64>(), N);
+    let g = h["granularity"].as_u64().unwrap() as u32;
+    let median_bucket = {
+        let mut seen = 0;
+        counts.iter().position(|&n| {
+            seen += n;
+            seen * 2 >= N
+        })
+    };
+    let i = median_bucket.unwrap() as u64;
+    let (range, index) = (i >> g, i & ((1 << g) - 1));
+    let low_ticks = if range == 0 {
+        index
+    } else {
+        (1u64 << (range + u64::from(g) - 1)) + (index << (range - 1))
+    };
+    let rate = h["tsc_rate"].as_u64().unwrap();
+    let low_ns = (u128::from(low_ticks) * 1_000_000_000 / u128::from(rate)) as u64;
+    assert!(
+        (HOLD_NS * 98 / 100..HOLD_NS * 11 / 10).contains(&low_ns),
+        "median bucket starts at {low_ns} ns"
+    );
+    drop(c.q);
+    c.c.shutdown().unwrap();
+}

@@ -58,12 +58,18 @@ impl LogLinearHist {
     /// Count one value.
     #[inline]
     pub fn record(&mut self, v: u64) {
+        self.record_n(v, 1);
+    }
+
+    /// Count `n` equal values (the commands of one batch share some layers).
+    #[inline]
+    pub fn record_n(&mut self, v: u64, n: u64) {
         let i = self.index(v);
         if let Some(b) = self.buckets.get_mut(i) {
-            *b += 1;
+            *b += n;
         }
-        self.count += 1;
-        self.sum += u128::from(v);
+        self.count += n;
+        self.sum += u128::from(v) * u128::from(n);
         self.max = self.max.max(v);
     }
 
@@ -191,6 +197,9 @@ mod tests {
         }
         h.record(300);
         assert_eq!(h.buckets()[h.index(300)], 1);
+        h.record_n(300, 4);
+        assert_eq!(h.buckets()[h.index(300)], 5);
+        assert_eq!((h.count(), h.sum(), h.max()), (5, 1500, 300));
     }
 
     #[test]
