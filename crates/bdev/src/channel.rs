@@ -80,6 +80,13 @@ impl BdevChannel {
     /// bdev is timed.
     #[inline]
     pub fn record_latency(&self, op: BdevOp, ticks: u64) {
+        self.record_latencies(op, (ticks, ticks, ticks));
+    }
+
+    /// [`record_latency`](Self::record_latency) for several operations of one kind at once:
+    /// the sum, the smallest and the largest of their durations.
+    #[inline]
+    pub fn record_latencies(&self, op: BdevOp, (sum, min, max): (u64, u64, u64)) {
         if !self.bdev.is_timed() {
             return;
         }
@@ -89,7 +96,7 @@ impl BdevChannel {
             BdevOp::Deallocate => &self.counters.unmap_latency,
             _ => return,
         };
-        counter.record(ticks);
+        counter.record_many(sum, min, max);
     }
 
     /// Hint that `len` bytes at `offset` will be read soon (malloc only).

@@ -30,21 +30,24 @@ impl LatencyCounter {
     /// channel's thread): plain loads and stores, no locked instruction.
     #[inline]
     pub(crate) fn record_since(&self, start: u64) {
-        self.record(TscClock::ticks().wrapping_sub(start));
+        let ticks = TscClock::ticks().wrapping_sub(start);
+        self.record_many(ticks, ticks, ticks);
     }
 
-    /// Add one operation that took `ticks` (counted as at least 1). Single writer only.
+    /// Add operations whose durations sum to `sum` ticks, the shortest `min`, the longest
+    /// `max` (a zero counted as 1 tick, so a recorded operation stays visible). Single
+    /// writer only.
     #[inline]
-    pub(crate) fn record(&self, ticks: u64) {
-        let ticks = ticks.max(1);
+    pub(crate) fn record_many(&self, sum: u64, min: u64, max: u64) {
+        let (sum, min, max) = (sum.max(1), min.max(1), max.max(1));
         self.sum
-            .store(self.sum.load(Relaxed).wrapping_add(ticks), Relaxed);
-        let min = self.min.load(Relaxed);
-        if min == 0 || ticks < min {
-            self.min.store(ticks, Relaxed);
+            .store(self.sum.load(Relaxed).wrapping_add(sum), Relaxed);
+        let lo = self.min.load(Relaxed);
+        if lo == 0 || min < lo {
+            self.min.store(min, Relaxed);
         }
-        if ticks > self.max.load(Relaxed) {
-            self.max.store(ticks, Relaxed);
+        if max > self.max.load(Relaxed) {
+            self.max.store(max, Relaxed);
         }
     }
 

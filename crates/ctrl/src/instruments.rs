@@ -63,7 +63,9 @@ impl Instruments {
     /// A poll pass ends (interrupts raised).
     #[inline(always)]
     pub(crate) fn pass_ends(&mut self) {
-        if let Some(t) = self.timing.as_deref_mut() {
+        if let Some(t) = self.timing.as_deref_mut()
+            && t.awaits_pass_end()
+        {
             t.pass_ends(TscClock::ticks());
         }
     }
@@ -78,7 +80,7 @@ impl Instruments {
         }
         let timed = match self.timing.as_deref_mut() {
             Some(t) if qid != Qid::ADMIN => {
-                t.sq_seen(qid, queued, TscClock::ticks());
+                t.sq_seen(qid, queued);
                 true
             }
             _ => false,

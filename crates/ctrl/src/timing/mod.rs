@@ -4,14 +4,16 @@
 //!
 //! Off (the default) it costs one predictable branch per pass, per SQ batch and per
 //! command: the controller holds no [`Timing`] and reads no clock for it. On (per bdev, by
-//! `bdev_enable_histogram`), the poller reads the TSC once per pass, once per busy SQ, once
-//! per command, once per batch flush and once at the pass end (`record.rs` says why one
-//! per command suffices and what that moves between layers), and records into histograms
+//! `bdev_enable_histogram`), the poller reads the TSC once per pass, once per command, once
+//! per batch flush and once at the end of a pass that completed a timed command
+//! (`record.rs` says which moments reuse a reading and what that moves between layers),
+//! and records into histograms
 //! owned by the controller, so by the poller that owns it: nothing is shared with another
 //! thread, and the RPC reads a copy through the poller's mailbox ([`Controller::timing`]).
 //!
 //! The moments, all on the poller's TSC:
-//! - *seen*: the tail doorbell load that found the command queued (once per SQ per pass);
+//! - *seen*: the tail doorbell load that found the command queued (once per SQ per pass;
+//!   read as the last reading before that load);
 //! - *fetch*: the reading before the command's in its batch (*seen*, or the previous
 //!   command's *done*); *done*: the backend (bdev copy) returned;
 //! - *post*: the batch's CQEs written to the ring (`flush_cq`), or a held CQE's (`hold.rs`);
@@ -109,13 +111,31 @@ impl LayerSet {
         }
     }
 
-    /// A command's own layers.
+    /// A command's own layers (queued, backend, complete).
     #[inline]
-    fn record_command(&mut self, queued: u64, backend: u64, complete: u64) {
+    fn record_command(&mut self, layers: [u64; 3]) {
+        self.record_commands(std::iter::once(layers));
+    }
+
+    /// Some commands' own layers: each counted in its buckets, the counts, sums and maxima
+    /// added once at the end.
+    #[inline]
+    fn record_commands(&mut self, commands: impl Iterator<Item = [u64; 3]>) {
         let [q, b, c, ..] = &mut self.hists;
-        q.record(queued);
-        b.record(backend);
-        c.record(complete);
+        let mut hists = [q, b, c];
+        let (mut n, mut sums, mut maxes) = (0u64, [0u128; 3], [0u64; 3]);
+        for layers in commands {
+            n += 1;
+            for (((h, v), sum), max) in hists.iter_mut().zip(layers).zip(&mut sums).zip(&mut maxes)
+            {
+                h.count_in_bucket(v, 1);
+                *sum += u128::from(v);
+                *max = (*max).max(v);
+            }
+        }
+        for ((h, sum), max) in hists.iter_mut().zip(sums).zip(maxes) {
+            h.add_totals(n, sum, max);
+        }
     }
 
     /// The layers `n` commands of one batch share: from their post to the interrupt, from

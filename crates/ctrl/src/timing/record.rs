@@ -2,14 +2,19 @@
 //! The recorder behind [`super`]: the readings of the open batch and of the pass, turned
 //! into histogram counts as soon as each layer's end is known.
 //!
-//! Readings: one per pass (its start), one per busy SQ (*seen*), one per command (*done*),
-//! one per batch flush (*post*) and one at the pass end (*irq*). A command's *fetch* is the
-//! reading before it in its batch (*seen* for the first, the previous command's *done*
-//! after), not a reading of its own: the TSC read costs more than a 512 B command's whole
-//! backend copy. Its backend layer therefore also holds its SQE copy and the previous
-//! command's CQE staging (a few ns), and its queued layer leaves them out; the total and
-//! the other layers are unchanged. An in-process trace (`latency.rs`), when installed,
-//! reads the clock at the fetch itself, and the timing uses that reading.
+//! Readings: one per pass (its start), one per command (*done*), one per batch flush
+//! (*post*) and one at the end of a pass that completed a timed command (*irq*). A TSC read
+//! costs about as much as a 512 B command's whole backend copy, so the other moments reuse
+//! the reading before them: a batch's *seen* is the last reading before its doorbell load
+//! (the pass start for the pass's first busy SQ, the previous SQ's *post* after), a
+//! command's *fetch* the last reading before it in its batch (*seen*, or the previous
+//! command's *done*). What that moves: the total and the queued layer also hold the poller's
+//! work between that reading and the doorbell load (the admin SQ and event checks, a few
+//! ns; the previous SQ's event index update); a command's backend layer also holds its SQE
+//! copy and the previous command's CQE staging (a few ns), its queued layer leaves them
+//! out. Complete and interrupt are unchanged, and the layers still add up to the total. An
+//! in-process trace (`latency.rs`), when installed, reads the clock at the fetch itself,
+//! and the timing uses that reading.
 //!
 //! At the flush, each command's queued, backend and complete layers go into its
 //! (queue, namespace) histograms, and its backend time into its bdev's latency counters;
@@ -119,14 +124,15 @@ impl Timing {
     pub(crate) fn pass_begins(&mut self, now: u64) {
         self.pass_prev = self.pass_now;
         self.pass_now = now;
+        self.last = now;
     }
 
-    /// The doorbell of `qid` showed `queued` commands at `now`: a batch opens.
+    /// The doorbell of `qid` showed `queued` commands: a batch opens, *seen* at the last
+    /// reading.
     #[inline]
-    pub(crate) fn sq_seen(&mut self, qid: Qid, queued: u32, now: u64) {
+    pub(crate) fn sq_seen(&mut self, qid: Qid, queued: u32) {
         self.qid = qid.0;
-        self.seen = now;
-        self.last = now;
+        self.seen = self.last;
         self.batch_len = 0;
         if let Some(q) = self.queues.get_mut(usize::from(qid.0)) {
             q.depth_sum += u64::from(queued);
@@ -189,6 +195,7 @@ impl Timing {
     /// The open batch's CQEs were written at `post`: record its commands' own layers (and
     /// their bdevs' latencies), keep a run per namespace for the pass end.
     pub(crate) fn batch_posted(&mut self, post: u64, namespaces: &[Option<Namespace>]) {
+        self.last = post;
         let (qid, seen) = (self.qid, self.seen);
         let bound = self.bound(seen);
         let n = self.batch_len.min(IO_BATCH);
@@ -209,13 +216,13 @@ impl Timing {
                 self.granularity,
                 (qid, first.nsid),
             ) {
-                for c in cmds {
-                    set.record_command(
+                set.record_commands(cmds.iter().map(|c| {
+                    [
                         c.fetch.saturating_sub(seen),
                         c.done.saturating_sub(c.fetch),
                         post.saturating_sub(c.done),
-                    );
-                }
+                    ]
+                }));
             }
             note_bdev_latencies(first.nsid, cmds, namespaces);
             let count = u64::try_from(len).unwrap_or(0);
@@ -245,11 +252,11 @@ impl Timing {
             self.granularity,
             (qid.0, h.nsid),
         ) {
-            set.record_command(
+            set.record_command([
                 h.fetch.saturating_sub(h.seen),
                 h.done.saturating_sub(h.fetch),
                 post.saturating_sub(h.done),
-            );
+            ]);
         }
         if let (Some(op), Some(ns)) = (
             bdev_op(h.opcode, h.ok),
@@ -275,6 +282,12 @@ impl Timing {
             return;
         }
         self.runs.push(run);
+    }
+
+    /// Whether the pass end must be read: some command of this pass waits for it.
+    #[inline]
+    pub(crate) fn awaits_pass_end(&self) -> bool {
+        !self.runs.is_empty()
     }
 
     /// The pass ended (interrupts raised) at `irq`: record the layers its runs share.
@@ -327,7 +340,8 @@ fn set_of<'a>(
     q.namespaces.get_mut(at).map(|n| &mut *n.layers)
 }
 
-/// Hand the backend time of each of `cmds` (of namespace `nsid`) to its bdev channel.
+/// Hand the backend times of `cmds` (of namespace `nsid`) to its bdev channel: one sum,
+/// minimum and maximum per kind of operation.
 fn note_bdev_latencies(nsid: u32, cmds: &[Cmd], namespaces: &[Option<Namespace>]) {
     let Some(ns) = ns_slot(nsid)
         .and_then(|s| namespaces.get(s))
@@ -335,9 +349,16 @@ fn note_bdev_latencies(nsid: u32, cmds: &[Cmd], namespaces: &[Option<Namespace>]
     else {
         return;
     };
-    for c in cmds {
-        if let Some(op) = c.op {
-            ns.io().record_latency(op, c.done.saturating_sub(c.fetch));
+    for op in [BdevOp::Read, BdevOp::Write, BdevOp::Deallocate] {
+        let mut ticks = cmds
+            .iter()
+            .filter(|c| c.op == Some(op))
+            .map(|c| c.done.saturating_sub(c.fetch));
+        if let Some(first) = ticks.next() {
+            let (sum, min, max) = ticks.fold((first, first, first), |(s, lo, hi), t| {
+                (s.wrapping_add(t), lo.min(t), hi.max(t))
+            });
+            ns.io().record_latencies(op, (sum, min, max));
         }
     }
 }
