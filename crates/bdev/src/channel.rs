@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use nvmemu_mem::MmapRegion;
 
-use crate::latency;
+use crate::latency::{self, LatencyCounter};
 use crate::stats::SharedCounters;
 use crate::{Bdev, BdevError, BdevOp};
 
@@ -24,9 +24,6 @@ use crate::{Bdev, BdevError, BdevOp};
 pub struct BdevChannel {
     bdev: Arc<Bdev>,
     counters: SharedCounters,
-    /// The caller times this channel's operations itself ([`BdevChannel::record_latency`]):
-    /// the channel reads no clock of its own.
-    timed_by_caller: Cell<bool>,
     /// Makes the type `!Sync` (see above).
     not_sync: PhantomData<Cell<()>>,
 }
@@ -37,7 +34,6 @@ impl Bdev {
         BdevChannel {
             bdev: Arc::clone(self),
             counters: self.stats().open(),
-            timed_by_caller: Cell::new(false),
             not_sync: PhantomData,
         }
     }
@@ -65,14 +61,14 @@ impl BdevChannel {
     /// is timed and the caller does not time them itself.
     #[inline(always)]
     fn times_itself(&self) -> bool {
-        self.bdev.is_timed() && !self.timed_by_caller.get()
+        self.bdev.is_timed() && !self.counters.timed_by_caller()
     }
 
     /// The caller times this channel's operations and hands the durations over with
     /// [`record_latency`](Self::record_latency) (`on`), or stops doing so. The controller
     /// does while it times the namespace's commands, so one clock reading serves both.
     pub fn set_timed_by_caller(&self, on: bool) {
-        self.timed_by_caller.set(on);
+        self.counters.set_timed_by_caller(on);
     }
 
     /// Count a successful `op` that took `ticks` TSC ticks, timed by the caller (Read,
@@ -114,10 +110,11 @@ impl BdevChannel {
         dst_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let t0 = self.times_itself().then(latency::start);
-        self.bdev.read(offset, dst, dst_offset, len)?;
-        if let Some(t0) = t0 {
-            self.counters.read_latency.record_since(t0);
+        let copy = || self.bdev.read(offset, dst, dst_offset, len);
+        if self.times_itself() {
+            timed(&self.counters.read_latency, copy)?;
+        } else {
+            copy()?;
         }
         self.counters.record_read(len);
         Ok(())
@@ -132,10 +129,11 @@ impl BdevChannel {
         src_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let t0 = self.times_itself().then(latency::start);
-        self.bdev.write(offset, src, src_offset, len)?;
-        if let Some(t0) = t0 {
-            self.counters.write_latency.record_since(t0);
+        let copy = || self.bdev.write(offset, src, src_offset, len);
+        if self.times_itself() {
+            timed(&self.counters.write_latency, copy)?;
+        } else {
+            copy()?;
         }
         self.counters.record_write(len);
         Ok(())
@@ -210,4 +208,19 @@ impl BdevChannel {
         self.counters.record_flush();
         Ok(())
     }
+}
+
+/// Run `op` between two clock readings and count its time in `counter` if it succeeded. Out
+/// of line: the untimed copy stays small enough for the caller's data pointer walk to
+/// inline around it.
+#[cold]
+#[inline(never)]
+fn timed(
+    counter: &LatencyCounter,
+    op: impl FnOnce() -> Result<(), BdevError>,
+) -> Result<(), BdevError> {
+    let t0 = latency::start();
+    op()?;
+    counter.record_since(t0);
+    Ok(())
 }

@@ -105,19 +105,20 @@ impl HeldCompletions {
 
 impl Controller {
     /// Hold the completion of `sqe` if its namespace's model times it; whether it did.
-    /// Out of line, so the unmodelled loop in `poll_sq` stays small.
+    /// Out of line, so the unmodelled loop in `poll_sq` stays small. The batch's readings
+    /// and the command's fetch and done readings are kept with the CQE when the batch is
+    /// timed.
     #[inline(never)]
-    /// `timed`: the batch's readings, the command's opcode and success, and its fetch and
-    /// done readings, kept with the CQE when the batch is timed.
     pub(crate) fn hold_if_modelled(
         &mut self,
         sqid: Qid,
         sqe: &Sqe,
         result: Result<u32, Status>,
-        (stamps, op, readings): (Stamps, (u8, bool), (u64, u64)),
+        (stamps, readings): (Stamps, (u64, u64)),
     ) -> bool {
         match crate::model::due(&mut self.namespaces, sqe) {
             Some(due) => {
+                let op = (sqe.opcode(), result.is_ok());
                 let timed = self.instruments.held(stamps, sqe.nsid, op, readings);
                 self.hold_timed(sqid, sqe, result, due, timed);
                 true

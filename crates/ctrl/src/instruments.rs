@@ -12,7 +12,7 @@
 //! the readings when both are on.
 
 use nvmemu_mem::{TscClock, global_clock};
-use nvmemu_spec::{Cid, Qid};
+use nvmemu_spec::{Cid, Qid, Sqe};
 
 use crate::Namespace;
 use crate::latency::{LatencyHook, Stage};
@@ -95,6 +95,9 @@ impl Instruments {
     /// reads the clock; timing alone takes the batch's previous reading.
     #[inline(always)]
     pub(crate) fn fetched(&self, s: Stamps, (qid, cid): (Qid, Cid)) -> u64 {
+        if !(s.timed || s.traced) {
+            return 0;
+        }
         if s.traced
             && let Some(l) = &self.trace
         {
@@ -138,20 +141,14 @@ impl Instruments {
         }
     }
 
-    /// A timed command of namespace `nsid` (`opcode`, successful or not) was staged for
-    /// posting: keep its readings for the batch flush.
+    /// A timed command (`sqe`, successful or not) was staged for posting: keep its readings
+    /// for the batch flush.
     #[inline(always)]
-    pub(crate) fn posted(
-        &mut self,
-        s: Stamps,
-        nsid: u32,
-        op: (u8, bool),
-        (fetched, done): (u64, u64),
-    ) {
+    pub(crate) fn posted(&mut self, s: Stamps, sqe: &Sqe, ok: bool, (fetched, done): (u64, u64)) {
         if s.timed
             && let Some(t) = self.timing.as_deref_mut()
         {
-            t.command(nsid, op, fetched, done);
+            t.command(sqe.nsid, (sqe.opcode(), ok), fetched, done);
         }
     }
 

@@ -203,10 +203,9 @@ impl Controller {
                 result
             };
             // One predictable branch when no namespace has a model.
-            let op = (sqe.opcode(), result.is_ok());
             if self.model_on
                 && qid != Qid::ADMIN
-                && self.hold_if_modelled(qid, &sqe, result, (stamps, op, (fetched, done_at)))
+                && self.hold_if_modelled(qid, &sqe, result, (stamps, (fetched, done_at)))
             {
                 if faulted {
                     self.memory_fault(Some((qid, sqe.cid())));
@@ -217,7 +216,7 @@ impl Controller {
             if self.complete(qid, &sqe, result, stamps) {
                 completed += 1;
                 self.instruments
-                    .posted(stamps, sqe.nsid, op, (fetched, done_at));
+                    .posted(stamps, &sqe, result.is_ok(), (fetched, done_at));
             }
             if faulted {
                 self.memory_fault(Some((qid, sqe.cid())));
