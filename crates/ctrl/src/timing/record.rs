@@ -223,8 +223,9 @@ impl Timing {
                         post.saturating_sub(c.done),
                     ]
                 }));
+                // Only a timed namespace's channel leaves its latencies to the caller.
+                note_bdev_latencies(first.nsid, cmds, namespaces);
             }
-            note_bdev_latencies(first.nsid, cmds, namespaces);
             let count = u64::try_from(len).unwrap_or(0);
             self.push_run(Run {
                 qid,
@@ -246,18 +247,19 @@ impl Timing {
         post: u64,
         namespaces: &[Option<Namespace>],
     ) {
-        if let Some(set) = set_of(
+        let Some(set) = set_of(
             &mut self.queues,
             &self.ns_on,
             self.granularity,
             (qid.0, h.nsid),
-        ) {
-            set.record_command([
-                h.fetch.saturating_sub(h.seen),
-                h.done.saturating_sub(h.fetch),
-                post.saturating_sub(h.done),
-            ]);
-        }
+        ) else {
+            return;
+        };
+        set.record_command([
+            h.fetch.saturating_sub(h.seen),
+            h.done.saturating_sub(h.fetch),
+            post.saturating_sub(h.done),
+        ]);
         if let (Some(op), Some(ns)) = (
             bdev_op(h.opcode, h.ok),
             ns_slot(h.nsid)
