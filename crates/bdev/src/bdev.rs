@@ -265,8 +265,9 @@ impl Bdev {
     }
 
     /// Measure the latency of each Read, Write and Deallocate from now on (`on`), or stop.
-    /// The target turns it on with the bdev's histogram (`bdev_enable_histogram`): two clock
-    /// reads per operation cost a 512 B read about a quarter of the controller's time.
+    /// The target turns it on with the bdev's histogram (`bdev_enable_histogram`); a channel
+    /// whose caller times the operations itself reads no clock for it
+    /// ([`BdevChannel::set_timed_by_caller`](crate::BdevChannel::set_timed_by_caller)).
     pub fn set_timed(&self, on: bool) {
         // Read by the channels on any poller; nothing else is published with it.
         self.timed.store(on, Ordering::Relaxed);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use nvmemu_mem::MmapRegion;
 
-use crate::latency;
+use crate::latency::{self, LatencyCounter};
 use crate::stats::SharedCounters;
 use crate::{Bdev, BdevError, BdevOp};
 
@@ -57,6 +57,44 @@ impl BdevChannel {
         &self.bdev
     }
 
+    /// Whether Read, Write and Deallocate read the clock around the backend call: the bdev
+    /// is timed and the caller does not time them itself.
+    #[inline(always)]
+    fn times_itself(&self) -> bool {
+        self.bdev.is_timed() && !self.counters.timed_by_caller()
+    }
+
+    /// The caller times this channel's operations and hands the durations over with
+    /// [`record_latency`](Self::record_latency) (`on`), or stops doing so. The controller
+    /// does while it times the namespace's commands, so one clock reading serves both.
+    pub fn set_timed_by_caller(&self, on: bool) {
+        self.counters.set_timed_by_caller(on);
+    }
+
+    /// Count a successful `op` that took `ticks` TSC ticks, timed by the caller (Read,
+    /// Write and Deallocate have latency counters; other operations are ignored), while the
+    /// bdev is timed.
+    #[inline]
+    pub fn record_latency(&self, op: BdevOp, ticks: u64) {
+        self.record_latencies(op, (ticks, ticks, ticks));
+    }
+
+    /// [`record_latency`](Self::record_latency) for several operations of one kind at once:
+    /// the sum, the smallest and the largest of their durations.
+    #[inline]
+    pub fn record_latencies(&self, op: BdevOp, (sum, min, max): (u64, u64, u64)) {
+        if !self.bdev.is_timed() {
+            return;
+        }
+        let counter = match op {
+            BdevOp::Read => &self.counters.read_latency,
+            BdevOp::Write => &self.counters.write_latency,
+            BdevOp::Deallocate => &self.counters.unmap_latency,
+            _ => return,
+        };
+        counter.record_many(sum, min, max);
+    }
+
     /// Hint that `len` bytes at `offset` will be read soon (malloc only).
     #[inline]
     pub fn prefetch(&self, offset: u64, len: u64) {
@@ -72,10 +110,11 @@ impl BdevChannel {
         dst_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let t0 = self.bdev.is_timed().then(latency::start);
-        self.bdev.read(offset, dst, dst_offset, len)?;
-        if let Some(t0) = t0 {
-            self.counters.read_latency.record_since(t0);
+        let copy = || self.bdev.read(offset, dst, dst_offset, len);
+        if self.times_itself() {
+            timed(&self.counters.read_latency, copy)?;
+        } else {
+            copy()?;
         }
         self.counters.record_read(len);
         Ok(())
@@ -90,10 +129,11 @@ impl BdevChannel {
         src_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let t0 = self.bdev.is_timed().then(latency::start);
-        self.bdev.write(offset, src, src_offset, len)?;
-        if let Some(t0) = t0 {
-            self.counters.write_latency.record_since(t0);
+        let copy = || self.bdev.write(offset, src, src_offset, len);
+        if self.times_itself() {
+            timed(&self.counters.write_latency, copy)?;
+        } else {
+            copy()?;
         }
         self.counters.record_write(len);
         Ok(())
@@ -121,7 +161,7 @@ impl BdevChannel {
 
     /// Deallocate `len` bytes at `offset`; they read back as zeroes.
     pub fn deallocate(&self, offset: u64, len: u64) -> Result<(), BdevError> {
-        let t0 = self.bdev.is_timed().then(latency::start);
+        let t0 = self.times_itself().then(latency::start);
         self.bdev.deallocate(offset, len)?;
         if let Some(t0) = t0 {
             self.counters.unmap_latency.record_since(t0);
@@ -168,4 +208,19 @@ impl BdevChannel {
         self.counters.record_flush();
         Ok(())
     }
+}
+
+/// Run `op` between two clock readings and count its time in `counter` if it succeeded. Out
+/// of line: the untimed copy stays small enough for the caller's data pointer walk to
+/// inline around it.
+#[cold]
+#[inline(never)]
+fn timed(
+    counter: &LatencyCounter,
+    op: impl FnOnce() -> Result<(), BdevError>,
+) -> Result<(), BdevError> {
+    let t0 = latency::start();
+    op()?;
+    counter.record_since(t0);
+    Ok(())
 }

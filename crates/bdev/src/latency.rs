@@ -2,9 +2,12 @@
 //! Operation latencies of one bdev channel, as SPDK's `bdev_get_iostat` reports them
 //! (`*_latency_ticks`: the sum, the smallest and the largest time one successful operation
 //! took). While the bdev is timed ([`Bdev::set_timed`](crate::Bdev::set_timed)), each
-//! operation is timed with two TSC reads around the backend call (no system call); off (the
-//! default), no clock is read. The counters have one writer, like the rest of the channel's (`stats.rs`), and are
-//! converted to nanoseconds only when read.
+//! operation is timed with two TSC reads around the backend call (no system call), unless
+//! the channel's caller times it and hands the duration over
+//! ([`BdevChannel::record_latency`](crate::BdevChannel::record_latency): the controller, for
+//! the namespaces whose commands it times, so one reading serves both); off (the default),
+//! no clock is read. The counters have one writer, like the rest of the channel's
+//! (`stats.rs`), and are converted to nanoseconds only when read.
 //!
 //! Kept apart from the controller's per-layer timing (`nvmemu_ctrl::timing`), which the same
 //! switch turns on: this one is per bdev channel, that one per queue and namespace.
@@ -27,15 +30,24 @@ impl LatencyCounter {
     /// channel's thread): plain loads and stores, no locked instruction.
     #[inline]
     pub(crate) fn record_since(&self, start: u64) {
-        let ticks = TscClock::ticks().wrapping_sub(start).max(1);
+        let ticks = TscClock::ticks().wrapping_sub(start);
+        self.record_many(ticks, ticks, ticks);
+    }
+
+    /// Add operations whose durations sum to `sum` ticks, the shortest `min`, the longest
+    /// `max` (a zero counted as 1 tick, so a recorded operation stays visible). Single
+    /// writer only.
+    #[inline]
+    pub(crate) fn record_many(&self, sum: u64, min: u64, max: u64) {
+        let (sum, min, max) = (sum.max(1), min.max(1), max.max(1));
         self.sum
-            .store(self.sum.load(Relaxed).wrapping_add(ticks), Relaxed);
-        let min = self.min.load(Relaxed);
-        if min == 0 || ticks < min {
-            self.min.store(ticks, Relaxed);
+            .store(self.sum.load(Relaxed).wrapping_add(sum), Relaxed);
+        let lo = self.min.load(Relaxed);
+        if lo == 0 || min < lo {
+            self.min.store(min, Relaxed);
         }
-        if ticks > self.max.load(Relaxed) {
-            self.max.store(ticks, Relaxed);
+        if max > self.max.load(Relaxed) {
+            self.max.store(max, Relaxed);
         }
     }
 

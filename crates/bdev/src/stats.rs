@@ -8,7 +8,7 @@
 //! sums the live channels and the totals left by channels already dropped; only channel
 //! creation, drop and snapshots take the registry lock, never an I/O.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_utils::CachePadded;
@@ -41,6 +41,9 @@ pub(crate) struct ChannelCounters {
     pub(crate) read_latency: LatencyCounter,
     pub(crate) write_latency: LatencyCounter,
     pub(crate) unmap_latency: LatencyCounter,
+    /// The channel's caller times its operations (`BdevChannel::set_timed_by_caller`); one
+    /// writer, the channel's owner.
+    timed_by_caller: AtomicBool,
 }
 
 /// Padded so that no two channels' counters share a cache line.
@@ -48,6 +51,17 @@ pub(crate) type SharedCounters = Arc<CachePadded<ChannelCounters>>;
 
 /// Every method must be called by the counters' single writer (see the module docs).
 impl ChannelCounters {
+    /// Whether the channel's caller times its operations.
+    #[inline]
+    pub(crate) fn timed_by_caller(&self) -> bool {
+        self.timed_by_caller.load(Relaxed)
+    }
+
+    /// Set by the channel's owner only.
+    pub(crate) fn set_timed_by_caller(&self, on: bool) {
+        self.timed_by_caller.store(on, Relaxed);
+    }
+
     #[inline]
     pub(crate) fn record_read(&self, bytes: u64) {
         bump(&self.bytes_read, bytes);

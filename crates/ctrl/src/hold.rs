@@ -19,6 +19,8 @@ use nvmemu_mem::global_clock;
 use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
 use crate::Controller;
+use crate::instruments::Stamps;
+use crate::timing::HeldStamps;
 
 /// Most CQEs one controller holds at once (the internal command slots of the device).
 pub const MAX_HELD: usize = 4096;
@@ -38,6 +40,8 @@ struct Held {
     cid: Cid,
     status: Status,
     dw0: u32,
+    /// Its readings, when its namespace is timed (`timing`).
+    stamps: Option<HeldStamps>,
 }
 
 impl Held {
@@ -101,17 +105,22 @@ impl HeldCompletions {
 
 impl Controller {
     /// Hold the completion of `sqe` if its namespace's model times it; whether it did.
-    /// Out of line, so the unmodelled loop in `poll_sq` stays small.
+    /// Out of line, so the unmodelled loop in `poll_sq` stays small. The batch's readings
+    /// and the command's fetch and done readings are kept with the CQE when the batch is
+    /// timed.
     #[inline(never)]
     pub(crate) fn hold_if_modelled(
         &mut self,
         sqid: Qid,
         sqe: &Sqe,
         result: Result<u32, Status>,
+        (stamps, readings): (Stamps, (u64, u64)),
     ) -> bool {
         match crate::model::due(&mut self.namespaces, sqe) {
             Some(due) => {
-                self.hold(sqid, sqe, result, due);
+                let op = (sqe.opcode(), result.is_ok());
+                let timed = self.instruments.held(stamps, sqe.nsid, op, readings);
+                self.hold_timed(sqid, sqe, result, due, timed);
                 true
             }
             None => false,
@@ -122,12 +131,24 @@ impl Controller {
     /// `due`. It is counted now (commands, errors, the Error Information log), as the
     /// command has run; only its CQE waits.
     pub(crate) fn hold(&mut self, sqid: Qid, sqe: &Sqe, result: Result<u32, Status>, due: u64) {
+        self.hold_timed(sqid, sqe, result, due, None);
+    }
+
+    /// [`hold`](Self::hold), keeping the command's readings (`stamps`) for its timing.
+    fn hold_timed(
+        &mut self,
+        sqid: Qid,
+        sqe: &Sqe,
+        result: Result<u32, Status>,
+        due: u64,
+        stamps: Option<HeldStamps>,
+    ) {
         let (status, dw0) = match result {
             Ok(dw0) => (Status::SUCCESS, dw0),
             Err(s) => (s, 0),
         };
         self.account(sqid, sqe, status);
-        self.hold_unaccounted(sqid, sqe, (status, dw0), due);
+        self.push_held(sqid, sqe, (status, dw0), due, stamps);
     }
 
     /// Hold a CQE for `sqe` with `status` and `dw0` until `due`, counting nothing (also an
@@ -138,6 +159,17 @@ impl Controller {
         sqe: &Sqe,
         (status, dw0): (Status, u32),
         due: u64,
+    ) {
+        self.push_held(sqid, sqe, (status, dw0), due, None);
+    }
+
+    fn push_held(
+        &mut self,
+        sqid: Qid,
+        sqe: &Sqe,
+        (status, dw0): (Status, u32),
+        due: u64,
+        stamps: Option<HeldStamps>,
     ) {
         let held = &mut self.held;
         if held.heap.capacity() == 0 {
@@ -152,6 +184,7 @@ impl Controller {
             cid: sqe.cid(),
             status,
             dw0,
+            stamps,
         }));
     }
 
@@ -174,10 +207,15 @@ impl Controller {
                 break;
             }
             self.held.heap.pop();
-            if self.post_held(next, cqid) {
-                posted += 1;
-            }
+            let staged = self.post_held(next, cqid);
             self.flush_cq(cqid);
+            if staged {
+                posted += 1;
+                if let Some(stamps) = next.stamps {
+                    self.instruments
+                        .held_posted(next.sqid, stamps, &self.namespaces);
+                }
+            }
         }
         posted
     }

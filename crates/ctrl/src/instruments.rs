@@ -7,14 +7,16 @@
 //! Cost when off: per command, one test of a flag the batch computed; no clock read. Busy
 //! time reads the clock at the two ends of a busy stretch (a run of passes that found
 //! work), never per command or per pass: two readings per pass cost malloc 512 B QD16 4 %.
-//! Timing and the trace read it when a command is fetched and when it is done (and the trace
-//! when it is posted), sharing the readings when both are on.
+//! Timing reads it when a command is done (its fetch is the reading before, see
+//! `timing/record.rs`); the trace when a command is fetched, done and posted; both share
+//! the readings when both are on.
 
 use nvmemu_mem::{TscClock, global_clock};
-use nvmemu_spec::{Cid, Qid};
+use nvmemu_spec::{Cid, Qid, Sqe};
 
+use crate::Namespace;
 use crate::latency::{LatencyHook, Stage};
-use crate::timing::Timing;
+use crate::timing::{HeldStamps, Timing};
 
 /// Which per-command readings one batch takes (decided once per batch).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,7 +63,9 @@ impl Instruments {
     /// A poll pass ends (interrupts raised).
     #[inline(always)]
     pub(crate) fn pass_ends(&mut self) {
-        if let Some(t) = self.timing.as_deref_mut() {
+        if let Some(t) = self.timing.as_deref_mut()
+            && t.awaits_pass_end()
+        {
             t.pass_ends(TscClock::ticks());
         }
     }
@@ -76,7 +80,7 @@ impl Instruments {
         }
         let timed = match self.timing.as_deref_mut() {
             Some(t) if qid != Qid::ADMIN => {
-                t.sq_seen(qid, queued, TscClock::ticks());
+                t.sq_seen(qid, queued);
                 true
             }
             _ => false,
@@ -87,10 +91,29 @@ impl Instruments {
         }
     }
 
-    /// Read the clock for command `cid` at `stage` if the batch takes readings (0 if not),
-    /// and trace it.
+    /// The fetch reading of command `cid` if the batch takes readings (0 if not): the trace
+    /// reads the clock; timing alone takes the batch's previous reading.
     #[inline(always)]
-    pub(crate) fn stamp(&self, s: Stamps, (qid, cid): (Qid, Cid), stage: Stage) -> u64 {
+    pub(crate) fn fetched(&self, s: Stamps, (qid, cid): (Qid, Cid)) -> u64 {
+        if !(s.timed || s.traced) {
+            return 0;
+        }
+        if s.traced
+            && let Some(l) = &self.trace
+        {
+            let now = TscClock::ticks();
+            l.0.record(qid.0, cid.0, Stage::Fetch, now);
+            return now;
+        }
+        match self.timing.as_deref() {
+            Some(t) if s.timed => t.last(),
+            _ => 0,
+        }
+    }
+
+    /// Read the clock when command `cid` is done, if the batch takes readings (0 if not).
+    #[inline(always)]
+    pub(crate) fn done(&mut self, s: Stamps, (qid, cid): (Qid, Cid)) -> u64 {
         if !(s.timed || s.traced) {
             return 0;
         }
@@ -98,7 +121,12 @@ impl Instruments {
         if s.traced
             && let Some(l) = &self.trace
         {
-            l.0.record(qid.0, cid.0, stage, now);
+            l.0.record(qid.0, cid.0, Stage::Done, now);
+        }
+        if s.timed
+            && let Some(t) = self.timing.as_deref_mut()
+        {
+            t.done_at(now);
         }
         now
     }
@@ -113,23 +141,51 @@ impl Instruments {
         }
     }
 
-    /// A timed command of namespace `nsid` was posted: keep its readings for the pass end.
+    /// A timed command (`sqe`, successful or not) was staged for posting: keep its readings
+    /// for the batch flush.
     #[inline(always)]
-    pub(crate) fn posted(&mut self, s: Stamps, qid: Qid, nsid: u32, (fetched, done): (u64, u64)) {
+    pub(crate) fn posted(&mut self, s: Stamps, sqe: &Sqe, ok: bool, (fetched, done): (u64, u64)) {
         if s.timed
             && let Some(t) = self.timing.as_deref_mut()
         {
-            t.command(qid, nsid, fetched, done);
+            t.command(sqe.nsid, (sqe.opcode(), ok), fetched, done);
+        }
+    }
+
+    /// The readings of a timed command whose CQE is held (`hold.rs`).
+    #[inline]
+    pub(crate) fn held(
+        &self,
+        s: Stamps,
+        nsid: u32,
+        op: (u8, bool),
+        (fetched, done): (u64, u64),
+    ) -> Option<HeldStamps> {
+        match self.timing.as_deref() {
+            Some(t) if s.timed => Some(t.held(nsid, op, fetched, done)),
+            _ => None,
+        }
+    }
+
+    /// A held timed command of SQ `qid` was posted (its CQE written to the ring).
+    pub(crate) fn held_posted(
+        &mut self,
+        qid: Qid,
+        h: HeldStamps,
+        namespaces: &[Option<Namespace>],
+    ) {
+        if let Some(t) = self.timing.as_deref_mut() {
+            t.held_posted(qid, h, TscClock::ticks(), namespaces);
         }
     }
 
     /// The batch's completions were written to the ring.
     #[inline(always)]
-    pub(crate) fn batch_flushed(&mut self, s: Stamps) {
+    pub(crate) fn batch_flushed(&mut self, s: Stamps, namespaces: &[Option<Namespace>]) {
         if s.timed
             && let Some(t) = self.timing.as_deref_mut()
         {
-            t.batch_posted(TscClock::ticks());
+            t.batch_posted(TscClock::ticks(), namespaces);
         }
     }
 

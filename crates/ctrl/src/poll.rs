@@ -10,7 +10,6 @@ use crate::ctrl_faults::Injection;
 use crate::fetch::RingUnreadable;
 use crate::instruments::Stamps;
 use crate::io::zeroing::may_need_slot;
-use crate::latency::Stage;
 use crate::queue::{RingIdx, cq_head_doorbell, sq_tail_doorbell};
 use crate::state::CtrlEvent;
 use crate::{Controller, InterruptSink};
@@ -176,9 +175,7 @@ impl Controller {
                 // Left in the SQ: taken again next pass (`fault.rs`), or after a reset.
                 break;
             }
-            let fetched = self
-                .instruments
-                .stamp(stamps, (qid, sqe.cid()), Stage::Fetch);
+            let fetched = self.instruments.fetched(stamps, (qid, sqe.cid()));
             // SQHD in this command's CQE must already count it as consumed.
             if let Some(sq) = self.queues.sq_mut(qid) {
                 sq.consume();
@@ -197,9 +194,7 @@ impl Controller {
                 slot_busy = self.zeroing.busy;
                 continue;
             };
-            let done_at = self
-                .instruments
-                .stamp(stamps, (qid, sqe.cid()), Stage::Done);
+            let done_at = self.instruments.done(stamps, (qid, sqe.cid()));
             // The SQE read or the command's data transfer touched a vanished page.
             let faulted = thread_faults() != mark;
             let result = if faulted {
@@ -208,7 +203,10 @@ impl Controller {
                 result
             };
             // One predictable branch when no namespace has a model.
-            if self.model_on && qid != Qid::ADMIN && self.hold_if_modelled(qid, &sqe, result) {
+            if self.model_on
+                && qid != Qid::ADMIN
+                && self.hold_if_modelled(qid, &sqe, result, (stamps, (fetched, done_at)))
+            {
                 if faulted {
                     self.memory_fault(Some((qid, sqe.cid())));
                     break;
@@ -218,7 +216,7 @@ impl Controller {
             if self.complete(qid, &sqe, result, stamps) {
                 completed += 1;
                 self.instruments
-                    .posted(stamps, qid, sqe.nsid, (fetched, done_at));
+                    .posted(stamps, &sqe, result.is_ok(), (fetched, done_at));
             }
             if faulted {
                 self.memory_fault(Some((qid, sqe.cid())));
@@ -230,7 +228,7 @@ impl Controller {
         if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid) {
             self.flush_cq(cqid);
         }
-        self.instruments.batch_flushed(stamps);
+        self.instruments.batch_flushed(stamps, &self.namespaces);
         if qid != Qid::ADMIN && taken > 0 {
             self.publish_event_idx(qid);
         }

@@ -365,3 +365,97 @@ fn stat_prints_one_json_report_per_interval_with_the_commands_of_each() {
     drop(c.q);
     c.c.shutdown().unwrap();
 }
+
+/// The lower end of each bucket of `bdev_get_histogram`'s answer `h`, in ns at its
+/// `tsc_rate`, with the bucket's count (SPDK's layout, `histogram_data.h`).
+fn buckets_ns(h: &Value) -> Vec<(u64, u64)> {
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(h["histogram"].as_str().expect("histogram"))
+        .expect("base64");
+    let g = h["granularity"].as_u64().expect("granularity");
+    let rate = u128::from(h["tsc_rate"].as_u64().expect("tsc_rate"));
+    raw.chunks_exact(8)
+        .enumerate()
+        .map(|(i, b)| {
+            let (range, index) = (i as u64 >> g, i as u64 & ((1 << g) - 1));
+            let ticks = match range {
+                0 => index,
+                r => (1u64 << (r + g - 1)) + (index << (r - 1)),
+            };
+            let ns = (u128::from(ticks) * 1_000_000_000 / rate) as u64;
+            (ns, u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        })
+        .collect()
+}
+
+#[test]
+fn a_known_hold_lands_in_the_percentiles_it_should_in_nanoseconds() {
+    // Every read's completion is held 1 ms by the namespace's model (avg = p99: no tail),
+    // so each command's target total is 1 ms plus the poller's few microseconds (more when
+    // a loaded machine delays the poller: the checks bound the fastest command tightly and
+    // the others by the client's own clock).
+    const HOLD_NS: u64 = 1_000_000;
+    const N: u64 = 100;
+    let s = Serve::start();
+    let mut c = host(&s);
+    let model = json!({"name": BDEV, "avg_read_latency": 1000, "p99_read_latency": 1000});
+    assert_eq!(s.call("nvmemu_bdev_set_model", model).unwrap(), json!(true));
+    s.call(
+        "bdev_enable_histogram",
+        json!({"name": BDEV, "enable": true}),
+    )
+    .unwrap();
+    // Each read timed by the client on its own clock: even the fastest took the hold (a
+    // TSC calibration that made the model's nanoseconds short would show here).
+    let mut client_min = Duration::MAX;
+    for i in 0..N {
+        let t = std::time::Instant::now();
+        c.q.read_blocking(Nsid(1), Lba(i), 1, &c.r).expect("read");
+        client_min = client_min.min(t.elapsed());
+    }
+    assert!(
+        client_min >= Duration::from_nanos(HOLD_NS),
+        "{client_min:?}"
+    );
+    // The histogram in ticks at its tsc_rate: the fastest command took the hold and a few
+    // microseconds (its bucket's lower end is at most 1/128 below it), so a tick rate off
+    // by 10 % lands outside.
+    let buckets = buckets_ns(&s.call("bdev_get_histogram", json!({"name": BDEV})).unwrap());
+    assert_eq!(buckets.iter().map(|b| b.1).sum::<u64>(), N);
+    let fastest = buckets
+        .iter()
+        .find(|b| b.1 > 0)
+        .expect("a bucket counted")
+        .0;
+    assert!(
+        (HOLD_NS * 98 / 100..HOLD_NS * 11 / 10).contains(&fastest),
+        "the fastest command's bucket starts at {fastest} ns"
+    );
+    // The breakdown in ns: the same commands, converted alike (its exact mean lies within
+    // the bucket width above the mean of the lower ends), none faster than the hold.
+    let b = s.call("nvmemu_get_latency_breakdown", json!({})).unwrap();
+    let layers = &b["controllers"][0]["layers"];
+    let total = layer(layers, "total");
+    assert_eq!(
+        total["count"].as_u64(),
+        Some(N),
+        "every held read is timed: {total}"
+    );
+    let lower_mean = buckets.iter().map(|(ns, n)| ns * n).sum::<u64>() as f64 / N as f64;
+    let mean = total["mean_ns"].as_f64().expect("mean_ns");
+    assert!(
+        mean >= lower_mean && mean <= lower_mean * 1.01,
+        "breakdown mean {mean} ns, histogram's {lower_mean} ns"
+    );
+    let ns = |l: &Value, key: &str| l[key].as_u64().unwrap_or_else(|| panic!("{key}: {l}"));
+    assert!(ns(total, "p50_ns") >= HOLD_NS, "{total}");
+    // The hold is in every command's complete layer (done to posted).
+    let complete = layer(layers, "complete");
+    assert!(ns(complete, "p50_ns") >= HOLD_NS * 99 / 100, "{complete}");
+    assert!(
+        ns(complete, "sum_ns") >= N * HOLD_NS * 99 / 100,
+        "{complete}"
+    );
+    drop(c.q);
+    c.c.shutdown().unwrap();
+}

@@ -233,6 +233,40 @@ fn an_untimed_bdev_counts_operations_but_not_their_latency() {
 }
 
 #[test]
+fn a_caller_that_times_the_channel_takes_its_latency_counting_over() {
+    let b = Arc::new(Bdev::null("n", 512, 1 << 20).unwrap()).channel();
+    let io = buf(4096);
+    let read_latency = |b: &BdevChannel| b.bdev().stats().snapshot().read_latency;
+    b.bdev().set_timed(true);
+    b.set_timed_by_caller(true);
+    b.read(0, &io.target, 0, 4096).unwrap();
+    assert_eq!(
+        read_latency(&b),
+        Default::default(),
+        "no reading of its own"
+    );
+    let clock = nvmemu_mem::global_clock();
+    b.record_latency(BdevOp::Read, 3000);
+    b.record_latency(BdevOp::Flush, 1_000_000);
+    let l = read_latency(&b);
+    if clock.is_tsc() {
+        let ns = clock.ticks_to_ns(3000).max(1);
+        assert_eq!((l.sum_ns, l.min_ns, l.max_ns), (ns, ns, ns));
+    }
+    // The bdev's switch still rules: off, what the caller hands over is not counted.
+    b.bdev().set_timed(false);
+    b.record_latency(BdevOp::Read, 9000);
+    assert_eq!(read_latency(&b), l);
+    // Given back: the channel times its own operations again.
+    b.bdev().set_timed(true);
+    b.set_timed_by_caller(false);
+    b.read(0, &io.target, 0, 4096).unwrap();
+    if clock.is_tsc() {
+        assert!(read_latency(&b).sum_ns > l.sum_ns);
+    }
+}
+
+#[test]
 fn null_reads_zeroes_drops_writes_and_compares_against_zero() {
     let b = Arc::new(Bdev::null("n", 512, 1 << 30).unwrap()).channel();
     b.bdev().set_timed(true);

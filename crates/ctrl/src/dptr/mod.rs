@@ -73,6 +73,10 @@ struct Coalesce<'m, F> {
 }
 
 impl<'m, F: FnMut(Chunk<'m>) -> Result<(), Status>> Coalesce<'m, F> {
+    /// Always inlined with `flush`, as `walk` is: left to the inliner, the pending piece
+    /// went to the stack in some builds and `flush` reloaded it with a 16-byte load over two
+    /// 8-byte stores (a 512 B read lost 8 %).
+    #[inline(always)]
     fn push(&mut self, region: &'m Arc<MmapRegion>, offset: u64, len: u64) -> Result<(), Status> {
         if let Some((r, o, l)) = &mut self.pending
             && Arc::ptr_eq(r, region)
@@ -91,6 +95,7 @@ impl<'m, F: FnMut(Chunk<'m>) -> Result<(), Status>> Coalesce<'m, F> {
         (self.sink)(Chunk::Skip(len))
     }
 
+    #[inline(always)]
     fn flush(&mut self) -> Result<(), Status> {
         match self.pending.take() {
             Some((region, offset, len)) => (self.sink)(Chunk::Mem {

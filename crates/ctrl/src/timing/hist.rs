@@ -58,13 +58,32 @@ impl LogLinearHist {
     /// Count one value.
     #[inline]
     pub fn record(&mut self, v: u64) {
+        self.record_n(v, 1);
+    }
+
+    /// Count `n` equal values (the commands of one batch share some layers).
+    #[inline]
+    pub fn record_n(&mut self, v: u64, n: u64) {
+        self.count_in_bucket(v, n);
+        self.add_totals(n, u128::from(v) * u128::from(n), v);
+    }
+
+    /// Count `n` values `v` in their bucket only: the caller adds their count, sum and
+    /// maximum with [`add_totals`](Self::add_totals), once for a whole batch.
+    #[inline(always)]
+    pub(crate) fn count_in_bucket(&mut self, v: u64, n: u64) {
         let i = self.index(v);
         if let Some(b) = self.buckets.get_mut(i) {
-            *b += 1;
+            *b += n;
         }
-        self.count += 1;
-        self.sum += u128::from(v);
-        self.max = self.max.max(v);
+    }
+
+    /// Add `n` values of sum `sum` and maximum `max` counted with `count_in_bucket`.
+    #[inline(always)]
+    pub(crate) fn add_totals(&mut self, n: u64, sum: u128, max: u64) {
+        self.count += n;
+        self.sum += sum;
+        self.max = self.max.max(max);
     }
 
     /// Values recorded.
@@ -191,6 +210,9 @@ mod tests {
         }
         h.record(300);
         assert_eq!(h.buckets()[h.index(300)], 1);
+        h.record_n(300, 4);
+        assert_eq!(h.buckets()[h.index(300)], 5);
+        assert_eq!((h.count(), h.sum(), h.max()), (5, 1500, 300));
     }
 
     #[test]

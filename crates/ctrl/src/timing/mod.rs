@@ -2,19 +2,21 @@
 //! Target-side timing of every I/O command, for any client: where a command's time goes
 //! between the poller seeing the SQ tail doorbell move and the interrupt being signalled.
 //!
-//! Off (the default) it costs one predictable branch per pass and per command: the
-//! controller holds no [`Timing`] and reads no clock for it. On (per bdev, by
-//! `bdev_enable_histogram`), the poller reads the TSC once per pass, once per busy SQ, twice
-//! per command, once per batch flush and once at the pass end, and keeps the ticks of the
-//! pass's commands in a buffer allocated when timing was enabled; at the end of the pass it
-//! adds each command's layers to the histograms of its (queue, namespace) pair. All of it
-//! belongs to the controller, so to the poller that owns it: nothing is shared with another
+//! Off (the default) it costs one predictable branch per pass, per SQ batch and per
+//! command: the controller holds no [`Timing`] and reads no clock for it. On (per bdev, by
+//! `bdev_enable_histogram`), the poller reads the TSC once per pass, once per command, once
+//! per batch flush and once at the end of a pass that completed a timed command
+//! (`record.rs` says which moments reuse a reading and what that moves between layers),
+//! and records into histograms
+//! owned by the controller, so by the poller that owns it: nothing is shared with another
 //! thread, and the RPC reads a copy through the poller's mailbox ([`Controller::timing`]).
 //!
 //! The moments, all on the poller's TSC:
-//! - *seen*: the tail doorbell load that found the command queued (once per SQ per pass);
-//! - *fetch*: the SQE copied out of the ring; *done*: the backend (bdev copy) returned;
-//! - *post*: the batch's CQEs written to the ring (`flush_cq`);
+//! - *seen*: the tail doorbell load that found the command queued (once per SQ per pass;
+//!   read as the last reading before that load);
+//! - *fetch*: the reading before the command's in its batch (*seen*, or the previous
+//!   command's *done*); *done*: the backend (bdev copy) returned;
+//! - *post*: the batch's CQEs written to the ring (`flush_cq`), or a held CQE's (`hold.rs`);
 //! - *irq*: the end of the pass, after each CQ's MSI-X eventfd was written (for a CQ with
 //!   interrupts disabled, the same moment without an interrupt).
 //!
@@ -24,8 +26,10 @@
 //! `seen - previous pass start` ([`Layer::SqWaitBound`], not part of the total).
 
 mod hist;
+mod record;
 
 pub use hist::{DEFAULT_GRANULARITY, LogLinearHist, MAX_GRANULARITY};
+pub(crate) use record::{HeldStamps, Timing};
 
 use nvmemu_spec::Qid;
 
@@ -107,36 +111,44 @@ impl LayerSet {
         }
     }
 
-    fn record(&mut self, p: &Pending, irq: u64, pass_prev: u64) {
-        let parts = [
-            p.fetch.saturating_sub(p.seen),
-            p.done.saturating_sub(p.fetch),
-            p.post.saturating_sub(p.done),
-            irq.saturating_sub(p.post),
-        ];
-        let [queued, backend, complete, interrupt, total, bound] = &mut self.hists;
-        for (h, v) in [queued, backend, complete, interrupt]
-            .into_iter()
-            .zip(parts)
-        {
-            h.record(v);
+    /// A command's own layers (queued, backend, complete).
+    #[inline]
+    fn record_command(&mut self, layers: [u64; 3]) {
+        self.record_commands(std::iter::once(layers));
+    }
+
+    /// Some commands' own layers: each counted in its buckets, the counts, sums and maxima
+    /// added once at the end.
+    #[inline]
+    fn record_commands(&mut self, commands: impl Iterator<Item = [u64; 3]>) {
+        let [q, b, c, ..] = &mut self.hists;
+        let mut hists = [q, b, c];
+        let (mut n, mut sums, mut maxes) = (0u64, [0u128; 3], [0u64; 3]);
+        for layers in commands {
+            n += 1;
+            for (((h, v), sum), max) in hists.iter_mut().zip(layers).zip(&mut sums).zip(&mut maxes)
+            {
+                h.count_in_bucket(v, 1);
+                *sum += u128::from(v);
+                *max = (*max).max(v);
+            }
         }
-        total.record(parts.iter().sum());
-        if pass_prev != 0 {
-            bound.record(p.seen.saturating_sub(pass_prev));
+        for ((h, sum), max) in hists.iter_mut().zip(sums).zip(maxes) {
+            h.add_totals(n, sum, max);
         }
     }
-}
 
-/// The ticks of one command of the current pass.
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    qid: u16,
-    nsid: u32,
-    seen: u64,
-    fetch: u64,
-    done: u64,
-    post: u64,
+    /// The layers `n` commands of one batch share: from their post to the interrupt, from
+    /// their *seen* to it (the total), and the wait bound.
+    #[inline]
+    fn record_run(&mut self, interrupt: u64, total: u64, bound: Option<u64>, n: u64) {
+        let [.., i, t, w] = &mut self.hists;
+        i.record_n(interrupt, n);
+        t.record_n(total, n);
+        if let Some(b) = bound {
+            w.record_n(b, n);
+        }
+    }
 }
 
 /// One namespace's histograms on one queue.
@@ -157,130 +169,6 @@ pub struct QueueTiming {
     pub looks: u64,
     /// Per namespace, in the order first seen.
     pub namespaces: Vec<NsTiming>,
-}
-
-/// A controller's timing state (exists only while some namespace's histogram is on).
-#[derive(Debug)]
-pub(crate) struct Timing {
-    granularity: u32,
-    /// Bdev names whose namespaces are timed.
-    bdevs: Vec<String>,
-    /// Timed, per NSID - 1.
-    ns_on: Vec<bool>,
-    /// Per SQ id.
-    queues: Vec<QueueTiming>,
-    /// Commands of this pass; capacity fixed when enabled (never grows on the I/O path).
-    pending: Vec<Pending>,
-    /// First entry of `pending` not yet posted.
-    batch_start: usize,
-    /// Ticks at the start of this pass and of the previous one.
-    pass_now: u64,
-    pass_prev: u64,
-    /// Ticks when the current SQ's doorbell was seen.
-    seen: u64,
-    /// Commands not timed because `pending` was full (cannot happen with the capacity
-    /// below; counted rather than assumed).
-    dropped: u64,
-}
-
-impl Timing {
-    fn new(granularity: u32, max_qid: u16, max_batch: usize) -> Timing {
-        let sqs = usize::from(max_qid) + 1;
-        Timing {
-            granularity: granularity.clamp(1, MAX_GRANULARITY),
-            bdevs: Vec::new(),
-            ns_on: Vec::new(),
-            queues: vec![QueueTiming::default(); sqs],
-            pending: Vec::with_capacity(sqs * max_batch),
-            batch_start: 0,
-            pass_now: 0,
-            pass_prev: 0,
-            seen: 0,
-            dropped: 0,
-        }
-    }
-
-    #[inline]
-    pub(crate) fn pass_begins(&mut self, now: u64) {
-        self.pass_prev = self.pass_now;
-        self.pass_now = now;
-    }
-
-    /// The doorbell of `qid` showed `queued` commands at `now`.
-    #[inline]
-    pub(crate) fn sq_seen(&mut self, qid: Qid, queued: u32, now: u64) {
-        self.seen = now;
-        if let Some(q) = self.queues.get_mut(usize::from(qid.0)) {
-            q.depth_sum += u64::from(queued);
-            q.looks += 1;
-        }
-    }
-
-    /// A command of the current SQ was fetched at `fetch` and done at `done`.
-    #[inline]
-    pub(crate) fn command(&mut self, qid: Qid, nsid: u32, fetch: u64, done: u64) {
-        if self.pending.len() == self.pending.capacity() {
-            self.dropped += 1;
-            return;
-        }
-        self.pending.push(Pending {
-            qid: qid.0,
-            nsid,
-            seen: self.seen,
-            fetch,
-            done,
-            post: 0,
-        });
-    }
-
-    /// The current SQ's CQEs were written at `now`.
-    #[inline]
-    pub(crate) fn batch_posted(&mut self, now: u64) {
-        for p in self.pending.get_mut(self.batch_start..).unwrap_or_default() {
-            p.post = now;
-        }
-        self.batch_start = self.pending.len();
-    }
-
-    /// The pass ended (interrupts raised) at `now`: record its commands.
-    pub(crate) fn pass_ends(&mut self, now: u64) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let (g, prev) = (self.granularity, self.pass_prev);
-        for p in &self.pending {
-            let on = p
-                .nsid
-                .checked_sub(1)
-                .and_then(|i| self.ns_on.get(i as usize))
-                .copied()
-                .unwrap_or(false);
-            let Some(q) = self.queues.get_mut(usize::from(p.qid)) else {
-                continue;
-            };
-            if !on {
-                continue;
-            }
-            let found = q.namespaces.iter().position(|n| n.nsid == p.nsid);
-            let set = match found.and_then(|i| q.namespaces.get_mut(i)) {
-                Some(n) => &mut n.layers,
-                None => {
-                    // Once per (queue, namespace) pair while enabled.
-                    q.namespaces.push(NsTiming {
-                        nsid: p.nsid,
-                        layers: Box::new(LayerSet::new(g)),
-                    });
-                    match q.namespaces.last_mut() {
-                        Some(n) => &mut n.layers,
-                        None => continue,
-                    }
-                }
-            };
-            set.record(p, now, prev);
-        }
-        self.pending.clear();
-        self.batch_start = 0;
-    }
 }
 
 /// A copy of a controller's timing, taken on its poller.
@@ -307,7 +195,7 @@ impl Controller {
         if enable {
             let max_qid = self.config.max_io_queues;
             let t = self.instruments.timing.get_or_insert_with(|| {
-                Box::new(Timing::new(granularity, max_qid, crate::poll::IO_BATCH))
+                Box::new(Timing::new(granularity, max_qid, crate::hold::MAX_HELD))
             });
             if !t.bdevs.iter().any(|b| b == bdev) {
                 t.bdevs.push(bdev.to_owned());
@@ -343,19 +231,32 @@ impl Controller {
         }
     }
 
-    /// Recompute which NSIDs are timed (after enabling, attaching or detaching).
+    /// Recompute which NSIDs are timed (after enabling, attaching or detaching); a timed
+    /// namespace's bdev channel leaves its latency counting to the timing (one reading
+    /// serves both), an untimed one counts for itself while its bdev is timed.
     pub(crate) fn refresh_timed_namespaces(&mut self) {
-        let Some(t) = self.instruments.timing.as_deref_mut() else {
-            return;
-        };
-        t.ns_on = self
+        let bdevs = self
+            .instruments
+            .timing
+            .as_deref()
+            .map(|t| t.bdevs.as_slice());
+        let on: Vec<bool> = self
             .namespaces
             .iter()
             .map(|n| {
                 n.as_ref()
-                    .is_some_and(|n| t.bdevs.iter().any(|b| b == n.bdev().name()))
+                    .zip(bdevs)
+                    .is_some_and(|(n, b)| b.iter().any(|b| b == n.bdev().name()))
             })
             .collect();
+        for (n, &on) in self.namespaces.iter().zip(&on) {
+            if let Some(n) = n {
+                n.io().set_timed_by_caller(on);
+            }
+        }
+        if let Some(t) = self.instruments.timing.as_deref_mut() {
+            t.ns_on = on;
+        }
     }
 
     /// Whether any command is being timed.
