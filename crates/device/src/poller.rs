@@ -310,9 +310,9 @@ impl PassTarget for PolledController {
 /// Reads are prefetched (`Controller::prefetch_reads`) just before the controller ahead of
 /// it is polled, so their data arrives while that one runs, and the last one's poll is
 /// preceded by the first one's prefetch for the next pass. Prefetching all of them first
-/// made every completion of the pass wait for all of its misses, and ran the commands rung
-/// meanwhile without prefetch; one ahead, each controller's completions go out early and
-/// the window for an unprefetched command is one controller's poll. Each poll still reads
+/// would make every completion of the pass wait for all of its misses and run the commands
+/// rung meanwhile without prefetch; one ahead, each controller's completions go out early
+/// and the window for an unprefetched command is one controller's poll. Each poll still reads
 /// its doorbells itself, so what a pass takes does not change. `stale`: the first one's
 /// prefetch may be old (the controller set changed, or the poller found no work and may
 /// have slept since), so it is made again here. Returns the commands completed and whether
