@@ -261,10 +261,10 @@ impl Controller {
     }
 
     /// Prefetch the data of the Reads waiting on every I/O SQ, without running anything.
-    /// A poller serving several controllers calls this on all of them before polling any,
-    /// so each controller's cache misses overlap with the others' work instead of
-    /// following it (with a few commands per controller, a batch's own prefetch is too
-    /// late to help).
+    /// A poller serving several controllers calls this on each one while the controller
+    /// before it is polled, so each controller's cache misses overlap with another's work
+    /// instead of following it (with a few commands per controller, a batch's own prefetch
+    /// is too late to help).
     pub fn prefetch_reads(&mut self) {
         if !self.state.is_ready() {
             return;

@@ -5,7 +5,9 @@
 
 #![allow(clippy::cast_possible_truncation)] // test data and SQE fields built from small values
 
-use nvmemu_ctrl::test_utils::{BLOCK, TestHost, get_log, layout, pattern, rw, sgl, sqe};
+use nvmemu_ctrl::test_utils::{
+    BLOCK, TestHost, get_feature, get_log, layout, pattern, rw, sgl, sqe,
+};
 use nvmemu_spec::log_page::SmartLog;
 use nvmemu_spec::{DataPtr, SglDescriptor, SglKind, Sqe, Status};
 use zerocopy::IntoBytes;
@@ -511,6 +513,24 @@ fn prefetching_ahead_of_polling_changes_no_result() {
     let c = h.reap(1).expect("a completion");
     assert_eq!((c.cid, c.status()), (cid.0, Status::SUCCESS));
     assert_eq!(h.mem.read_vec(buf(0), 4096), pattern(4096, 0));
+}
+
+#[test]
+fn a_command_rung_after_the_prefetch_is_taken_by_the_same_poll() {
+    // A poller serving several controllers prefetches each one while polling the one before
+    // it; the poll reads the doorbells again, so how promptly a command is taken does not
+    // change: an I/O or admin command rung in between runs in that same poll.
+    let mut h = TestHost::ready(16);
+    assert_eq!(h.write_blocks(1, 0, &pattern(512, 4)), Status::SUCCESS);
+    h.ctrl.prefetch_reads();
+    let io = h.submit(1, rw(0x02, 1, 0, 1, h.prps(layout::DATA, 512)));
+    // Get Features, Number of Queues: an admin command without data.
+    let admin = h.submit(0, get_feature(0x07, 0, 0));
+    assert_eq!(h.poll(), 2);
+    let done = |c: Option<nvmemu_spec::Cqe>| c.map(|c| (c.cid, c.status()));
+    assert_eq!(done(h.reap(1)), Some((io.0, Status::SUCCESS)));
+    assert_eq!(done(h.reap(0)), Some((admin.0, Status::SUCCESS)));
+    assert_eq!(h.mem.read_vec(layout::DATA, 512), pattern(512, 4));
 }
 
 #[test]

@@ -294,6 +294,69 @@ fn nanos_since(epoch: Instant) -> u64 {
     u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// What a pass does with one controller (a trait so tests can watch the order).
+trait PassTarget {
+    /// Copy its queued commands and prefetch their Reads' data (`Controller::prefetch_reads`).
+    fn prefetch(&mut self);
+    /// Poll it: the commands completed.
+    fn poll(&mut self) -> usize;
+    /// Whether it has work across passes.
+    fn has_deferred_work(&self) -> bool;
+}
+
+impl PassTarget for PolledController {
+    #[inline(always)]
+    fn prefetch(&mut self) {
+        self.ctrl.prefetch_reads();
+    }
+
+    #[inline(always)]
+    fn poll(&mut self) -> usize {
+        self.ctrl.poll(&mut self.irq)
+    }
+
+    #[inline(always)]
+    fn has_deferred_work(&self) -> bool {
+        self.ctrl.has_deferred_work()
+    }
+}
+
+/// One pass over `controllers`, each polled once, in order. With several, each one's queued
+/// Reads are prefetched (`Controller::prefetch_reads`) just before the controller ahead of
+/// it is polled, so their data arrives while that one runs, and the last one's poll is
+/// preceded by the first one's prefetch for the next pass. Prefetching all of them first
+/// would make every completion of the pass wait for all of its misses and run the commands
+/// rung meanwhile without prefetch; one ahead, each controller's completions go out early
+/// and the window for an unprefetched command is one controller's poll. Each poll still reads
+/// its doorbells itself, so what a pass takes does not change. `stale`: the first one's
+/// prefetch may be old (the controller set changed, or the poller found no work and may
+/// have slept since), so it is made again here. Returns the commands completed and whether
+/// any controller has work across passes.
+fn poll_pass<C: PassTarget>(controllers: &mut [C], stale: bool) -> (usize, bool) {
+    let n = controllers.len();
+    if n > 1
+        && stale
+        && let Some(c) = controllers.first_mut()
+    {
+        c.prefetch();
+    }
+    let mut work = 0usize;
+    // A command done across passes (a large Deallocate) keeps the poller from backing off.
+    let mut deferred = false;
+    for k in 0..n {
+        if n > 1
+            && let Some(c) = controllers.get_mut((k + 1) % n)
+        {
+            c.prefetch();
+        }
+        if let Some(c) = controllers.get_mut(k) {
+            work += c.poll();
+            deferred |= c.has_deferred_work();
+        }
+    }
+    (work, deferred)
+}
+
 fn run(
     mailbox: &Mailbox<PollerState>,
     stats: &PollerStats,
@@ -310,25 +373,17 @@ fn run(
     let mut idle = IdleTimer::default();
     let mut idle_passes: u64 = 0;
     let (mut passes, mut commands) = (0u64, 0u64);
+    // Whether the first controller's prefetch for this pass may be old (`poll_pass`).
+    let mut stale = true;
     loop {
-        mailbox.run_pending(&mut state);
+        stale |= mailbox.run_pending(&mut state);
         if stop.load(Ordering::Relaxed) {
             break;
         }
         idle.pass_begins(|| clock.now_ns());
-        let mut work = 0usize;
-        if state.controllers.len() > 1 {
-            for c in state.controllers.iter_mut() {
-                c.ctrl.prefetch_reads();
-            }
-        }
-        // A command done across passes (a large Deallocate) keeps the poller from backing off.
-        let mut deferred = false;
-        for c in state.controllers.iter_mut() {
-            work += c.ctrl.poll(&mut c.irq);
-            deferred |= c.ctrl.has_deferred_work();
-        }
+        let (work, deferred) = poll_pass(&mut state.controllers, stale);
         passes += 1;
+        stale = work == 0 && !deferred;
         if work > 0 || deferred {
             commands += work as u64;
             if idle.found_work() {
@@ -387,6 +442,58 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A controller that logs what the pass does with it.
+    struct Logged<'a> {
+        id: usize,
+        log: &'a std::cell::RefCell<Vec<String>>,
+    }
+
+    impl PassTarget for Logged<'_> {
+        fn prefetch(&mut self) {
+            self.log.borrow_mut().push(format!("prefetch {}", self.id));
+        }
+        fn poll(&mut self) -> usize {
+            self.log.borrow_mut().push(format!("poll {}", self.id));
+            1
+        }
+        fn has_deferred_work(&self) -> bool {
+            false
+        }
+    }
+
+    fn pass_log(n: usize, stale: bool) -> Vec<String> {
+        let log = std::cell::RefCell::new(Vec::new());
+        let mut cs: Vec<Logged> = (0..n).map(|id| Logged { id, log: &log }).collect();
+        assert_eq!(poll_pass(&mut cs, stale), (n, false));
+        log.into_inner()
+    }
+
+    #[test]
+    fn a_pass_prefetches_each_controller_while_the_one_before_it_is_polled() {
+        // Each prefetch comes just before the previous controller's poll, the first one's
+        // for the next pass at the end; a stale pass makes the first one's at its start.
+        let (p, q) = ("prefetch", "poll");
+        assert_eq!(
+            pass_log(3, false),
+            [p, q, p, q, p, q]
+                .iter()
+                .zip([1, 0, 2, 1, 0, 2])
+                .map(|(w, i)| format!("{w} {i}"))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            pass_log(3, true),
+            [p, p, q, p, q, p, q]
+                .iter()
+                .zip([0, 1, 0, 2, 1, 0, 2])
+                .map(|(w, i)| format!("{w} {i}"))
+                .collect::<Vec<_>>()
+        );
+        // One controller polls alone: its poll's own batch prefetch serves it.
+        assert_eq!(pass_log(1, true), ["poll 0"]);
+        assert_eq!(pass_log(0, true), Vec::<String>::new());
+    }
 
     #[test]
     fn the_default_back_off_spins_then_parks_200_us_and_never_yields() {

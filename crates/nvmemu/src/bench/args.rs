@@ -73,7 +73,8 @@ pub struct BenchArgs {
     /// Run only the ceiling probe: two pinned threads (client on the job CPU, "device" on the
     /// target CPU) moving 64-byte commands and 16-byte completions through shared-memory rings
     /// at --iodepth, the device copying --bs bytes from a random offset of a buffer as large as
-    /// the namespace (copy) or copying nothing (nocopy). The limit of this machine for the run.
+    /// the namespace (copy) or copying nothing (nocopy); with --controllers=N, over N queue
+    /// pairs sharing --iodepth. The limit of this machine for the run.
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "copy")]
     pub ceiling: Option<CeilingMode>,
     /// Alternate the ceiling probe and the real run N times and print both medians and their
@@ -94,7 +95,7 @@ pub struct BenchArgs {
     pub reply_timeout: Duration,
     /// In-process target only: serve N controllers (one namespace, one bdev) from each
     /// poller; each job spreads its --iodepth evenly over a queue pair on every controller
-    /// of its poller.
+    /// of its poller. The ceiling probe then runs N queue pairs the same way.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub controllers: u32,
 }

@@ -15,7 +15,9 @@ use super::embedded::run_embedded;
 use super::jobs::{JobSpec, RunPlan};
 use super::target::{TargetPlacement, allowed_cpus};
 
-/// The probe's options for this run: its block size, depth, footprint and CPUs.
+/// The probe's options for this run: its block size, depth, footprint and CPUs; with
+/// `--controllers=N`, N queue pairs sharing --iodepth as the job's spread queue does
+/// (`spread_queue.rs`: a queue pair per controller, each of `iodepth / N` rounded up).
 fn ceiling_options(args: &BenchArgs, opts: &BenchOptions) -> CeilingOptions {
     let placement = TargetPlacement::choose(
         &allowed_cpus(),
@@ -31,9 +33,11 @@ fn ceiling_options(args: &BenchArgs, opts: &BenchOptions) -> CeilingOptions {
         Some(m) => m == CeilingMode::Copy,
         None => args.ns.kind != crate::ns_spec::NsKind::Null,
     };
+    let queues = args.controllers.max(1);
     CeilingOptions {
         bs: *opts.bs,
-        depth: u16::try_from(opts.iodepth.max(1)).unwrap_or(u16::MAX - 1),
+        depth: u16::try_from(opts.iodepth.max(1).div_ceil(queues)).unwrap_or(u16::MAX - 1),
+        queues: u16::try_from(queues).unwrap_or(u16::MAX),
         footprint: args.ns.size.max(*opts.bs),
         copy,
         write: matches!(opts.rw.mode, RwMode::Write | RwMode::Randwrite),
