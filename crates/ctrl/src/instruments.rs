@@ -70,14 +70,10 @@ impl Instruments {
         }
     }
 
-    /// SQ `qid` shows `queued` commands (at least one) this pass: the busy stretch opens if
-    /// none is open, and the readings its batch takes are decided (timing covers I/O queues
-    /// only).
+    /// SQ `qid` shows `queued` commands (at least one) this pass: the readings its batch
+    /// takes are decided (timing covers I/O queues only).
     #[inline(always)]
     pub(crate) fn batch_begins(&mut self, qid: Qid, queued: u32) -> Stamps {
-        if self.busy_since == 0 {
-            self.busy_since = TscClock::ticks();
-        }
         let timed = match self.timing.as_deref_mut() {
             Some(t) if qid != Qid::ADMIN => {
                 t.sq_seen(qid, queued);
@@ -88,6 +84,17 @@ impl Instruments {
         Stamps {
             timed,
             traced: self.trace.is_some(),
+        }
+    }
+
+    /// A batch was found: the busy stretch opens if none is open. Called once the batch's
+    /// command and data reads are on their way: RDTSC is microcoded (13-20 ns on the
+    /// development VM), and before them it would delay the first command of every stretch,
+    /// i.e. every command at iodepth 1, by that much.
+    #[inline(always)]
+    pub(crate) fn busy(&mut self) {
+        if self.busy_since == 0 {
+            self.busy_since = TscClock::ticks();
         }
     }
 

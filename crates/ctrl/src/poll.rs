@@ -133,6 +133,7 @@ impl Controller {
         if qid != Qid::ADMIN {
             self.prefetch_batch(qid, tail, batch);
         }
+        self.instruments.busy();
         // Kept in a register: only a command set aside in this batch changes it.
         let mut slot_busy = self.zeroing.busy;
         for _ in 0..batch {

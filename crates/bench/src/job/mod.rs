@@ -23,9 +23,10 @@
 //! the completions before refilling lets the device work on the refilled slots
 //! while the job handles the rest, instead of the two taking turns.
 //!
-//! Per batch the loop reads the clock twice (issue start, doorbell) and per reap
-//! call once (first completion); completions with equal latencies are recorded
-//! together ([`PendingLatencies`]). Nothing else on the hot path allocates, locks or
+//! Per turn the loop reads the clock once (its time checks, and the start of the
+//! turn's first batch), once more per further batch, once after each doorbell, and
+//! per reap call once (first completion); completions with equal latencies are
+//! recorded together ([`PendingLatencies`]). Nothing else on the hot path allocates, locks or
 //! makes a syscall.
 //!
 //! Hook for a per-layer latency breakdown: every slot carries its
@@ -224,16 +225,19 @@ impl<'a> JobLoop<'a> {
             JobState::Running
         });
         loop {
-            let t = self.now();
+            let mut t = self.now();
             if !self.recording && t >= self.ramp_ns {
                 self.start_recording(t);
+                // It reads the thread's CPU time (a system call): not inside the next
+                // batch's latencies.
+                t = self.now();
             }
             let issuing = self.issuing(t);
             // thinktime: a due stall drains the I/Os in flight, then idles.
             let inflight = self.inflight;
             let thinking = self.thinker.as_mut().is_some_and(|th| th.wait(inflight, t));
             if issuing && !thinking && self.free.len() >= self.plan.batching.refill_min {
-                self.submit(q);
+                self.submit(q, t);
             }
             if self.inflight > 0 {
                 self.reap(q);
