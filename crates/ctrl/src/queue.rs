@@ -129,6 +129,9 @@ pub(crate) struct SubmissionQueue {
     pub(crate) stats: QueueCounters,
     /// The entries copied out of the ring ahead of the head (`fetch.rs`).
     pub(crate) copies: SqeCopies,
+    /// Where each CID's Read left its data, when the transport takes Reads in place
+    /// (`io/in_place.rs`); None otherwise.
+    pub(crate) in_place: Option<Box<[Option<crate::io::InPlaceRead>]>>,
 }
 
 impl SubmissionQueue {
@@ -142,6 +145,7 @@ impl SubmissionQueue {
             bad_doorbell: false,
             stats: QueueCounters::default(),
             copies: SqeCopies::default(),
+            in_place: None,
         }
     }
 

@@ -6,7 +6,9 @@
 use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
 
-use nvmemu_spec::{Cqe, Sqe, Status};
+use nvmemu_ctrl::Controller;
+use nvmemu_mem::MmapRegion;
+use nvmemu_spec::{Cid, Cqe, Sqe, Status};
 use zerocopy::FromZeros;
 
 use crate::buffers::ByteBuf;
@@ -516,8 +518,9 @@ impl Conn {
     }
 
     /// Turn the controller's completions into C2HData and response PDUs while the send
-    /// buffer has room; returns how many were sent.
-    pub(crate) fn reap(&mut self, doorbells: &nvmemu_mem::MmapRegion) -> usize {
+    /// buffer has room; returns how many were sent. `ctrl` is the queue's controller: a
+    /// Read it served in place is sent from the namespace's memory.
+    pub(crate) fn reap(&mut self, ctrl: &mut Controller, doorbells: &MmapRegion) -> usize {
         let neg = self.neg;
         let ConnState::Queue { q, .. } = &mut self.state else {
             return 0;
@@ -538,8 +541,8 @@ impl Conn {
             let data_layout = pdu::C2hLayout::new(pdu::DATA_HLEN, len as usize, &neg);
             let need = if send_data { data_layout.plen } else { 0 }
                 + if success_flag { 0 } else { resp_len };
-            // Without a data digest the data goes out from the slot (spliced between the
-            // C2HData header and what follows); with one, it is copied to be digested.
+            // Without a data digest the data goes out from where it lies (spliced between
+            // the C2HData header and what follows); with one, it is copied to be digested.
             let splice = send_data && !neg.ddgst;
             let Some(out) = self
                 .tx
@@ -547,13 +550,24 @@ impl Conn {
             else {
                 break;
             };
+            // Taken for every Read, so no record outlives its command.
+            let in_place = if read {
+                ctrl.take_read_in_place(q.mem.qid, Cid(i))
+                    .filter(|r| r.len() == u64::from(len))
+            } else {
+                None
+            };
             let mut at = 0;
             if send_data {
                 let l = pdu::encode_c2h_data_header(out, cccid, 0, len, success_flag, &neg);
                 at = l.pdo;
                 if !splice {
                     let data = &mut out[l.pdo..l.pdo + len as usize];
-                    if q.mem.read_slot(i, data).is_err() {
+                    let copied = match &in_place {
+                        Some(r) => r.region().copy_to(r.offset(), data),
+                        None => q.mem.read_slot(i, data),
+                    };
+                    if copied.is_err() {
                         data.fill(0);
                     }
                     pdu::finish_c2h_data(out, &l, &neg);
@@ -568,7 +582,8 @@ impl Conn {
             q.mem.pop_cqe();
             if splice {
                 self.tx.commit(at);
-                q.sendq.push(&self.tx, i, q.mem.slot_off(i), u64::from(len));
+                let slot_data = (q.mem.slot_off(i), u64::from(len));
+                q.sendq.push(&self.tx, i, slot_data, in_place);
                 self.tx.commit(need - len as usize - at);
                 if let Some(s) = q.slots.get_mut(usize::from(i)) {
                     *s = Slot::Sending;
@@ -583,5 +598,21 @@ impl Conn {
             q.mem.ring_cq_head(doorbells);
         }
         done
+    }
+
+    /// Copy what is left unsent of read data still in a namespace's memory into the
+    /// commands' slots (`SendQueue::settle`): called after each send, before the group's
+    /// controllers run again.
+    pub(crate) fn settle(&mut self) {
+        let q = match &mut self.state {
+            ConnState::Queue { q, .. }
+            | ConnState::Closing {
+                queue: Some((_, q)),
+                ..
+            } => q,
+            _ => return,
+        };
+        let QueueIo { mem, sendq, .. } = &mut **q;
+        sendq.settle(mem.region(), |slot| mem.slot_off(slot));
     }
 }

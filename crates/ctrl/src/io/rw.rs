@@ -71,6 +71,32 @@ pub(super) fn read(
     )
 }
 
+/// A Read whose data stays in the namespace's memory: the data pointer is walked and
+/// checked as `read` does (the host's buffers are not written) and the bdev counts the
+/// read. Returns the namespace byte range the data lies in.
+pub(super) fn read_in_place(
+    ns: &Namespace,
+    mem: &GuestMemory,
+    slba: Lba,
+    blocks: u32,
+    dptr: &DataPtr,
+    max: u64,
+) -> Result<(u64, u64), Status> {
+    let len = for_each_piece(
+        ns,
+        mem,
+        (slba, blocks, dptr, max),
+        Access::Write,
+        |_, _, _, _, _| Ok(()),
+    )?;
+    // In range: `for_each_piece` checked the blocks against the namespace.
+    let offset = slba.0 << ns.block_shift();
+    ns.io()
+        .count_read_in_place(offset, len)
+        .map_err(|e| bdev_status(&e))?;
+    Ok((offset, len))
+}
+
 /// Write: client memory -> namespace. Returns the bytes moved.
 pub(super) fn write(
     ns: &Namespace,

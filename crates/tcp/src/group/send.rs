@@ -17,10 +17,10 @@ impl PollGroup {
         };
         let mut work = 0;
         if let ConnState::Queue { cntlid, .. } = &conn.state
-            && let Some(c) = self.ctrls.get(cntlid)
+            && let Some(c) = self.ctrls.get_mut(cntlid)
         {
             let db = Arc::clone(&c.doorbells);
-            work += conn.reap(&db);
+            work += conn.reap(&mut c.ctrl, &db);
         }
         let (wrote, failed) = if conn.writable {
             match conn.flush(&mut self.counts.socket_writes) {
@@ -30,6 +30,9 @@ impl PollGroup {
         } else {
             (0, false)
         };
+        // What the socket did not take of a namespace's data moves to the slots before the
+        // controllers run again (`sendq.rs`).
+        conn.settle();
         // Stopping short means the socket is full; its next send space is a new event.
         conn.writable = !conn.unsent();
         work += wrote;
