@@ -87,11 +87,10 @@ impl BdevChannel {
     }
 
     /// The bdev's memory, for a Read whose data the caller sends from it instead of a copy
-    /// ([`BdevChannel::count_read_in_place`] counts it): None for null and file bdevs, and
-    /// while the bdev is timed (its read latency is a copy's).
+    /// ([`BdevChannel::count_read_in_place`] counts it): None for null and file bdevs.
     #[inline]
     pub fn memory(&self) -> Option<&Arc<MemoryHold>> {
-        self.memory.as_ref().filter(|_| !self.bdev.is_timed())
+        self.memory.as_ref()
     }
 
     /// Check and count a Read of `len` bytes at `offset` whose data the caller takes from

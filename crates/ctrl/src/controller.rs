@@ -220,6 +220,9 @@ impl Controller {
             .take()
             .ok_or(CtrlError::NoSuchNamespace { nsid: nsid.0 })?;
         ns.reservations().unsubscribe(&self.resv.inbox);
+        if let Some(memory) = ns.io().memory() {
+            self.queues.forget_in_place(memory);
+        }
         self.forget_namespace_timing(nsid.0);
         self.refresh_timed_namespaces();
         self.refresh_file_on();

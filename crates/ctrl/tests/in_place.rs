@@ -27,12 +27,12 @@ fn host() -> (TestHost, Vec<u8>) {
 }
 
 /// Read `blocks` at `slba` of namespace `nsid` on `qid` into a data area filled with
-/// `FILL`; the status, what the data area holds after it and the in-place record.
+/// `FILL`; the status, what the data area holds after it, the in-place record, the CID.
 fn read(
     h: &mut TestHost,
     qid: u16,
     (nsid, slba, blocks): (u32, u64, u32),
-) -> (Status, Vec<u8>, Option<InPlaceRead>) {
+) -> (Status, Vec<u8>, Option<InPlaceRead>, Cid) {
     let len = u64::from(blocks) * BLOCK;
     h.mem.write(layout::DATA, &vec![FILL; len as usize]);
     let dptr = h.prps(layout::DATA, len);
@@ -41,11 +41,8 @@ fn read(
     let c = h.reap(qid).expect("a completion");
     assert_eq!(c.cid, cid.0);
     let record = h.ctrl.take_read_in_place(Qid(qid), cid);
-    (
-        c.status(),
-        h.mem.read_vec(layout::DATA, len as usize),
-        record,
-    )
+    let data = h.mem.read_vec(layout::DATA, len as usize);
+    (c.status(), data, record, cid)
 }
 
 fn bytes(r: &InPlaceRead) -> Vec<u8> {
@@ -59,7 +56,7 @@ fn a_read_in_place_leaves_the_host_buffer_and_names_the_blocks() {
     let (mut h, data) = host();
     let bdev = Arc::clone(h.ctrl.namespaces().next().unwrap().bdev());
     let before = (h.ctrl.stats(), bdev.stats().snapshot());
-    let (status, buf, record) = read(&mut h, 1, (1, 8, 16));
+    let (status, buf, record, cid) = read(&mut h, 1, (1, 8, 16));
     assert_eq!(status, Status::SUCCESS);
     assert!(
         buf.iter().all(|&b| b == FILL),
@@ -68,8 +65,11 @@ fn a_read_in_place_leaves_the_host_buffer_and_names_the_blocks() {
     let r = record.expect("a record");
     assert_eq!((r.offset(), r.len()), (8 * BLOCK, 8192));
     assert_eq!(bytes(&r), data);
-    // Taken once.
-    assert!(h.ctrl.take_read_in_place(Qid(1), Cid(0)).is_none());
+
+    // Taken once; given back (its data sent), it is kept for its hold, not taken again.
+    assert!(h.ctrl.take_read_in_place(Qid(1), cid).is_none());
+    h.ctrl.give_back_read_in_place(Qid(1), cid, r);
+    assert!(h.ctrl.take_read_in_place(Qid(1), cid).is_none());
     // Counted as a copied read is.
     let (c, b) = (h.ctrl.stats(), bdev.stats().snapshot());
     assert_eq!(c.host_read_commands, before.0.host_read_commands + 1);
@@ -77,7 +77,7 @@ fn a_read_in_place_leaves_the_host_buffer_and_names_the_blocks() {
     assert_eq!(b.num_read_ops, before.1.num_read_ops + 1);
     assert_eq!(b.bytes_read, before.1.bytes_read + 8192);
     // The copying queue still copies.
-    let (status, buf, record) = read(&mut h, 2, (1, 8, 16));
+    let (status, buf, record, _) = read(&mut h, 2, (1, 8, 16));
     assert_eq!((status, record.is_none()), (Status::SUCCESS, true));
     assert_eq!(buf, data);
 }
@@ -112,7 +112,7 @@ fn what_must_be_copied_is_copied() {
     let (mut h, data) = host();
     let bdev = Arc::clone(h.ctrl.namespaces().next().unwrap().bdev());
     let copied = |h: &mut TestHost, nsid, what| {
-        let (status, buf, record) = read(h, 1, (nsid, 8, 16));
+        let (status, buf, record, _) = read(h, 1, (nsid, 8, 16));
         assert_eq!(status, Status::SUCCESS, "{what}");
         assert!(record.is_none(), "{what}: read in place");
         buf
@@ -156,14 +156,14 @@ fn what_must_be_copied_is_copied() {
         .unwrap();
     assert!(copied(&mut h, 2, "null").iter().all(|&b| b == 0));
     // And once all that is gone, reads are in place again.
-    let (_, _, record) = read(&mut h, 1, (1, 8, 16));
+    let (_, _, record, _) = read(&mut h, 1, (1, 8, 16));
     assert_eq!(bytes(&record.expect("in place")), data);
 }
 
 #[test]
 fn a_record_keeps_the_namespace_memory_after_the_namespace_and_bdev_are_gone() {
     let (mut h, data) = host();
-    let (_, _, record) = read(&mut h, 1, (1, 8, 16));
+    let (_, _, record, _) = read(&mut h, 1, (1, 8, 16));
     let r = record.unwrap();
     let bdev = h.ctrl.detach_namespace(Nsid(1)).unwrap();
     let weak = Arc::downgrade(&bdev);

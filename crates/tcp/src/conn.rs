@@ -601,9 +601,10 @@ impl Conn {
     }
 
     /// Copy what is left unsent of read data still in a namespace's memory into the
-    /// commands' slots (`SendQueue::settle`): called after each send, before the group's
-    /// controllers run again.
-    pub(crate) fn settle(&mut self) {
+    /// commands' slots (`SendQueue::settle`), and give the records no longer needed back
+    /// to the queue's controller (`ctrl`; None: it is gone, they are dropped). Called
+    /// after each send, before the group's controllers run again.
+    pub(crate) fn settle(&mut self, ctrl: Option<&mut Controller>) {
         let q = match &mut self.state {
             ConnState::Queue { q, .. }
             | ConnState::Closing {
@@ -614,5 +615,11 @@ impl Conn {
         };
         let QueueIo { mem, sendq, .. } = &mut **q;
         sendq.settle(mem.region(), |slot| mem.slot_off(slot));
+        let done = sendq.done();
+        if let Some(ctrl) = ctrl {
+            for (slot, record) in done {
+                ctrl.give_back_read_in_place(mem.qid, Cid(slot), record);
+            }
+        }
     }
 }

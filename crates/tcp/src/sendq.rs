@@ -23,7 +23,7 @@ use nvmemu_mem::{MAX_SEND_PIECES, MmapRegion, SendPiece};
 use crate::buffers::ByteBuf;
 
 /// A command's data that goes out after `before` more bytes of the send buffer.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Splice {
     /// Send buffer bytes between the previous splice (or the buffer's front) and this one.
     before: usize,
@@ -46,6 +46,9 @@ pub(crate) struct SendQueue {
     placed: usize,
     /// Splices whose data is still in a namespace's memory.
     in_place: usize,
+    /// Records whose data is sent or copied, by slot, to give back to the controller
+    /// (`Controller::give_back_read_in_place`), which reuses their holds.
+    done: Vec<(u16, InPlaceRead)>,
 }
 
 impl SendQueue {
@@ -55,6 +58,7 @@ impl SendQueue {
             splices: VecDeque::with_capacity(slots),
             placed: 0,
             in_place: 0,
+            done: Vec::with_capacity(slots),
         }
     }
 
@@ -112,7 +116,13 @@ impl SendQueue {
             }
             s.offset = dst;
             self.in_place -= 1;
+            self.done.push((s.slot, r));
         }
+    }
+
+    /// The records no splice needs any more (see `done`).
+    pub(crate) fn done(&mut self) -> std::vec::Drain<'_, (u16, InPlaceRead)> {
+        self.done.drain(..)
     }
 
     /// Send what the socket takes, `send` being one vectored send; `release` gets each
@@ -213,10 +223,9 @@ impl SendQueue {
             n -= usize::try_from(k).unwrap_or(n);
             if s.sent == s.len {
                 let slot = s.slot;
-                if let Some(s) = self.splices.pop_front()
-                    && s.in_place.is_some()
-                {
+                if let Some(r) = self.splices.pop_front().and_then(|s| s.in_place) {
                     self.in_place -= 1;
+                    self.done.push((slot, r));
                 }
                 release(slot);
             }

@@ -11,7 +11,12 @@
 //! the command), a command an injected fault hits (a `corrupt` edits the host's buffer).
 //!
 //! The record holds the namespace's memory ([`MemoryHold`]): a namespace detached or a bdev
-//! deleted while the transport still sends from it leaves the mapping alive. The bytes are
+//! deleted while the transport still sends from it leaves the mapping alive. Records are
+//! recycled, so a Read costs no reference count change (a locked instruction, which waits
+//! for the store buffer to drain): each CID's entry keeps its hold between commands, the
+//! transport takes it with the completion and gives it back when the data is sent
+//! ([`Controller::give_back_read_in_place`]); a hold is cloned only when a CID first reads
+//! a namespace, and dropped when the queue goes or the namespace is detached. The bytes are
 //! not frozen: whoever holds a record decides when they are read, and must keep a Write
 //! that runs meanwhile from tearing a block (the TCP target copies what a short send leaves
 //! behind before its controllers run again).
@@ -26,7 +31,7 @@ use super::{active_ns, rw};
 use crate::Controller;
 
 /// Where a Read left its data: `len` bytes at `offset` of the namespace's memory.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct InPlaceRead {
     memory: Arc<MemoryHold>,
     offset: u64,
@@ -55,6 +60,37 @@ impl InPlaceRead {
     }
 }
 
+/// One entry per CID of a queue that takes Reads in place.
+#[derive(Debug, Default)]
+struct Entry {
+    /// The last record of this CID (kept for its hold) or none.
+    record: Option<InPlaceRead>,
+    /// `record` describes a Read that completed and was not taken yet.
+    fresh: bool,
+}
+
+/// The records of one SQ, by CID.
+#[derive(Debug)]
+pub(crate) struct InPlaceTable(Box<[Entry]>);
+
+impl InPlaceTable {
+    fn new(entries: usize) -> InPlaceTable {
+        InPlaceTable((0..entries).map(|_| Entry::default()).collect())
+    }
+
+    /// Drop every hold on `memory` (its namespace was detached).
+    pub(crate) fn forget(&mut self, memory: &Arc<MemoryHold>) {
+        for e in &mut self.0 {
+            if e.record
+                .as_ref()
+                .is_some_and(|r| Arc::ptr_eq(&r.memory, memory))
+            {
+                *e = Entry::default();
+            }
+        }
+    }
+}
+
 impl Controller {
     /// Let I/O queue `qid` take Reads in place (see the module's doc); false if there is no
     /// such queue. Its record table is allocated here, one entry per queue entry: the
@@ -67,7 +103,7 @@ impl Controller {
             return false;
         };
         let entries = usize::try_from(sq.size).unwrap_or(0);
-        sq.in_place = Some(vec![None; entries].into_boxed_slice());
+        sq.in_place = Some(InPlaceTable::new(entries));
         self.in_place_on = true;
         self.rw_detour = true;
         true
@@ -77,12 +113,31 @@ impl Controller {
     /// place; taking it clears it. A transport calls this for every Read completion it
     /// reaps, failed ones too, so no record outlives its command.
     pub fn take_read_in_place(&mut self, qid: Qid, cid: Cid) -> Option<InPlaceRead> {
+        let e = self.in_place_entry(qid, cid)?;
+        if !std::mem::take(&mut e.fresh) {
+            return None;
+        }
+        e.record.take()
+    }
+
+    /// Return a record taken from queue `qid` once its data is sent (or copied), so the
+    /// next Read of CID `cid` reuses its hold; dropped if the queue is gone or the entry
+    /// holds another.
+    pub fn give_back_read_in_place(&mut self, qid: Qid, cid: Cid, record: InPlaceRead) {
+        if let Some(e) = self.in_place_entry(qid, cid)
+            && e.record.is_none()
+        {
+            e.record = Some(record);
+        }
+    }
+
+    fn in_place_entry(&mut self, qid: Qid, cid: Cid) -> Option<&mut Entry> {
         self.queues
             .sq_mut(qid)?
             .in_place
             .as_mut()?
-            .get_mut(usize::from(cid.0))?
-            .take()
+            .0
+            .get_mut(usize::from(cid.0))
     }
 
     /// Serve Read `c` (CID `cid`, from `sqid`) in place; None when it has to be copied.
@@ -96,13 +151,14 @@ impl Controller {
             return None;
         }
         let table = self.queues.sq(sqid)?.in_place.as_ref()?;
-        if usize::from(cid.0) >= table.len() {
+        if usize::from(cid.0) >= table.0.len() {
             return None;
         }
         let max = self.max_transfer();
         // Errors of the lookup are reported by the copy path.
         let ns = active_ns(&self.namespaces, c.nsid).ok()?;
-        let memory = Arc::clone(ns.io().memory()?);
+        // A timed bdev's read latency is a copy's.
+        let memory = ns.io().memory().filter(|_| !ns.bdev().is_timed())?;
         let moved = ns
             .reservations()
             .check(false, || self.host())
@@ -111,18 +167,25 @@ impl Controller {
             Ok(range) => range,
             Err(s) => return Some(Err(s)),
         };
-        let record = InPlaceRead {
-            memory,
-            offset,
-            len,
-        };
-        if let Some(slot) = self
+        if let Some(e) = self
             .queues
             .sq_mut(sqid)
             .and_then(|sq| sq.in_place.as_mut())
-            .and_then(|t| t.get_mut(usize::from(cid.0)))
+            .and_then(|t| t.0.get_mut(usize::from(cid.0)))
         {
-            *slot = Some(record);
+            match &mut e.record {
+                Some(r) if Arc::ptr_eq(&r.memory, memory) => {
+                    (r.offset, r.len) = (offset, len);
+                }
+                record => {
+                    *record = Some(InPlaceRead {
+                        memory: Arc::clone(memory),
+                        offset,
+                        len,
+                    });
+                }
+            }
+            e.fresh = true;
         }
         self.counters.host_read_commands += 1;
         self.count_bytes(sqid, len, 0);

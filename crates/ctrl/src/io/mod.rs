@@ -18,6 +18,7 @@ use crate::Controller;
 use crate::namespace::Namespace;
 
 pub use in_place::InPlaceRead;
+pub(crate) use in_place::InPlaceTable;
 
 impl Controller {
     /// Execute one I/O command taken from `sqid`. `None`: the command was set aside and

@@ -16,8 +16,11 @@ impl PollGroup {
             return 0;
         };
         let mut work = 0;
-        if let ConnState::Queue { cntlid, .. } = &conn.state
-            && let Some(c) = self.ctrls.get_mut(cntlid)
+        let mut ctrl = conn
+            .queue_of()
+            .and_then(|(cntlid, _)| self.ctrls.get_mut(&cntlid));
+        if let ConnState::Queue { .. } = &conn.state
+            && let Some(c) = ctrl.as_deref_mut()
         {
             let db = Arc::clone(&c.doorbells);
             work += conn.reap(&mut c.ctrl, &db);
@@ -32,7 +35,7 @@ impl PollGroup {
         };
         // What the socket did not take of a namespace's data moves to the slots before the
         // controllers run again (`sendq.rs`).
-        conn.settle();
+        conn.settle(ctrl.map(|c| &mut c.ctrl));
         // Stopping short means the socket is full; its next send space is a new event.
         conn.writable = !conn.unsent();
         work += wrote;
