@@ -162,7 +162,7 @@ impl Controller {
         let moved = ns
             .reservations()
             .check(false, || self.host())
-            .and_then(|()| rw::read_in_place(ns, &self.mem, c.slba, c.blocks, &c.dptr, max));
+            .and_then(|()| rw::read_in_place(ns, &self.mem, c, max));
         let (offset, len) = match moved {
             Ok(range) => range,
             Err(s) => return Some(Err(s)),

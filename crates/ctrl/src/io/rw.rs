@@ -5,7 +5,7 @@
 use nvmemu_bdev::BdevChannel;
 use nvmemu_bdev::fault::IoError;
 use nvmemu_mem::{Access, GuestMemory, MmapRegion};
-use nvmemu_spec::{DataPtr, Lba, Status};
+use nvmemu_spec::{DataPtr, Lba, ReadWrite, Status};
 
 use super::{bdev_status, byte_range};
 use crate::dptr::{Chunk, walk};
@@ -77,20 +77,13 @@ pub(super) fn read(
 pub(super) fn read_in_place(
     ns: &Namespace,
     mem: &GuestMemory,
-    slba: Lba,
-    blocks: u32,
-    dptr: &DataPtr,
+    c: &ReadWrite,
     max: u64,
 ) -> Result<(u64, u64), Status> {
-    let len = for_each_piece(
-        ns,
-        mem,
-        (slba, blocks, dptr, max),
-        Access::Write,
-        |_, _, _, _, _| Ok(()),
-    )?;
+    let command = (c.slba, c.blocks, &c.dptr, max);
+    let len = for_each_piece(ns, mem, command, Access::Write, |_, _, _, _, _| Ok(()))?;
     // In range: `for_each_piece` checked the blocks against the namespace.
-    let offset = slba.0 << ns.block_shift();
+    let offset = c.slba.0 << ns.block_shift();
     ns.io()
         .count_read_in_place(offset, len)
         .map_err(|e| bdev_status(&e))?;
