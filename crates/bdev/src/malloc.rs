@@ -47,8 +47,8 @@ pub struct MemoryReport {
 /// A hold on a malloc bdev's memory, for a transport that sends a Read's data straight from
 /// it instead of a copy: while a hold lives, so does the mapping, even after the bdev is
 /// deleted. Each [`BdevChannel`](crate::BdevChannel) has its own (see
-/// [`BdevChannel::memory`](crate::BdevChannel::memory)), so the reference count a transport
-/// bumps per command is its thread's alone.
+/// [`BdevChannel::memory`](crate::BdevChannel::memory)), so the reference count of the one
+/// a controller clones is touched by that controller's thread alone.
 #[derive(Debug)]
 pub struct MemoryHold(Arc<Storage>);
 
