@@ -8,7 +8,9 @@ use nvmemu_mem::{MemError, MmapRegion, Progress};
 
 use crate::fault::FaultSlot;
 use crate::file::{FileBacking, FileEngine};
-use crate::malloc::{MallocBacking, MemoryReport, Storage, WRITE_ZEROES_DISCARD_THRESHOLD};
+use crate::malloc::{
+    MallocBacking, MemoryHold, MemoryReport, Storage, WRITE_ZEROES_DISCARD_THRESHOLD,
+};
 use crate::model::ModelSlot;
 use crate::{BdevError, BdevOp, BdevStats, QosLimits};
 
@@ -284,9 +286,18 @@ impl Bdev {
         &self.stats
     }
 
+    /// A new hold on the memory of a malloc bdev (and of a delay or error bdev on one);
+    /// None for null and file bdevs.
+    pub(crate) fn memory_hold(&self) -> Option<MemoryHold> {
+        match (&self.storage, &self.file) {
+            (Some(s), None) => Some(MemoryHold::new(Arc::clone(s))),
+            _ => None,
+        }
+    }
+
     /// `OutOfRange` unless `[offset, offset + len)` lies inside the bdev.
     #[inline]
-    fn check(&self, op: BdevOp, offset: u64, len: u64) -> Result<(), BdevError> {
+    pub(crate) fn check(&self, op: BdevOp, offset: u64, len: u64) -> Result<(), BdevError> {
         match offset.checked_add(len) {
             Some(end) if end <= self.size => Ok(()),
             _ => Err(BdevError::OutOfRange {

@@ -51,6 +51,6 @@ pub use channel::BdevChannel;
 pub use error::{BdevError, BdevErrorKind, BdevOp};
 pub use file::{FileBacking, FileEngine};
 pub use latency::Latency;
-pub use malloc::{MallocBacking, MemoryReport, WRITE_ZEROES_DISCARD_THRESHOLD};
+pub use malloc::{MallocBacking, MemoryHold, MemoryReport, WRITE_ZEROES_DISCARD_THRESHOLD};
 pub use qos::{QosLimits, QosPool, QosValues, any_qos_limit};
 pub use stats::{BdevStats, BdevStatsSnapshot};

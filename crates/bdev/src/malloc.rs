@@ -2,6 +2,8 @@
 //! The memory of a malloc bdev: how it is backed, how it is made to read zeroes again, and
 //! what backs it now.
 
+use std::sync::Arc;
+
 use nvmemu_mem::{ByteSize, MemError, MmapRegion, PageKind, Progress, Residency};
 
 use crate::{BdevError, BdevOp};
@@ -40,6 +42,25 @@ pub struct MemoryReport {
     pub residency: Option<Residency>,
     /// The NUMA node its pages are bound to; `None`: the kernel's default policy.
     pub numa_node: Option<u32>,
+}
+
+/// A hold on a malloc bdev's memory, for a transport that sends a Read's data straight from
+/// it instead of a copy: while a hold lives, so does the mapping, even after the bdev is
+/// deleted. Each [`BdevChannel`](crate::BdevChannel) has its own (see
+/// [`BdevChannel::memory`](crate::BdevChannel::memory)), so the reference count of the one
+/// a controller clones is touched by that controller's thread alone.
+#[derive(Debug)]
+pub struct MemoryHold(Arc<Storage>);
+
+impl MemoryHold {
+    pub(crate) fn new(storage: Arc<Storage>) -> MemoryHold {
+        MemoryHold(storage)
+    }
+
+    /// The bdev's bytes: byte `offset` of the bdev is byte `offset` of the region.
+    pub fn region(&self) -> &MmapRegion {
+        &self.0.mem
+    }
 }
 
 /// A malloc bdev's memory and how it was made.

@@ -117,6 +117,13 @@ pub struct Controller {
     pub(crate) kato_ms: u32,
     /// Some attached namespace is backed by a file (set on attach and detach).
     pub(crate) file_on: bool,
+    /// Some I/O SQ was set to take Reads in place (`io/in_place.rs`).
+    pub(crate) in_place_on: bool,
+    /// `file_on || in_place_on`: a Read or Write may leave the plain copy path (the one
+    /// branch `exec_io` takes for both).
+    pub(crate) rw_detour: bool,
+    /// An injected fault is being applied: Reads are copied (`io/in_place.rs`).
+    pub(crate) injecting: bool,
     /// The io_uring of file namespaces and their commands in flight (`io/file_io.rs`).
     pub(crate) file_io: crate::io::file_io::FileIo,
     /// An injected fatal status waiting for its command count (`ctrl_faults.rs`).
@@ -163,6 +170,9 @@ impl Controller {
             faults_on: false,
             kato_ms: 0,
             file_on: false,
+            in_place_on: false,
+            rw_detour: false,
+            injecting: false,
             file_io: Default::default(),
             fatal_countdown: None,
             fatal_log: Default::default(),
@@ -210,6 +220,9 @@ impl Controller {
             .take()
             .ok_or(CtrlError::NoSuchNamespace { nsid: nsid.0 })?;
         ns.reservations().unsubscribe(&self.resv.inbox);
+        if let Some(memory) = ns.io().memory() {
+            self.queues.forget_in_place(memory);
+        }
         self.forget_namespace_timing(nsid.0);
         self.refresh_timed_namespaces();
         self.refresh_file_on();
@@ -227,6 +240,7 @@ impl Controller {
     fn refresh_file_on(&mut self) {
         let on = self.namespaces().any(|ns| ns.bdev().file().is_some());
         self.file_on = on;
+        self.rw_detour = on || self.in_place_on;
     }
 
     /// The attached namespaces, in NSID order.

@@ -261,7 +261,14 @@ impl Controller {
         injection: Injection,
     ) -> Option<Result<u32, Status>> {
         match injection {
-            Injection::Bdev(action) => self.inject(sqid, sqe, action),
+            Injection::Bdev(action) => {
+                // A `corrupt` changes the data in the host's buffer and a `delay` holds the
+                // completion: the data must be copied when the command runs.
+                self.injecting = true;
+                let result = self.inject(sqid, sqe, action);
+                self.injecting = false;
+                result
+            }
             Injection::Refuse(status) => Some(Err(status)),
             // Never consumed (`leaves_queued`); were it to be, it fails.
             Injection::Fatal => Some(Err(Status::INTERNAL_ERROR)),

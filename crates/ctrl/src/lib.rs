@@ -53,6 +53,7 @@ pub use controller::{Controller, CtrlError, InterruptSink, MmioError};
 pub use ctrl_faults::{FatalRecord, FatalRefused};
 pub use fabrics::FabricsIdentity;
 pub use hold::MAX_HELD;
+pub use io::InPlaceRead;
 pub use io::file_io::{COMPARE_BUF, COMPARE_BUFS, FILE_SLOTS};
 pub use latency::{LatencyHook, LatencyTable, Stage};
 pub use metrics::{ControllerStats, QueueCounters};

@@ -129,6 +129,9 @@ pub(crate) struct SubmissionQueue {
     pub(crate) stats: QueueCounters,
     /// The entries copied out of the ring ahead of the head (`fetch.rs`).
     pub(crate) copies: SqeCopies,
+    /// Where each CID's Read left its data, when the transport takes Reads in place
+    /// (`io/in_place.rs`); None otherwise.
+    pub(crate) in_place: Option<crate::io::InPlaceTable>,
 }
 
 impl SubmissionQueue {
@@ -142,6 +145,7 @@ impl SubmissionQueue {
             bad_doorbell: false,
             stats: QueueCounters::default(),
             copies: SqeCopies::default(),
+            in_place: None,
         }
     }
 
@@ -316,6 +320,18 @@ impl QueueTable {
     /// The submission queue `qid`, mutably.
     pub(crate) fn sq_mut(&mut self, qid: Qid) -> Option<&mut SubmissionQueue> {
         self.sqs.get_mut(qid.index())?.as_mut()
+    }
+
+    /// Drop the holds on `memory` the SQs keep for Reads in place (`io/in_place.rs`).
+    pub(crate) fn forget_in_place(&mut self, memory: &std::sync::Arc<nvmemu_bdev::MemoryHold>) {
+        for t in self
+            .sqs
+            .iter_mut()
+            .flatten()
+            .filter_map(|sq| sq.in_place.as_mut())
+        {
+            t.forget(memory);
+        }
     }
 
     /// The completion queue `qid`.

@@ -229,6 +229,11 @@ impl PollGroup {
             c.unmap(iova, len);
             return Err(bad_sqe_field(connect_sqe_offsets::QID));
         }
+        // Reads are sent from the namespace's memory, unless the data is digested (the
+        // digest is computed over a copy).
+        if !conn.neg.ddgst {
+            c.ctrl.enable_reads_in_place(Qid(qid));
+        }
         c.touch(now);
         conn.state = ConnState::Queue {
             cntlid: d.cntlid,

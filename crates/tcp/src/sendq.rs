@@ -1,23 +1,36 @@
 // SPDX-License-Identifier: Apache-2.0
 //! What a connection has to send, in order: the bytes of its send buffer (PDU headers,
-//! responses) with read data spliced in between them straight from the command slots of
-//! its queue's memory, so C2HData data is never copied into the send buffer. A slot whose
-//! data is spliced stays taken until the socket has taken its last byte.
+//! responses) with read data spliced in between them, never copied into the send buffer.
+//! The data goes out from where it lies: a Read served in place from the namespace's
+//! memory (`nvmemu_ctrl::InPlaceRead`), or otherwise the command's slot in the queue's
+//! memory. A slot whose data is spliced stays taken until the socket has taken its last
+//! byte.
+//!
+//! The kernel copies what a `sendmsg` takes before it returns, so a Write that runs after
+//! it cannot change those bytes. What a short send leaves of a namespace range is copied
+//! into the command's slot by [`SendQueue::settle`], which the poll group calls before its
+//! controllers run again: a Write to those blocks, on any of the group's connections,
+//! then cannot tear a block that is half sent (NVMe's atomic write unit is at least a
+//! block). A Write on another thread (a vfio-user poller serving the same namespace) is
+//! not held back: it races a Read as it would race the controller's copy.
 
 use std::collections::VecDeque;
 use std::io;
 
+use nvmemu_ctrl::InPlaceRead;
 use nvmemu_mem::{MAX_SEND_PIECES, MmapRegion, SendPiece};
 
 use crate::buffers::ByteBuf;
 
-/// Slot data that goes out after `before` more bytes of the send buffer.
-#[derive(Debug, Clone, Copy)]
+/// A command's data that goes out after `before` more bytes of the send buffer.
+#[derive(Debug)]
 struct Splice {
     /// Send buffer bytes between the previous splice (or the buffer's front) and this one.
     before: usize,
     slot: u16,
-    /// Where the data lies in the queue's memory.
+    /// Some: the data lies in the namespace's memory; None: in the queue's memory.
+    in_place: Option<InPlaceRead>,
+    /// Where the data starts in the memory it lies in.
     offset: u64,
     len: u64,
     /// How much of the data the socket has taken.
@@ -31,6 +44,11 @@ pub(crate) struct SendQueue {
     splices: VecDeque<Splice>,
     /// Sum of the splices' `before`: send buffer bytes already placed ahead of a splice.
     placed: usize,
+    /// Splices whose data is still in a namespace's memory.
+    in_place: usize,
+    /// Records whose data is sent or copied, by slot, to give back to the controller
+    /// (`Controller::give_back_read_in_place`), which reuses their holds.
+    done: Vec<(u16, InPlaceRead)>,
 }
 
 impl SendQueue {
@@ -39,6 +57,8 @@ impl SendQueue {
         SendQueue {
             splices: VecDeque::with_capacity(slots),
             placed: 0,
+            in_place: 0,
+            done: Vec::with_capacity(slots),
         }
     }
 
@@ -46,18 +66,63 @@ impl SendQueue {
         self.splices.is_empty()
     }
 
-    /// Send `len` bytes at `offset` of the queue's memory (slot `slot`'s data) after all
-    /// that `tx` holds now.
-    pub(crate) fn push(&mut self, tx: &ByteBuf, slot: u16, offset: u64, len: u64) {
+    /// Send slot `slot`'s data after all that `tx` holds now: `len` bytes at `offset` of
+    /// the queue's memory, or where `in_place` says (then `offset` and `len` are its).
+    pub(crate) fn push(
+        &mut self,
+        tx: &ByteBuf,
+        slot: u16,
+        (offset, len): (u64, u64),
+        in_place: Option<InPlaceRead>,
+    ) {
         let before = tx.len().saturating_sub(self.placed);
         self.placed += before;
+        let (offset, len) = in_place
+            .as_ref()
+            .map_or((offset, len), |r| (r.offset(), r.len()));
+        self.in_place += usize::from(in_place.is_some());
         self.splices.push_back(Splice {
             before,
             slot,
+            in_place,
             offset,
             len,
             sent: 0,
         });
+    }
+
+    /// Copy what is left to send of each namespace range into its slot (at `slot_off(slot)`
+    /// of `queue`, the queue's memory) and send it from there from now on. Called before
+    /// the group's controllers run again (see the module's doc); nothing to do unless a
+    /// send stopped short or did not happen.
+    pub(crate) fn settle(&mut self, queue: &MmapRegion, slot_off: impl Fn(u16) -> u64) {
+        if self.in_place == 0 {
+            return;
+        }
+        for s in &mut self.splices {
+            let Some(r) = s.in_place.take() else {
+                continue;
+            };
+            let dst = slot_off(s.slot);
+            let left = s.len - s.sent;
+            if let Err(e) = r
+                .region()
+                .copy_to_region(s.offset + s.sent, queue, dst + s.sent, left)
+            {
+                // Both ranges were checked when the command ran; keep sending in place.
+                tracing::warn!(%e, "read data could not be copied to its slot");
+                s.in_place = Some(r);
+                continue;
+            }
+            s.offset = dst;
+            self.in_place -= 1;
+            self.done.push((s.slot, r));
+        }
+    }
+
+    /// The records no splice needs any more (see `done`).
+    pub(crate) fn done(&mut self) -> std::vec::Drain<'_, (u16, InPlaceRead)> {
+        self.done.drain(..)
     }
 
     /// Send what the socket takes, `send` being one vectored send; `release` gets each
@@ -94,7 +159,7 @@ impl SendQueue {
 
     /// The pieces to send next, in order, and their byte count.
     fn pieces<'a>(
-        &self,
+        &'a self,
         data: &'a [u8],
         region: Option<&'a MmapRegion>,
         out: &mut [SendPiece<'a>; MAX_SEND_PIECES],
@@ -118,7 +183,7 @@ impl SendQueue {
             if !head.is_empty() && !add(SendPiece::Bytes(head), head.len(), &mut count) {
                 return (count, offered);
             }
-            let Some(region) = region else {
+            let Some(region) = s.in_place.as_ref().map(InPlaceRead::region).or(region) else {
                 return (count, offered);
             };
             let left = s.len - s.sent;
@@ -158,7 +223,10 @@ impl SendQueue {
             n -= usize::try_from(k).unwrap_or(n);
             if s.sent == s.len {
                 let slot = s.slot;
-                self.splices.pop_front();
+                if let Some(r) = self.splices.pop_front().and_then(|s| s.in_place) {
+                    self.in_place -= 1;
+                    self.done.push((slot, r));
+                }
                 release(slot);
             }
         }
@@ -184,7 +252,7 @@ mod tests {
             let head = [b'H', slot as u8, 0, 0, 0, 0, 0, 0];
             tx.reserve(8).unwrap().copy_from_slice(&head);
             tx.commit(8);
-            q.push(tx, slot, off, 5000);
+            q.push(tx, slot, (off, 5000), None);
             want.extend_from_slice(&head);
             want.extend_from_slice(&data);
         }

@@ -71,3 +71,49 @@ fn data_still_unsent_keeps_its_slot_while_later_reads_run() {
     }
     assert_eq!(data_seen, 127);
 }
+
+/// Reads are sent from the namespace's memory; what a short send leaves unsent is copied
+/// into the command's slot before the next command runs, so a Write behind the reads
+/// cannot change data the host is still receiving.
+#[test]
+fn a_write_behind_unsent_reads_leaves_their_data_whole() {
+    let (_t, addr, _) = target(TcpOptions::default());
+    let (_admin, mut io) = pair(addr, false, 128);
+    let (old, new) = (pattern(BIG as usize, 3), pattern(4096, 4));
+    let (c, _) = io.exec(rw(0x01, 0, BLOCKS, sgl(0x5A, BIG)), &[], &old, 32 * 1024);
+    assert_eq!(c.status(), Status::SUCCESS);
+    // 8 MiB of reads while the host reads nothing: the sends stop short early on.
+    let reads: Vec<u8> = (0..64u16).flat_map(|cid| read_capsule(cid, 0)).collect();
+    io.sock.write_all(&reads).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    // A Write over the first 4 KiB of every read's blocks, its data in the capsule; it
+    // runs after the reads (one queue, in order) while most of their data is unsent.
+    let write = io.capsule(rw(0x01, 0, 8, sgl(0x01, 4096)), 100, &new);
+    io.sock.write_all(&write).unwrap();
+    let (mut answered, mut data_seen) = (0, 0);
+    while answered < 65 {
+        let p = io.recv();
+        let cid = u16::from_le_bytes([p.header[0], p.header[1]]);
+        match p.ty {
+            0x07 => {
+                assert!(
+                    p.data == old,
+                    "read {cid} carries data the later write wrote"
+                );
+                data_seen += 1;
+            }
+            0x05 => {
+                let cqe = &p.header;
+                let status = u16::from_le_bytes([cqe[14], cqe[15]]) >> 1;
+                assert_eq!(status, 0, "command {cid}");
+                answered += 1;
+            }
+            ty => panic!("unexpected PDU type {ty:#x}"),
+        }
+    }
+    assert_eq!(data_seen, 64);
+    // The write took effect.
+    let (c, back) = io.exec(rw(0x02, 0, 8, sgl(0x5A, 4096)), &[], &[], 0);
+    assert_eq!(c.status(), Status::SUCCESS);
+    assert!(back == new, "the write is not in the namespace");
+}

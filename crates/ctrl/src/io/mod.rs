@@ -5,6 +5,7 @@
 mod dsm;
 pub(crate) mod file_io;
 mod flush;
+mod in_place;
 mod reservation;
 mod rw;
 mod write_zeroes;
@@ -16,6 +17,9 @@ use nvmemu_spec::{IoCommand, Lba, Nsid, Qid, ReadWrite, Sqe, Status};
 use crate::Controller;
 use crate::namespace::Namespace;
 
+pub use in_place::InPlaceRead;
+pub(crate) use in_place::InPlaceTable;
+
 impl Controller {
     /// Execute one I/O command taken from `sqid`. `None`: the command was set aside and
     /// completes in a later pass (a large Deallocate or Write Zeroes, see `zeroing.rs`; a
@@ -23,16 +27,37 @@ impl Controller {
     pub(crate) fn exec_io(&mut self, sqid: Qid, sqe: &Sqe) -> Option<Result<u32, Status>> {
         // The hot path skips `IoCommand` (see `ReadWrite::decode`).
         match ReadWrite::decode(sqe) {
-            // One predictable branch when no namespace is a file.
-            Some(Ok(c)) if self.file_on => match self.file_read_write(sqid, sqe, &c) {
-                file_io::Started::NotHere => Some(self.read_write(sqid, &c)),
-                file_io::Started::Queued => None,
-                file_io::Started::Failed(s) => Some(Err(s)),
-            },
+            // One predictable branch when no namespace is a file and no queue takes Reads
+            // in place.
+            Some(Ok(c)) if self.rw_detour => self.detour_read_write(sqid, sqe, &c),
             Some(Ok(c)) => Some(self.read_write(sqid, &c)),
             Some(Err(s)) => Some(Err(s)),
             None => self.exec_other_io(sqid, sqe),
         }
+    }
+
+    /// A Read or Write when some namespace is a file (`file_io/`) or some queue takes
+    /// Reads in place (`in_place.rs`); what neither takes is copied as usual.
+    fn detour_read_write(
+        &mut self,
+        sqid: Qid,
+        sqe: &Sqe,
+        c: &ReadWrite,
+    ) -> Option<Result<u32, Status>> {
+        if self.file_on {
+            match self.file_read_write(sqid, sqe, c) {
+                file_io::Started::NotHere => {}
+                file_io::Started::Queued => return None,
+                file_io::Started::Failed(s) => return Some(Err(s)),
+            }
+        }
+        if !c.write
+            && self.in_place_on
+            && let Some(result) = self.read_in_place(sqid, sqe.cid(), c)
+        {
+            return Some(result);
+        }
+        Some(self.read_write(sqid, c))
     }
 
     #[inline(never)]

@@ -5,7 +5,7 @@
 use nvmemu_bdev::BdevChannel;
 use nvmemu_bdev::fault::IoError;
 use nvmemu_mem::{Access, GuestMemory, MmapRegion};
-use nvmemu_spec::{DataPtr, Lba, Status};
+use nvmemu_spec::{DataPtr, Lba, ReadWrite, Status};
 
 use super::{bdev_status, byte_range};
 use crate::dptr::{Chunk, walk};
@@ -69,6 +69,25 @@ pub(super) fn read(
         Access::Write,
         |bdev, pos, r, off, len| bdev.read(pos, r, off, len).map_err(|e| bdev_status(&e)),
     )
+}
+
+/// A Read whose data stays in the namespace's memory: the data pointer is walked and
+/// checked as `read` does (the host's buffers are not written) and the bdev counts the
+/// read. Returns the namespace byte range the data lies in.
+pub(super) fn read_in_place(
+    ns: &Namespace,
+    mem: &GuestMemory,
+    c: &ReadWrite,
+    max: u64,
+) -> Result<(u64, u64), Status> {
+    let command = (c.slba, c.blocks, &c.dptr, max);
+    let len = for_each_piece(ns, mem, command, Access::Write, |_, _, _, _, _| Ok(()))?;
+    // In range: `for_each_piece` checked the blocks against the namespace.
+    let offset = c.slba.0 << ns.block_shift();
+    ns.io()
+        .count_read_in_place(offset, len)
+        .map_err(|e| bdev_status(&e))?;
+    Ok((offset, len))
 }
 
 /// Write: client memory -> namespace. Returns the bytes moved.

@@ -16,11 +16,14 @@ impl PollGroup {
             return 0;
         };
         let mut work = 0;
-        if let ConnState::Queue { cntlid, .. } = &conn.state
-            && let Some(c) = self.ctrls.get(cntlid)
+        let mut ctrl = conn
+            .queue_of()
+            .and_then(|(cntlid, _)| self.ctrls.get_mut(&cntlid));
+        if let ConnState::Queue { .. } = &conn.state
+            && let Some(c) = ctrl.as_deref_mut()
         {
             let db = Arc::clone(&c.doorbells);
-            work += conn.reap(&db);
+            work += conn.reap(&mut c.ctrl, &db);
         }
         let (wrote, failed) = if conn.writable {
             match conn.flush(&mut self.counts.socket_writes) {
@@ -30,6 +33,9 @@ impl PollGroup {
         } else {
             (0, false)
         };
+        // What the socket did not take of a namespace's data moves to the slots before the
+        // controllers run again (`sendq.rs`).
+        conn.settle(ctrl.map(|c| &mut c.ctrl));
         // Stopping short means the socket is full; its next send space is a new event.
         conn.writable = !conn.unsent();
         work += wrote;

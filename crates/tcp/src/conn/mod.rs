@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! One TCP connection: its buffers, its place in the NVMe/TCP life cycle, and, once
-//! connected, its queue pair's command slots. Parsing and answering live here; what
-//! needs the poll group (Connect, controllers) is in `group/`.
+//! connected, its queue pair's command slots. Parsing and answering live here, the
+//! completions on the way out in `reap.rs`; what needs the poll group (Connect,
+//! controllers) is in `group/`.
 
 use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
@@ -14,6 +15,8 @@ use crate::pdu::{self, Negotiated, PduError};
 use crate::queue::QueueMem;
 use crate::sendq::SendQueue;
 use crate::transfer::{Transfer, rw_bytes, transfer};
+
+mod reap;
 
 /// Where a connection is.
 #[derive(Debug)]
@@ -513,75 +516,5 @@ impl Conn {
             self.respond_status(cccid, Status::INTERNAL_ERROR, 0);
         }
         Outcome::Done
-    }
-
-    /// Turn the controller's completions into C2HData and response PDUs while the send
-    /// buffer has room; returns how many were sent.
-    pub(crate) fn reap(&mut self, doorbells: &nvmemu_mem::MmapRegion) -> usize {
-        let neg = self.neg;
-        let ConnState::Queue { q, .. } = &mut self.state else {
-            return 0;
-        };
-        let resp_len = pdu::C2hLayout::new(pdu::RESP_HLEN, 0, &neg).plen;
-        let mut done = 0;
-        while let Some(mut cqe) = q.mem.peek_cqe() {
-            let i = cqe.cid;
-            let Some(Slot::Submitted { cccid, len, read }) = q.slots.get(usize::from(i)).copied()
-            else {
-                // Not ours (cannot happen: every SQE we post names a submitted slot).
-                q.mem.pop_cqe();
-                continue;
-            };
-            let ok = cqe.status().is_success();
-            let send_data = read && ok && len > 0;
-            let success_flag = send_data && q.sqfc_off;
-            let data_layout = pdu::C2hLayout::new(pdu::DATA_HLEN, len as usize, &neg);
-            let need = if send_data { data_layout.plen } else { 0 }
-                + if success_flag { 0 } else { resp_len };
-            // Without a data digest the data goes out from the slot (spliced between the
-            // C2HData header and what follows); with one, it is copied to be digested.
-            let splice = send_data && !neg.ddgst;
-            let Some(out) = self
-                .tx
-                .reserve(need - if splice { len as usize } else { 0 })
-            else {
-                break;
-            };
-            let mut at = 0;
-            if send_data {
-                let l = pdu::encode_c2h_data_header(out, cccid, 0, len, success_flag, &neg);
-                at = l.pdo;
-                if !splice {
-                    let data = &mut out[l.pdo..l.pdo + len as usize];
-                    if q.mem.read_slot(i, data).is_err() {
-                        data.fill(0);
-                    }
-                    pdu::finish_c2h_data(out, &l, &neg);
-                    at = l.plen;
-                }
-            }
-            if !success_flag {
-                cqe.cid = cccid;
-                pdu::encode_resp(&mut out[at..], &cqe, &neg);
-            }
-            q.sq_head = cqe.sq_head;
-            q.mem.pop_cqe();
-            if splice {
-                self.tx.commit(at);
-                q.sendq.push(&self.tx, i, q.mem.slot_off(i), u64::from(len));
-                self.tx.commit(need - len as usize - at);
-                if let Some(s) = q.slots.get_mut(usize::from(i)) {
-                    *s = Slot::Sending;
-                }
-            } else {
-                self.tx.commit(need);
-                q.release(i);
-            }
-            done += 1;
-        }
-        if done > 0 {
-            q.mem.ring_cq_head(doorbells);
-        }
-        done
     }
 }

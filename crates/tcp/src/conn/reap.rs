@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A connected queue on the way out: the controller's completions become C2HData and
+//! response PDUs, read data spliced from where it lies, and what a short send leaves of a
+//! namespace's memory moves to the commands' slots before the controllers run again.
+
+use nvmemu_ctrl::Controller;
+use nvmemu_mem::MmapRegion;
+use nvmemu_spec::Cid;
+
+use super::{Conn, ConnState, QueueIo, Slot};
+use crate::pdu;
+
+impl Conn {
+    /// Turn the controller's completions into C2HData and response PDUs while the send
+    /// buffer has room; returns how many were sent. `ctrl` is the queue's controller: a
+    /// Read it served in place is sent from the namespace's memory.
+    pub(crate) fn reap(&mut self, ctrl: &mut Controller, doorbells: &MmapRegion) -> usize {
+        let neg = self.neg;
+        let ConnState::Queue { q, .. } = &mut self.state else {
+            return 0;
+        };
+        let resp_len = pdu::C2hLayout::new(pdu::RESP_HLEN, 0, &neg).plen;
+        let mut done = 0;
+        while let Some(mut cqe) = q.mem.peek_cqe() {
+            let i = cqe.cid;
+            let Some(Slot::Submitted { cccid, len, read }) = q.slots.get(usize::from(i)).copied()
+            else {
+                // Not ours (cannot happen: every SQE we post names a submitted slot).
+                q.mem.pop_cqe();
+                continue;
+            };
+            let ok = cqe.status().is_success();
+            let send_data = read && ok && len > 0;
+            let success_flag = send_data && q.sqfc_off;
+            let data_layout = pdu::C2hLayout::new(pdu::DATA_HLEN, len as usize, &neg);
+            let need = if send_data { data_layout.plen } else { 0 }
+                + if success_flag { 0 } else { resp_len };
+            // Without a data digest the data goes out from where it lies (spliced between
+            // the C2HData header and what follows); with one, it is copied to be digested.
+            let splice = send_data && !neg.ddgst;
+            let Some(out) = self
+                .tx
+                .reserve(need - if splice { len as usize } else { 0 })
+            else {
+                break;
+            };
+            // Taken for every Read, so no record outlives its command.
+            let in_place = if read {
+                ctrl.take_read_in_place(q.mem.qid, Cid(i))
+                    .filter(|r| r.len() == u64::from(len))
+            } else {
+                None
+            };
+            let mut at = 0;
+            if send_data {
+                let l = pdu::encode_c2h_data_header(out, cccid, 0, len, success_flag, &neg);
+                at = l.pdo;
+                if !splice {
+                    let data = &mut out[l.pdo..l.pdo + len as usize];
+                    let copied = match &in_place {
+                        Some(r) => r.region().copy_to(r.offset(), data),
+                        None => q.mem.read_slot(i, data),
+                    };
+                    if copied.is_err() {
+                        data.fill(0);
+                    }
+                    pdu::finish_c2h_data(out, &l, &neg);
+                    at = l.plen;
+                }
+            }
+            if !success_flag {
+                cqe.cid = cccid;
+                pdu::encode_resp(&mut out[at..], &cqe, &neg);
+            }
+            q.sq_head = cqe.sq_head;
+            q.mem.pop_cqe();
+            if splice {
+                self.tx.commit(at);
+                let slot_data = (q.mem.slot_off(i), u64::from(len));
+                q.sendq.push(&self.tx, i, slot_data, in_place);
+                self.tx.commit(need - len as usize - at);
+                if let Some(s) = q.slots.get_mut(usize::from(i)) {
+                    *s = Slot::Sending;
+                }
+            } else {
+                self.tx.commit(need);
+                q.release(i);
+            }
+            done += 1;
+        }
+        if done > 0 {
+            q.mem.ring_cq_head(doorbells);
+        }
+        done
+    }
+
+    /// Copy what is left unsent of read data still in a namespace's memory into the
+    /// commands' slots (`SendQueue::settle`), and give the records no longer needed back
+    /// to the queue's controller (`ctrl`; None: it is gone, they are dropped). Called
+    /// after each send, before the group's controllers run again.
+    pub(crate) fn settle(&mut self, ctrl: Option<&mut Controller>) {
+        let q = match &mut self.state {
+            ConnState::Queue { q, .. }
+            | ConnState::Closing {
+                queue: Some((_, q)),
+                ..
+            } => q,
+            _ => return,
+        };
+        let QueueIo { mem, sendq, .. } = &mut **q;
+        sendq.settle(mem.region(), |slot| mem.slot_off(slot));
+        let done = sendq.done();
+        if let Some(ctrl) = ctrl {
+            for (slot, record) in done {
+                ctrl.give_back_read_in_place(mem.qid, Cid(slot), record);
+            }
+        }
+    }
+}
