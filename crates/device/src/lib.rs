@@ -13,6 +13,7 @@
 
 mod admission;
 pub mod affinity;
+mod backoff;
 mod budget;
 mod function;
 mod idle;
