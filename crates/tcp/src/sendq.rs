@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::io;
 
 use nvmemu_ctrl::InPlaceRead;
-use nvmemu_mem::{MAX_SEND_PIECES, MmapRegion, SendPiece};
+use nvmemu_mem::{MAX_SEND_PIECES, MemError, MmapRegion, SendPiece};
 
 use crate::buffers::ByteBuf;
 
@@ -95,9 +95,19 @@ impl SendQueue {
     /// of `queue`, the queue's memory) and send it from there from now on. Called before
     /// the group's controllers run again (see the module's doc); nothing to do unless a
     /// send stopped short or did not happen.
-    pub(crate) fn settle(&mut self, queue: &MmapRegion, slot_off: impl Fn(u16) -> u64) {
+    ///
+    /// Both ranges were checked when the command ran, so a copy fails only if a mapping
+    /// went bad since. Sending such data in place would no longer be atomic against a
+    /// Write (or would send what replaced a lost mapping), so the error is returned and the
+    /// caller must close the connection: the host then retries or resets, and sees no
+    /// torn data.
+    pub(crate) fn settle(
+        &mut self,
+        queue: &MmapRegion,
+        slot_off: impl Fn(u16) -> u64,
+    ) -> Result<(), MemError> {
         if self.in_place == 0 {
-            return;
+            return Ok(());
         }
         for s in &mut self.splices {
             let Some(r) = s.in_place.take() else {
@@ -109,15 +119,14 @@ impl SendQueue {
                 .region()
                 .copy_to_region(s.offset + s.sent, queue, dst + s.sent, left)
             {
-                // Both ranges were checked when the command ran; keep sending in place.
-                tracing::warn!(%e, "read data could not be copied to its slot");
                 s.in_place = Some(r);
-                continue;
+                return Err(e);
             }
             s.offset = dst;
             self.in_place -= 1;
             self.done.push((s.slot, r));
         }
+        Ok(())
     }
 
     /// The records no splice needs any more (see `done`).
@@ -312,6 +321,60 @@ mod tests {
         assert!(released[0].1 >= 5008, "{released:?}");
         assert_eq!(released[1].0, 5);
         assert!(released[1].1 >= 2 * 5008, "{released:?}");
+    }
+
+    #[test]
+    fn data_that_cannot_be_settled_is_an_error_not_sent_in_place() {
+        let bdev = std::sync::Arc::new(nvmemu_bdev::Bdev::malloc("m", 512, 64).unwrap());
+        let channel = bdev.channel();
+        let memory = channel.memory().expect("a malloc bdev has memory");
+        let record = InPlaceRead::new(memory, 4096, 4096).unwrap();
+        assert!(InPlaceRead::new(memory, 4096, 64 * 512).is_none());
+        let (mut tx, mut q) = (ByteBuf::new(64), SendQueue::with_capacity(4));
+        tx.reserve(8).unwrap().copy_from_slice(b"HEADER..");
+        tx.commit(8);
+        q.push(&tx, 2, (0, 0), Some(record));
+        // The slot lies beyond the queue's memory: the copy fails and settle says so.
+        let queue = MmapRegion::anonymous(4096).unwrap();
+        assert!(q.settle(&queue, |_| 8192).is_err());
+        assert!(q.done().next().is_none(), "nothing was settled");
+        // A slot that fits takes the data, which is then sent from the queue's memory.
+        memory.region().copy_from(4096, &[0x5a; 4096]).unwrap();
+        let queue = MmapRegion::anonymous(8192).unwrap();
+        q.settle(&queue, |_| 4096).unwrap();
+        assert_eq!(q.done().map(|(slot, _)| slot).collect::<Vec<_>>(), [2]);
+        memory.region().copy_from(4096, &[0; 4096]).unwrap();
+        let mut sent = Vec::new();
+        q.drain(
+            &mut tx,
+            Some(&queue),
+            |pieces| {
+                let before = sent.len();
+                for p in pieces {
+                    match *p {
+                        SendPiece::Bytes(b) => sent.extend_from_slice(b),
+                        SendPiece::Region {
+                            region,
+                            offset,
+                            len,
+                        } => {
+                            let mut v = vec![0; len as usize];
+                            region.copy_to(offset, &mut v).unwrap();
+                            sent.extend_from_slice(&v);
+                        }
+                    }
+                }
+                Ok(sent.len() - before)
+            },
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(&sent[..8], b"HEADER..");
+        assert_eq!(
+            &sent[8..],
+            [0x5a; 4096],
+            "the settled copy, not the namespace's new bytes"
+        );
     }
 
     #[test]

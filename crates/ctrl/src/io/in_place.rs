@@ -39,6 +39,17 @@ pub struct InPlaceRead {
 }
 
 impl InPlaceRead {
+    /// A record of `len` bytes at `offset` of `memory`; None if they do not lie in it.
+    /// The controller makes its own; this one is for a transport's tests.
+    pub fn new(memory: &Arc<MemoryHold>, offset: u64, len: u64) -> Option<InPlaceRead> {
+        let end = offset.checked_add(len)?;
+        (end <= memory.region().len()).then(|| InPlaceRead {
+            memory: Arc::clone(memory),
+            offset,
+            len,
+        })
+    }
+
     /// The namespace's memory (kept mapped while this record lives).
     pub fn region(&self) -> &MmapRegion {
         self.memory.region()

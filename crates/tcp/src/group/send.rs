@@ -25,7 +25,7 @@ impl PollGroup {
             let db = Arc::clone(&c.doorbells);
             work += conn.reap(&mut c.ctrl, &db);
         }
-        let (wrote, failed) = if conn.writable {
+        let (wrote, mut failed) = if conn.writable {
             match conn.flush(&mut self.counts.socket_writes) {
                 Ok(n) => (n, false),
                 Err(_) => (0, true),
@@ -35,7 +35,7 @@ impl PollGroup {
         };
         // What the socket did not take of a namespace's data moves to the slots before the
         // controllers run again (`sendq.rs`).
-        conn.settle(ctrl.map(|c| &mut c.ctrl));
+        failed |= !conn.settle(ctrl.map(|c| &mut c.ctrl));
         // Stopping short means the socket is full; its next send space is a new event.
         conn.writable = !conn.unsent();
         work += wrote;
