@@ -16,7 +16,10 @@ use crate::{Bdev, BdevError, BdevOp};
 /// I/O on a [`Bdev`] from one thread at a time. Every method checks its byte range and
 /// counts what succeeded (Read, Write and Deallocate also their latency, while the bdev
 /// [is timed](Bdev::set_timed)) in the channel's own counters (summed into the bdev's by
-/// [`BdevStats::snapshot`](crate::BdevStats::snapshot)).
+/// [`BdevStats::snapshot`](crate::BdevStats::snapshot)). An operation whose client memory
+/// comes in pieces (a command's data pointer) is done with [`begin`](BdevChannel::begin),
+/// a `*_piece` call per piece and one [`count`](BdevChannel::count): one operation and one
+/// latency sample per command, as SPDK counts a bdev I/O, however many pieces it took.
 ///
 /// `Send` but not `Sync`: it may move to a poller thread, but only one thread uses it at a
 /// time, which is what lets its counters be bumped without a locked add. Each namespace
@@ -31,6 +34,12 @@ pub struct BdevChannel {
     /// Makes the type `!Sync` (see above).
     not_sync: PhantomData<Cell<()>>,
 }
+
+/// When an operation done in pieces began ([`BdevChannel::begin`]): a clock reading only
+/// while the channel times its operations.
+#[derive(Debug, Clone, Copy)]
+#[must_use]
+pub struct Started(Option<u64>);
 
 impl Bdev {
     /// A new I/O channel on this bdev.
@@ -106,7 +115,7 @@ impl BdevChannel {
         self.bdev.prefetch(offset, len);
     }
 
-    /// Copy `len` bytes at `offset` into `dst` at `dst_offset` (null: zeroes).
+    /// Copy `len` bytes at `offset` into `dst` at `dst_offset` (null: zeroes): one Read.
     #[inline]
     pub fn read(
         &self,
@@ -115,14 +124,53 @@ impl BdevChannel {
         dst_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let copy = || self.bdev.read(offset, dst, dst_offset, len);
-        if self.times_itself() {
-            timed(&self.counters.read_latency, copy)?;
-        } else {
-            copy()?;
-        }
-        self.counters.record_read(len);
+        let started = self.begin();
+        self.read_piece(offset, dst, dst_offset, len)?;
+        self.count(BdevOp::Read, len, started);
         Ok(())
+    }
+
+    /// The clock reading that opens an operation done in pieces (`*_piece`, then
+    /// [`count`](Self::count)), taken only while the channel [times itself](Bdev::set_timed).
+    #[inline(always)]
+    pub fn begin(&self) -> Started {
+        Started(self.times_itself().then(latency::start))
+    }
+
+    /// One piece of a Read whose destination comes in pieces (a command's data pointer):
+    /// the copy only; [`count`](Self::count) counts the Read once it is whole.
+    #[inline(always)]
+    pub fn read_piece(
+        &self,
+        offset: u64,
+        dst: &MmapRegion,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<(), BdevError> {
+        self.bdev.read(offset, dst, dst_offset, len)
+    }
+
+    /// Count one `op` (Read, Write or Compare) of `bytes` done in pieces since `started`:
+    /// one operation and, while timed, one latency sample, however many pieces it took.
+    #[inline(always)]
+    pub fn count(&self, op: BdevOp, bytes: u64, started: Started) {
+        let latency = match op {
+            BdevOp::Read => {
+                self.counters.record_read(bytes);
+                &self.counters.read_latency
+            }
+            BdevOp::Write => {
+                self.counters.record_write(bytes);
+                &self.counters.write_latency
+            }
+            _ => {
+                self.count_completed(op, bytes);
+                return;
+            }
+        };
+        if let Started(Some(t0)) = started {
+            record_since(latency, t0);
+        }
     }
 
     /// The bdev's memory, for a Read whose data the caller sends from it instead of a copy
@@ -141,7 +189,8 @@ impl BdevChannel {
         Ok(())
     }
 
-    /// Copy `len` bytes of `src` at `src_offset` to `offset` (null: checks `src`, drops it).
+    /// Copy `len` bytes of `src` at `src_offset` to `offset` (null: checks `src`, drops it):
+    /// one Write.
     #[inline]
     pub fn write(
         &self,
@@ -150,17 +199,27 @@ impl BdevChannel {
         src_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let copy = || self.bdev.write(offset, src, src_offset, len);
-        if self.times_itself() {
-            timed(&self.counters.write_latency, copy)?;
-        } else {
-            copy()?;
-        }
-        self.counters.record_write(len);
+        let started = self.begin();
+        self.write_piece(offset, src, src_offset, len)?;
+        self.count(BdevOp::Write, len, started);
         Ok(())
     }
 
-    /// Whether `len` bytes at `offset` equal `src` at `src_offset` (null: whether all zero).
+    /// One piece of a Write whose source comes in pieces (see
+    /// [`read_piece`](Self::read_piece)).
+    #[inline(always)]
+    pub fn write_piece(
+        &self,
+        offset: u64,
+        src: &MmapRegion,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<(), BdevError> {
+        self.bdev.write(offset, src, src_offset, len)
+    }
+
+    /// Whether `len` bytes at `offset` equal `src` at `src_offset` (null: whether all zero):
+    /// one Compare, counted whatever it finds.
     pub fn compare(
         &self,
         offset: u64,
@@ -168,9 +227,21 @@ impl BdevChannel {
         src_offset: u64,
         len: u64,
     ) -> Result<bool, BdevError> {
-        let equal = self.bdev.compare(offset, src, src_offset, len)?;
+        let equal = self.compare_piece(offset, src, src_offset, len)?;
         self.counters.record_compare(len);
         Ok(equal)
+    }
+
+    /// One piece of a Compare whose source comes in pieces (see
+    /// [`read_piece`](Self::read_piece)).
+    pub fn compare_piece(
+        &self,
+        offset: u64,
+        src: &MmapRegion,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<bool, BdevError> {
+        self.bdev.compare(offset, src, src_offset, len)
     }
 
     /// Make `len` bytes at `offset` read as zero (large ranges are discarded).
@@ -231,17 +302,10 @@ impl BdevChannel {
     }
 }
 
-/// Run `op` between two clock readings and count its time in `counter` if it succeeded. Out
-/// of line: the untimed copy stays small enough for the caller's data pointer walk to
+/// Out of line: the untimed path stays small enough for the caller's data pointer walk to
 /// inline around it.
 #[cold]
 #[inline(never)]
-fn timed(
-    counter: &LatencyCounter,
-    op: impl FnOnce() -> Result<(), BdevError>,
-) -> Result<(), BdevError> {
-    let t0 = latency::start();
-    op()?;
+fn record_since(counter: &LatencyCounter, t0: u64) {
     counter.record_since(t0);
-    Ok(())
 }

@@ -47,7 +47,7 @@ mod qos;
 mod stats;
 
 pub use bdev::{Bdev, BdevKind};
-pub use channel::BdevChannel;
+pub use channel::{BdevChannel, Started};
 pub use error::{BdevError, BdevErrorKind, BdevOp};
 pub use file::{FileBacking, FileEngine};
 pub use latency::Latency;

@@ -2,8 +2,8 @@
 //! Read, Write and Compare (NVM Command Set, 6.7 / 6.15 / 6.2): one bdev copy per contiguous
 //! piece of client memory.
 
-use nvmemu_bdev::BdevChannel;
 use nvmemu_bdev::fault::IoError;
+use nvmemu_bdev::{BdevChannel, BdevOp};
 use nvmemu_mem::{Access, GuestMemory, MmapRegion};
 use nvmemu_spec::{DataPtr, Lba, ReadWrite, Status};
 
@@ -27,32 +27,36 @@ pub(super) fn transfer(
 
 /// Walk the data pointer of a data-moving command and hand each contiguous piece of client
 /// memory to `piece(bdev_offset, region, region_offset, len)`; bit-bucket pieces only advance
-/// the namespace position. Returns the bytes the command covers.
+/// the namespace position. Returns the bytes the command covers and those of its pieces in
+/// client memory (fewer when an SGL has bit buckets).
 fn for_each_piece(
     ns: &Namespace,
     mem: &GuestMemory,
     (slba, blocks, dptr, max): (Lba, u32, &DataPtr, u64),
     access: Access,
     mut piece: impl FnMut(&BdevChannel, u64, &MmapRegion, u64, u64) -> Result<(), Status>,
-) -> Result<u64, Status> {
+) -> Result<(u64, u64), Status> {
     let (mut pos, len) = transfer(ns, slba, blocks, max)?;
     let bdev = ns.io();
+    // Counted on the rare bit bucket only, not on every piece.
+    let mut skipped = 0;
     walk(mem, dptr, len, access, |chunk| {
-        if let Chunk::Mem {
-            region,
-            offset,
-            len,
-        } = chunk
-        {
-            piece(bdev, pos, region, offset, len)?;
+        match chunk {
+            Chunk::Mem {
+                region,
+                offset,
+                len,
+            } => piece(bdev, pos, region, offset, len)?,
+            Chunk::Skip(len) => skipped += len,
         }
         pos += chunk.len();
         Ok(())
     })?;
-    Ok(len)
+    Ok((len, len.saturating_sub(skipped)))
 }
 
-/// Read: namespace -> client memory. Returns the bytes moved.
+/// Read: namespace -> client memory, one bdev Read however many pieces the data pointer
+/// makes. Returns the bytes moved.
 pub(super) fn read(
     ns: &Namespace,
     mem: &GuestMemory,
@@ -61,14 +65,20 @@ pub(super) fn read(
     dptr: &DataPtr,
     max: u64,
 ) -> Result<u64, Status> {
+    let started = ns.io().begin();
     // The device writes client memory.
-    for_each_piece(
+    let (len, moved) = for_each_piece(
         ns,
         mem,
         (slba, blocks, dptr, max),
         Access::Write,
-        |bdev, pos, r, off, len| bdev.read(pos, r, off, len).map_err(|e| bdev_status(&e)),
-    )
+        |bdev, pos, r, off, len| {
+            bdev.read_piece(pos, r, off, len)
+                .map_err(|e| bdev_status(&e))
+        },
+    )?;
+    ns.io().count(BdevOp::Read, moved, started);
+    Ok(len)
 }
 
 /// A Read whose data stays in the namespace's memory: the data pointer is walked and
@@ -81,7 +91,7 @@ pub(super) fn read_in_place(
     max: u64,
 ) -> Result<(u64, u64), Status> {
     let command = (c.slba, c.blocks, &c.dptr, max);
-    let len = for_each_piece(ns, mem, command, Access::Write, |_, _, _, _, _| Ok(()))?;
+    let (len, _) = for_each_piece(ns, mem, command, Access::Write, |_, _, _, _, _| Ok(()))?;
     // In range: `for_each_piece` checked the blocks against the namespace.
     let offset = c.slba.0 << ns.block_shift();
     ns.io()
@@ -90,7 +100,8 @@ pub(super) fn read_in_place(
     Ok((offset, len))
 }
 
-/// Write: client memory -> namespace. Returns the bytes moved.
+/// Write: client memory -> namespace, one bdev Write however many pieces the data pointer
+/// makes. Returns the bytes moved.
 pub(super) fn write(
     ns: &Namespace,
     mem: &GuestMemory,
@@ -99,17 +110,25 @@ pub(super) fn write(
     dptr: &DataPtr,
     max: u64,
 ) -> Result<u64, Status> {
-    for_each_piece(
+    let started = ns.io().begin();
+    let (len, moved) = for_each_piece(
         ns,
         mem,
         (slba, blocks, dptr, max),
         Access::Read,
-        |bdev, pos, r, off, len| bdev.write(pos, r, off, len).map_err(|e| bdev_status(&e)),
-    )
+        |bdev, pos, r, off, len| {
+            bdev.write_piece(pos, r, off, len)
+                .map_err(|e| bdev_status(&e))
+        },
+    )?;
+    ns.io().count(BdevOp::Write, moved, started);
+    Ok(len)
 }
 
 /// Compare: Compare Failure at the first piece that differs (counted as the bdev's
-/// `miscompare` in `bdev_get_iostat`, as SPDK's bdev layer counts it).
+/// `miscompare` in `bdev_get_iostat`, as SPDK's bdev layer counts it). One bdev Compare
+/// once the command has its verdict, equal or not (as a file namespace's is counted), with
+/// the bytes compared until then.
 pub(super) fn compare(
     ns: &Namespace,
     mem: &GuestMemory,
@@ -118,21 +137,27 @@ pub(super) fn compare(
     dptr: &DataPtr,
     max: u64,
 ) -> Result<(), Status> {
-    for_each_piece(
+    let started = ns.io().begin();
+    let mut compared = 0;
+    let verdict = for_each_piece(
         ns,
         mem,
         (slba, blocks, dptr, max),
         Access::Read,
-        |bdev, pos, r, off, len| match bdev
-            .compare(pos, r, off, len)
-            .map_err(|e| bdev_status(&e))?
-        {
-            true => Ok(()),
-            false => {
-                ns.bdev().faults().count_error(IoError::Miscompare);
-                Err(Status::COMPARE_FAILURE)
+        |bdev, pos, r, off, len| {
+            let equal = bdev
+                .compare_piece(pos, r, off, len)
+                .map_err(|e| bdev_status(&e))?;
+            compared += len;
+            if equal {
+                return Ok(());
             }
+            ns.bdev().faults().count_error(IoError::Miscompare);
+            Err(Status::COMPARE_FAILURE)
         },
-    )
-    .map(|_| ())
+    );
+    if matches!(verdict, Ok(_) | Err(Status::COMPARE_FAILURE)) {
+        ns.io().count(BdevOp::Compare, compared, started);
+    }
+    verdict.map(|_| ())
 }
