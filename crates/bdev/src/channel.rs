@@ -164,7 +164,7 @@ impl BdevChannel {
                 &self.counters.write_latency
             }
             _ => {
-                self.count_completed(op, bytes);
+                self.count_completed(op, bytes, started.0);
                 return;
             }
         };
@@ -280,9 +280,20 @@ impl BdevChannel {
         Ok(())
     }
 
+    /// The clock reading to start an operation with that this channel counts but does not
+    /// run (a file bdev's I/O on the controller's io_uring: `count_completed` takes it
+    /// back), when the channel would time it itself: a Read, Write or Deallocate while the
+    /// bdev is timed and the caller does not time it. None otherwise, with no clock read.
+    #[inline]
+    pub fn start_clock(&self, op: BdevOp) -> Option<u64> {
+        let has_latency = matches!(op, BdevOp::Read | BdevOp::Write | BdevOp::Deallocate);
+        (has_latency && self.times_itself()).then(latency::start)
+    }
+
     /// Count an operation of `len` bytes that completed outside this channel (a file bdev's
-    /// I/O the controller ran through its io_uring).
-    pub fn count_completed(&self, op: BdevOp, len: u64) {
+    /// I/O the controller ran through its io_uring); with `started` (from
+    /// [`start_clock`](Self::start_clock)), its latency too, from then to now.
+    pub fn count_completed(&self, op: BdevOp, len: u64, started: Option<u64>) {
         match op {
             BdevOp::Read => self.counters.record_read(len),
             BdevOp::Write => self.counters.record_write(len),
@@ -291,6 +302,15 @@ impl BdevChannel {
             BdevOp::Compare => self.counters.record_compare(len),
             BdevOp::Flush => self.counters.record_flush(),
             BdevOp::Create => {}
+        }
+        let counter = match op {
+            BdevOp::Read => &self.counters.read_latency,
+            BdevOp::Write => &self.counters.write_latency,
+            BdevOp::Deallocate => &self.counters.unmap_latency,
+            _ => return,
+        };
+        if let Some(t0) = started {
+            counter.record_since(t0);
         }
     }
 

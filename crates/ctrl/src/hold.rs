@@ -135,7 +135,7 @@ impl Controller {
     }
 
     /// [`hold`](Self::hold), keeping the command's readings (`stamps`) for its timing.
-    fn hold_timed(
+    pub(crate) fn hold_timed(
         &mut self,
         sqid: Qid,
         sqe: &Sqe,

@@ -174,6 +174,22 @@ impl Instruments {
         }
     }
 
+    /// The readings of a file command being taken in the open batch (None when its
+    /// namespace is not timed): no clock read; *done* comes when its I/O is reaped.
+    #[inline]
+    pub(crate) fn file_taken(&self, nsid: u32, opcode: u8) -> Option<HeldStamps> {
+        self.timing.as_deref()?.taken(nsid, opcode)
+    }
+
+    /// A timed file command was queued: the next command of the batch is fetched now,
+    /// after its submission work (which is the queued layer of the commands behind it).
+    #[inline]
+    pub(crate) fn file_queued(&mut self) {
+        if let Some(t) = self.timing.as_deref_mut() {
+            t.done_at(TscClock::ticks());
+        }
+    }
+
     /// A held timed command of SQ `qid` was posted (its CQE written to the ring).
     pub(crate) fn held_posted(
         &mut self,

@@ -30,6 +30,11 @@ struct Serve {
 
 impl Serve {
     fn start() -> Serve {
+        Serve::start_ns("malloc:size=8M,lba=512")
+    }
+
+    /// `nvmemu serve` with the namespace `ns` (an `--ns` spec).
+    fn start_ns(ns: &str) -> Serve {
         let dir = tempfile::tempdir().expect("tempdir");
         let traddr = dir.path().join("ctrl0");
         std::fs::create_dir(&traddr).expect("socket dir");
@@ -39,7 +44,7 @@ impl Serve {
             .arg(dir.path().join("rpc.sock"))
             .arg("--socket-dir")
             .arg(&traddr)
-            .args(["-m", "0x1", "--ns", "malloc:size=8M,lba=512"])
+            .args(["-m", "0x1", "--ns", ns])
             .stdin(Stdio::null())
             .spawn()
             .expect("nvmemu serve starts");
@@ -456,6 +461,46 @@ fn a_known_hold_lands_in_the_percentiles_it_should_in_nanoseconds() {
         ns(complete, "sum_ns") >= N * HOLD_NS * 99 / 100,
         "{complete}"
     );
+    drop(c.q);
+    c.c.shutdown().unwrap();
+}
+
+#[test]
+fn a_file_namespace_is_timed_in_every_layer_and_in_its_bdevs_latency() {
+    // Its commands complete in a later pass than the one that took them (the I/O runs on
+    // the controller's io_uring), and are timed all the same.
+    let img = tempfile::NamedTempFile::new().expect("image file");
+    img.as_file().set_len(8 << 20).expect("size");
+    let s = Serve::start_ns(&format!("file:path={},lba=512", img.path().display()));
+    let mut c = host(&s);
+    s.call(
+        "bdev_enable_histogram",
+        json!({"name": BDEV, "enable": true}),
+    )
+    .unwrap();
+    let submitted = verified_io(&mut c, 50, 7);
+    assert_eq!(histogram_count(&s), submitted);
+    let b = s.call("nvmemu_get_latency_breakdown", json!({})).unwrap();
+    let layers = &b["controllers"][0]["layers"];
+    for name in ["queued", "backend", "complete", "interrupt", "total"] {
+        let l = layer(layers, name);
+        assert_eq!(l["count"].as_u64(), Some(submitted), "{name}: {l}");
+    }
+    let sum = |n: &str| layer(layers, n)["sum_ns"].as_u64().unwrap();
+    let parts = sum("queued") + sum("backend") + sum("complete") + sum("interrupt");
+    assert!(
+        parts.abs_diff(sum("total")) <= 4,
+        "{parts} vs {}",
+        sum("total")
+    );
+    assert!(sum("backend") > 0);
+    // The bdev's latency ticks: the same commands' backend layers.
+    let io = s.call("bdev_get_iostat", json!({"name": BDEV})).unwrap();
+    let bdev = &io["bdevs"][0];
+    assert_eq!(bdev["num_read_ops"].as_u64(), Some(submitted / 2), "{bdev}");
+    for key in ["read_latency_ticks", "write_latency_ticks"] {
+        assert!(bdev[key].as_u64().unwrap_or(0) > 0, "{key}: {bdev}");
+    }
     drop(c.q);
     c.c.shutdown().unwrap();
 }

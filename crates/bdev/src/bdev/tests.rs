@@ -267,6 +267,42 @@ fn a_caller_that_times_the_channel_takes_its_latency_counting_over() {
 }
 
 #[test]
+fn an_operation_run_outside_the_channel_is_timed_by_it_only_when_it_would_time_its_own() {
+    let b = Arc::new(Bdev::null("n", 512, 1 << 20).unwrap()).channel();
+    let latency = |b: &BdevChannel| {
+        let s = b.bdev().stats().snapshot();
+        [s.read_latency, s.write_latency, s.unmap_latency]
+    };
+    // Untimed: no reading, counted without latency.
+    assert_eq!(b.start_clock(BdevOp::Read), None);
+    b.count_completed(BdevOp::Read, 4096, None);
+    assert_eq!(b.bdev().stats().snapshot().num_read_ops, 1);
+    b.bdev().set_timed(true);
+    // Only the operations with latency counters are clocked.
+    assert_eq!(b.start_clock(BdevOp::Flush), None);
+    assert_eq!(b.start_clock(BdevOp::Compare), None);
+    for op in [BdevOp::Read, BdevOp::Write, BdevOp::Deallocate] {
+        let t0 = b.start_clock(op);
+        assert!(t0.is_some(), "{op:?}");
+        b.count_completed(op, 512, t0);
+    }
+    let timed = latency(&b);
+    if nvmemu_mem::global_clock().is_tsc() {
+        assert!(timed.iter().all(|l| l.sum_ns > 0), "{timed:?}");
+    }
+    // A caller that times the channel records the latency itself: none here.
+    b.set_timed_by_caller(true);
+    assert_eq!(b.start_clock(BdevOp::Read), None);
+    b.count_completed(BdevOp::Read, 512, None);
+    assert_eq!(latency(&b), timed);
+    let s = b.bdev().stats().snapshot();
+    assert_eq!(
+        (s.num_read_ops, s.num_write_ops, s.num_unmap_ops),
+        (3, 1, 1)
+    );
+}
+
+#[test]
 fn null_reads_zeroes_drops_writes_and_compares_against_zero() {
     let b = Arc::new(Bdev::null("n", 512, 1 << 30).unwrap()).channel();
     b.bdev().set_timed(true);

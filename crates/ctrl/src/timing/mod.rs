@@ -20,6 +20,14 @@
 //! - *irq*: the end of the pass, after each CQ's MSI-X eventfd was written (for a CQ with
 //!   interrupts disabled, the same moment without an interrupt).
 //!
+//! A command of a file namespace (`io/file_io/`) leaves its batch once its I/O is queued on
+//! the controller's io_uring and completes in a later pass: it keeps *seen* and *fetch* from
+//! the batch that took it (also while it waits for ring room), its *done* is the reading
+//! when its last operation is reaped, so its backend layer is what the file's I/O cost,
+//! submission to completion, and its CQE is held with its readings like a modelled
+//! command's (`hold.rs`). The commands of the batch behind it are fetched after its
+//! submission (one reading when it is queued), which is their queued layer.
+//!
 //! The SQE's wait before *seen* cannot be measured on the target (the host's doorbell
 //! store is a plain store into shared memory), but it is bounded: the poller looked at the
 //! same doorbell in the previous pass, so the command was queued within

@@ -62,6 +62,14 @@ pub(crate) struct HeldStamps {
     bound: Option<u64>,
 }
 
+impl HeldStamps {
+    /// The readings of a command [taken](Timing::taken) whose I/O was reaped at `done`
+    /// with its result (`ok`): its backend layer spans the I/O, submission to reaping.
+    pub(crate) fn finished(self, ok: bool, done: u64) -> HeldStamps {
+        HeldStamps { ok, done, ..self }
+    }
+}
+
 /// The bdev operation a successful command with `opcode` counts as.
 fn bdev_op(opcode: u8, ok: bool) -> Option<BdevOp> {
     if !ok {
@@ -190,6 +198,15 @@ impl Timing {
             done,
             bound: self.bound(self.seen),
         }
+    }
+
+    /// The readings of a command of the open batch that leaves it to complete in a later
+    /// pass (a file namespace's, `io/file_io/`): *seen* and *fetch* now, *done* when its
+    /// I/O is reaped ([`HeldStamps::finished`]). None when namespace `nsid` is not timed.
+    pub(crate) fn taken(&self, nsid: u32, opcode: u8) -> Option<HeldStamps> {
+        let on = ns_slot(nsid).and_then(|i| self.ns_on.get(i)).copied();
+        on.unwrap_or(false)
+            .then(|| self.held(nsid, (opcode, true), self.last, 0))
     }
 
     /// The open batch's CQEs were written at `post`: record its commands' own layers (and

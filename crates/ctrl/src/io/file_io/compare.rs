@@ -13,6 +13,7 @@ use nvmemu_mem::Access;
 use nvmemu_mem::uring::FileRing;
 use nvmemu_spec::{IoCommand, Lba, Nsid, Qid, Sqe, Status};
 
+use super::clock::Clocked;
 use super::{COMPARE_BUF, Need, Pending, Started, Tables, Then, aligned, pending};
 use crate::Controller;
 use crate::dptr::{Chunk, walk};
@@ -42,13 +43,28 @@ impl Round {
 
 impl Controller {
     /// Queue the first round of a Compare of a file namespace (or leave it waiting for
-    /// a buffer).
+    /// a buffer), taken in the open batch.
     pub(in crate::io) fn file_compare(
         &mut self,
         sqid: Qid,
         sqe: &Sqe,
         nsid: Nsid,
+        range: (Lba, u32),
+    ) -> Started {
+        let clocked = self.clock_taken(sqe, BdevOp::Compare);
+        let started = self.queue_compare((sqid, sqe), nsid, range, clocked);
+        self.clock_queued(clocked, &started);
+        started
+    }
+
+    /// [`file_compare`](Self::file_compare) of a command timed as `clocked` (also one
+    /// that waited for a buffer).
+    pub(super) fn queue_compare(
+        &mut self,
+        (sqid, sqe): (Qid, &Sqe),
+        nsid: Nsid,
         (slba, blocks): (Lba, u32),
+        clocked: Clocked,
     ) -> Started {
         let max = self.max_transfer();
         let Ok(ns) = active_ns(&self.namespaces, nsid) else {
@@ -68,7 +84,7 @@ impl Controller {
             return Started::NotHere;
         }
         if !self.file_io.fits(Need::CompareBuf) {
-            self.wait_for_room(sqid, sqe, Need::CompareBuf, None);
+            self.wait_for_room((sqid, sqe), Need::CompareBuf, None, clocked);
             return Started::Queued;
         }
         let Some((ring, t)) = self.file_io.live() else {
@@ -85,7 +101,7 @@ impl Controller {
         };
         let p = Pending {
             then: Then::Compare(round),
-            ..pending(sqid, sqe, nsid, BdevOp::Compare, len)
+            ..pending(sqid, sqe, nsid, BdevOp::Compare, len, clocked)
         };
         if queue_round(ring, t, &file, cmd, p).is_err() {
             t.free_cmds.push(cmd);

@@ -5,7 +5,8 @@
 //! Write Zeroes and Deallocate (holes punched) are queued on the controller's io_uring when
 //! the command is taken; one `io_uring_enter` per pass hands the pass's operations to the
 //! kernel, and a later pass reaps what completed and posts the CQEs through the held
-//! completions (`hold.rs`), so a latency model still applies on top.
+//! completions (`hold.rs`), so a latency model still applies on top, and the target-side
+//! timing records the command when its CQE is posted (`clock.rs`).
 //!
 //! A ring slot holds one operation's buffer list, up to
 //! [`MAX_SEGMENTS`](nvmemu_mem::uring::MAX_SEGMENTS) pieces: a transfer with more pieces
@@ -27,6 +28,7 @@
 //! table (after `DMA_UNMAP` the client may reuse the memory), a reset (their completions
 //! are dropped) and the deletion of an SQ (they complete first).
 
+mod clock;
 mod compare;
 mod transfer;
 
@@ -37,6 +39,7 @@ use nvmemu_mem::MmapRegion;
 use nvmemu_mem::uring::{FileRing, SlotId};
 use nvmemu_spec::{IoCommand, Nsid, Qid, ReadWrite, Sqe, Status};
 
+use self::clock::Clocked;
 use super::zeroing::ByteRanges;
 use super::{active_ns, io_failure};
 use crate::Controller;
@@ -82,6 +85,7 @@ struct Pending {
     /// The status of its first failed operation.
     failed: Option<Status>,
     then: Then,
+    clocked: Clocked,
 }
 
 /// A command taken from its SQ that waits for ring room.
@@ -91,6 +95,8 @@ struct Waiting {
     sqe: Sqe,
     need: Need,
     corrupt: Option<(u64, u8)>,
+    /// Timed from when it was taken: the wait is part of its backend layer.
+    clocked: Clocked,
 }
 
 /// What a waiting command needs free.
@@ -292,11 +298,14 @@ impl Controller {
         let Some(first) = files.next() else {
             return Started::NotHere;
         };
-        let p = pending(sqid, sqe, nsid, BdevOp::Flush, 0);
-        queue_ops(&mut self.file_io, p, |ring, id| {
+        let clocked = self.clock_taken(sqe, BdevOp::Flush);
+        let p = pending(sqid, sqe, nsid, BdevOp::Flush, 0, clocked);
+        let started = queue_ops(&mut self.file_io, p, |ring, id| {
             ring.fdatasync(id, first.buffered_fd())?;
             files.try_for_each(|f| ring.fdatasync(id, f.buffered_fd()))
-        })
+        });
+        self.clock_queued(clocked, &started);
+        started
     }
 
     /// Queue the hole punches of a Write Zeroes or Deallocate of a file namespace.
@@ -316,12 +325,15 @@ impl Controller {
         if file.is_readonly() {
             return Started::Failed(Status::NAMESPACE_WRITE_PROTECTED);
         }
-        let p = pending(sqid, sqe, nsid, op, ranges.total());
-        queue_ops(&mut self.file_io, p, |ring, id| {
+        let clocked = self.clock_taken(sqe, op);
+        let p = pending(sqid, sqe, nsid, op, ranges.total(), clocked);
+        let started = queue_ops(&mut self.file_io, p, |ring, id| {
             ranges.iter().try_for_each(|(start, end)| {
                 ring.punch_hole(id, file.buffered_fd(), (start, end - start))
             })
-        })
+        });
+        self.clock_queued(clocked, &started);
+        started
     }
 
     /// Submit the pass's file operations (one system call, only if any were queued), reap
@@ -444,10 +456,11 @@ impl Controller {
     }
 
     fn file_completed(&mut self, p: &Pending, result: Result<u32, Status>) {
+        let stamps = p.clocked.finished(result.is_ok());
         // A Compare that found a difference ran too (as the blocking path counts it).
         if result.is_ok() || result == Err(Status::COMPARE_FAILURE) {
             if let Ok(ns) = active_ns(&self.namespaces, p.nsid) {
-                ns.io().count_completed(p.op, p.len);
+                ns.io().count_completed(p.op, p.len, p.clocked.bdev_start());
             }
             match p.op {
                 BdevOp::Read => {
@@ -466,39 +479,49 @@ impl Controller {
         } else {
             0
         };
-        self.hold(p.sqid, &p.sqe, result, due);
+        self.hold_timed(p.sqid, &p.sqe, result, due, stamps);
     }
 
     /// Start a command that waited for room (it was taken from its SQ already).
     fn retry_file_cmd(&mut self, w: Waiting) {
         self.file_io.corrupt = w.corrupt;
         let started = match (ReadWrite::decode(&w.sqe), IoCommand::decode(&w.sqe)) {
-            (Some(Ok(c)), _) => self.file_read_write(w.sqid, &w.sqe, &c),
+            (Some(Ok(c)), _) => self.queue_read_write(w.sqid, &w.sqe, &c, w.clocked),
             (
                 _,
                 Ok(IoCommand::Compare {
                     nsid, slba, blocks, ..
                 }),
-            ) => self.file_compare(w.sqid, &w.sqe, nsid, (slba, blocks)),
+            ) => self.queue_compare((w.sqid, &w.sqe), nsid, (slba, blocks), w.clocked),
             _ => Started::NotHere,
         };
         self.file_io.corrupt = None;
-        match started {
-            Started::Queued => {}
-            Started::Failed(s) => self.hold(w.sqid, &w.sqe, Err(s), 0),
+        let failed = match started {
+            Started::Queued => return,
+            Started::Failed(s) => s,
             // Its namespace was detached meanwhile.
-            Started::NotHere => self.hold(w.sqid, &w.sqe, Err(Status::INVALID_NAMESPACE), 0),
-        }
+            Started::NotHere => Status::INVALID_NAMESPACE,
+        };
+        let stamps = w.clocked.finished(false);
+        self.hold_timed(w.sqid, &w.sqe, Err(failed), 0, stamps);
     }
 
-    /// Leave `sqe` waiting for `need`, taken from `sqid`.
-    fn wait_for_room(&mut self, sqid: Qid, sqe: &Sqe, need: Need, corrupt: Option<(u64, u8)>) {
+    /// Leave `sqe` waiting for `need`, taken from `sqid` (with `corrupt` and timed as
+    /// `clocked`).
+    fn wait_for_room(
+        &mut self,
+        (sqid, sqe): (Qid, &Sqe),
+        need: Need,
+        corrupt: Option<(u64, u8)>,
+        clocked: Clocked,
+    ) {
         if let Some(t) = self.file_io.tables.as_mut() {
             t.waiting = Some(Waiting {
                 sqid,
                 sqe: *sqe,
                 need,
                 corrupt,
+                clocked,
             });
         }
     }
@@ -533,7 +556,7 @@ fn queue_ops(
     Started::Queued
 }
 
-fn pending(sqid: Qid, sqe: &Sqe, nsid: Nsid, op: BdevOp, len: u64) -> Pending {
+fn pending(sqid: Qid, sqe: &Sqe, nsid: Nsid, op: BdevOp, len: u64, clocked: Clocked) -> Pending {
     Pending {
         sqid,
         sqe: *sqe,
@@ -544,6 +567,7 @@ fn pending(sqid: Qid, sqe: &Sqe, nsid: Nsid, op: BdevOp, len: u64) -> Pending {
         parts: 1,
         failed: None,
         then: Then::Post,
+        clocked,
     }
 }
 

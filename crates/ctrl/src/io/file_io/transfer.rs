@@ -14,6 +14,7 @@ use nvmemu_mem::uring::{FileRing, MAX_SEGMENTS, SlotId};
 use nvmemu_mem::{Access, GuestMemory, MmapRegion};
 use nvmemu_spec::{Qid, ReadWrite, Sqe, Status};
 
+use super::clock::Clocked;
 use super::{BYTES_AT, FILE_SLOTS, Need, Pending, SINK, SINK_AT, Started, Then, aligned, pending};
 use crate::Controller;
 use crate::dptr::{Chunk, walk};
@@ -114,12 +115,29 @@ impl Split<'_> {
 }
 
 impl Controller {
-    /// Queue a Read or Write of a file namespace (or leave it waiting for slots).
+    /// Queue a Read or Write of a file namespace (or leave it waiting for slots), taken
+    /// in the open batch.
     pub(in crate::io) fn file_read_write(
         &mut self,
         sqid: Qid,
         sqe: &Sqe,
         c: &ReadWrite,
+    ) -> Started {
+        let op = if c.write { BdevOp::Write } else { BdevOp::Read };
+        let clocked = self.clock_taken(sqe, op);
+        let started = self.queue_read_write(sqid, sqe, c, clocked);
+        self.clock_queued(clocked, &started);
+        started
+    }
+
+    /// [`file_read_write`](Self::file_read_write) of a command timed as `clocked` (also
+    /// one that waited for room).
+    pub(super) fn queue_read_write(
+        &mut self,
+        sqid: Qid,
+        sqe: &Sqe,
+        c: &ReadWrite,
+        clocked: Clocked,
     ) -> Started {
         let max = self.max_transfer();
         let corrupt = self.file_io.corrupt.take();
@@ -172,7 +190,7 @@ impl Controller {
                 tracing::debug!(target: "guest", need, "file transfer has more pieces than the ring holds");
                 return Started::Failed(Status::INTERNAL_ERROR);
             }
-            self.wait_for_room(sqid, sqe, Need::Slots(need), corrupt);
+            self.wait_for_room((sqid, sqe), Need::Slots(need), corrupt, clocked);
             return Started::Queued;
         }
         let op = if c.write { BdevOp::Write } else { BdevOp::Read };
@@ -198,7 +216,7 @@ impl Controller {
             parts: u32::try_from(queued).unwrap_or(u32::MAX),
             failed: (!all).then_some(Status::INTERNAL_ERROR),
             then,
-            ..pending(sqid, sqe, c.nsid, op, len)
+            ..pending(sqid, sqe, c.nsid, op, len, clocked)
         };
         for part in t.parts.iter().take(queued) {
             if let Some(s) = t.slot_cmd.get_mut(part.slot.index()) {
