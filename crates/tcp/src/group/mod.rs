@@ -70,6 +70,8 @@ pub(crate) struct PollGroup {
     pub(crate) ready: Readiness,
     /// Connections the next pass visits: named by a readiness event, or still busy.
     visit: Vec<usize>,
+    /// The waker fired (or the sweep ran): the next pass reads the control channel.
+    woken: bool,
     /// Counted here, published once per pass.
     pub(crate) counts: TcpStats,
     published: SharedStats,
@@ -101,6 +103,7 @@ impl PollGroup {
             stop,
             ready,
             visit: Vec::new(),
+            woken: true,
             counts: TcpStats::default(),
             published,
         }
@@ -131,8 +134,12 @@ impl PollGroup {
         // Pairs with the Release store in `TcpTarget::drop`; nothing else is published.
         while !self.stop.load(Ordering::Acquire) {
             let mut work = 0;
-            while let Ok(c) = self.control.try_recv() {
-                work += self.apply(c);
+            // Every sender wakes the group after sending (`Groups::send`), so the channel is
+            // looked at only after a wake-up, and at each timer sweep in case one was lost.
+            if std::mem::take(&mut self.woken) {
+                while let Ok(c) = self.control.try_recv() {
+                    work += self.apply(c);
+                }
             }
             let wait = (idle > SPIN_PASSES && work == 0).then_some(SLEEP);
             let listeners_ready = self.collect_ready(wait);
@@ -158,6 +165,7 @@ impl PollGroup {
             if now >= next_sweep {
                 self.sweep(now);
                 next_sweep = now + SLEEP;
+                self.woken = true;
             }
             self.counts.polls += 1;
             self.account(now);
@@ -185,11 +193,11 @@ impl PollGroup {
     /// their flags and a place on the visit list. Returns whether a listener is ready.
     fn collect_ready(&mut self, wait: Option<Duration>) -> bool {
         let mut listeners = false;
-        let (conns, visit) = (&mut self.conns, &mut self.visit);
+        let (conns, visit, woken) = (&mut self.conns, &mut self.visit, &mut self.woken);
         self.ready.wait(wait, |r| match r {
             Ready::Listener => listeners = true,
             // The next pass takes what the control channel brought.
-            Ready::Wake => {}
+            Ready::Wake => *woken = true,
             Ready::Conn { slot, read, write } => {
                 if let Some(Some(c)) = conns.get_mut(slot) {
                     c.readable |= read;

@@ -5,7 +5,6 @@
 //! answer, or the PDU is a Connect another group's controller must take.
 
 use std::io;
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::{CLOSE_GRACE, PollGroup};
@@ -145,10 +144,7 @@ impl PollGroup {
                 ..
             }) => match &conn.state {
                 ConnState::Queue { cntlid, .. } => match self.ctrls.get(cntlid) {
-                    Some(c) => {
-                        let db = Arc::clone(&c.doorbells);
-                        conn.h2c_data(cccid, ttag, datao, data, &db)
-                    }
+                    Some(c) => conn.h2c_data(cccid, ttag, datao, data, &c.doorbells),
                     None => return Step::Close,
                 },
                 _ => Outcome::Fatal(pdu::PduError {
@@ -223,7 +219,6 @@ impl PollGroup {
         };
         c.touch(now);
         self.counts.commands += 1;
-        let db = Arc::clone(&c.doorbells);
-        conn.queue_command(sqe, data, &db, &c.block_shifts)
+        conn.queue_command(sqe, data, &c.doorbells, &c.block_shifts)
     }
 }

@@ -3,7 +3,6 @@
 //! become PDUs, the socket takes what it will with one `send`, and the connection's timers
 //! (ICReq deadline, a stalled peer, the grace of a closing connection) end it when due.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::PollGroup;
@@ -22,8 +21,7 @@ impl PollGroup {
         if let ConnState::Queue { .. } = &conn.state
             && let Some(c) = ctrl.as_deref_mut()
         {
-            let db = Arc::clone(&c.doorbells);
-            work += conn.reap(&mut c.ctrl, &db);
+            work += conn.reap(&mut c.ctrl, &c.doorbells);
         }
         let (wrote, mut failed) = if conn.writable {
             match conn.flush(&mut self.counts.socket_writes) {
