@@ -96,10 +96,14 @@ impl crate::Controller {
             FaultAction::Corrupt { offset, value } => self.exec_corrupted(sqid, sqe, offset, value),
             // `take` turns a Reorder into the Delay of this command.
             FaultAction::Delay { us } | FaultAction::Reorder { us } => {
-                let result = self.exec_io(sqid, sqe)?;
-                let due = global_clock()
-                    .now_ns()
-                    .saturating_add(us.saturating_mul(1000));
+                let delay_ns = us.saturating_mul(1000);
+                let Some(result) = self.exec_io(sqid, sqe) else {
+                    // A file namespace's command completes in a later pass: its wait
+                    // starts there (`io/file_io`).
+                    self.file_io.delay(sqid, sqe.cid(), delay_ns);
+                    return None;
+                };
+                let due = global_clock().now_ns().saturating_add(delay_ns);
                 self.hold(sqid, sqe, result, due);
                 None
             }

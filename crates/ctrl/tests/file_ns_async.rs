@@ -3,7 +3,7 @@
 //! into a buffer of the controller's, compared when the read completes), a read with SGL
 //! Bit Buckets and a transfer of more pieces than one ring slot holds (split over several
 //! operations) complete in a later pass while their operations are held back; the data
-//! and statuses are right on io_uring and on the worker threads; `corrupt` faults hit
+//! and statuses are right on io_uring and on the worker threads; `corrupt` and `delay` faults hit
 //! file namespaces as they hit memory ones; a new DMA table waits for the I/O in flight.
 
 #![allow(clippy::cast_possible_truncation)] // test data and SQE fields built from small values
@@ -17,7 +17,7 @@ use file_common::{
     Engine, SCATTER, compare, data_block, fill_file, gather, held_host, host_on, new_cqe_status,
     new_file, release_later, run, scatter, scattered, segment, stamped,
 };
-use nvmemu_bdev::fault::{FaultIo, FaultKind};
+use nvmemu_bdev::fault::{FaultAction, FaultIo, FaultKind};
 use nvmemu_ctrl::test_utils::{HeldFileIo, TestHost, layout, pattern, rw};
 use nvmemu_spec::{SglDescriptor, SglKind, Sqe, Status};
 
@@ -249,6 +249,47 @@ fn corrupt_faults_change_a_reads_data_or_the_stored_byte_of_a_write() {
             "{engine}: host buffer"
         );
         std::fs::write(&path, &file).unwrap();
+    }
+}
+
+/// A `delay` fault holds a file command's completion for its time after the I/O, as it
+/// holds a memory namespace's (it used to be lost: the command completes in a later pass).
+#[test]
+fn a_delay_fault_holds_a_file_commands_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = new_file(dir.path());
+    let file = fill_file(&path, 15);
+    for (engine, mut h) in hosts(&path) {
+        let delay = std::time::Duration::from_millis(150);
+        let us = u64::try_from(delay.as_micros()).unwrap();
+        let ns = h.ctrl.namespaces().next().unwrap();
+        let action = FaultAction::Delay { us };
+        ns.bdev()
+            .faults()
+            .arm(FaultIo::Read, FaultKind::Failure, action, (1, 0))
+            .unwrap();
+        let start = std::time::Instant::now();
+        let read = rw(0x02, 1, 8, 8, h.prps(layout::DATA, 4096));
+        let cid = h.submit(1, read);
+        let c = loop {
+            h.poll();
+            if let Some(c) = h.reap(1) {
+                break c;
+            }
+            assert!(start.elapsed().as_secs() < 10, "{engine}: no completion");
+            std::thread::yield_now();
+        };
+        assert_eq!((c.cid, c.status()), (cid.0, Status::SUCCESS), "{engine}");
+        assert!(
+            start.elapsed() >= delay,
+            "{engine}: completed after {:?}",
+            start.elapsed()
+        );
+        assert_eq!(
+            h.mem.read_vec(layout::DATA, 4096),
+            file[8 * 512..][..4096],
+            "{engine}"
+        );
     }
 }
 

@@ -30,6 +30,7 @@
 
 mod clock;
 mod compare;
+mod delay;
 mod transfer;
 
 use std::sync::Arc;
@@ -44,6 +45,7 @@ use super::zeroing::ByteRanges;
 use super::{active_ns, io_failure};
 use crate::Controller;
 use crate::namespace::Namespace;
+use delay::delayed;
 
 /// Most ring slots (each one operation's buffers) one controller has in flight.
 pub const FILE_SLOTS: u32 = 256;
@@ -86,6 +88,8 @@ struct Pending {
     failed: Option<Status>,
     then: Then,
     clocked: Clocked,
+    /// A `delay` fault's wait (ns), counted from its completion (`fault.rs`); 0: none.
+    delay_ns: u64,
 }
 
 /// A command taken from its SQ that waits for ring room.
@@ -97,6 +101,8 @@ struct Waiting {
     corrupt: Option<(u64, u8)>,
     /// Timed from when it was taken: the wait is part of its backend layer.
     clocked: Clocked,
+    /// As [`Pending`]'s.
+    delay_ns: u64,
 }
 
 /// What a waiting command needs free.
@@ -479,6 +485,7 @@ impl Controller {
         } else {
             0
         };
+        let due = due.max(delayed(p.delay_ns));
         self.hold_timed(p.sqid, &p.sqe, result, due, stamps);
     }
 
@@ -497,13 +504,17 @@ impl Controller {
         };
         self.file_io.corrupt = None;
         let failed = match started {
-            Started::Queued => return,
+            Started::Queued => {
+                self.file_io.delay(w.sqid, w.sqe.cid(), w.delay_ns);
+                return;
+            }
             Started::Failed(s) => s,
             // Its namespace was detached meanwhile.
             Started::NotHere => Status::INVALID_NAMESPACE,
         };
         let stamps = w.clocked.finished(false);
-        self.hold_timed(w.sqid, &w.sqe, Err(failed), 0, stamps);
+        let due = delayed(w.delay_ns);
+        self.hold_timed(w.sqid, &w.sqe, Err(failed), due, stamps);
     }
 
     /// Leave `sqe` waiting for `need`, taken from `sqid` (with `corrupt` and timed as
@@ -522,6 +533,7 @@ impl Controller {
                 need,
                 corrupt,
                 clocked,
+                delay_ns: 0,
             });
         }
     }
@@ -568,6 +580,7 @@ fn pending(sqid: Qid, sqe: &Sqe, nsid: Nsid, op: BdevOp, len: u64, clocked: Cloc
         failed: None,
         then: Then::Post,
         clocked,
+        delay_ns: 0,
     }
 }
 
