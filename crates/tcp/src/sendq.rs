@@ -250,6 +250,26 @@ mod tests {
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream;
 
+    /// The bytes a vectored send of `pieces` would send.
+    fn bytes_of(pieces: &[SendPiece<'_>]) -> Vec<u8> {
+        let mut all = Vec::new();
+        for p in pieces {
+            match *p {
+                SendPiece::Bytes(b) => all.extend_from_slice(b),
+                SendPiece::Region {
+                    region,
+                    offset,
+                    len,
+                } => {
+                    let mut v = vec![0; len as usize];
+                    region.copy_to(offset, &mut v).unwrap();
+                    all.extend_from_slice(&v);
+                }
+            }
+        }
+        all
+    }
+
     /// Two PDUs, each a header in `tx` and data in `region`, then a trailer.
     fn two_spliced(region: &MmapRegion, tx: &mut ByteBuf, q: &mut SendQueue) -> Vec<u8> {
         let mut want = Vec::new();
@@ -290,21 +310,7 @@ mod tests {
                         return Err(io::ErrorKind::WouldBlock.into());
                     }
                     budget -= 1;
-                    let mut all = Vec::new();
-                    for p in pieces {
-                        match *p {
-                            SendPiece::Bytes(b) => all.extend_from_slice(b),
-                            SendPiece::Region {
-                                region,
-                                offset,
-                                len,
-                            } => {
-                                let mut v = vec![0; len as usize];
-                                region.copy_to(offset, &mut v).unwrap();
-                                all.extend_from_slice(&v);
-                            }
-                        }
-                    }
+                    let all = bytes_of(pieces);
                     let n = all.len().min(777);
                     got.borrow_mut().extend_from_slice(&all[..n]);
                     Ok(n)
@@ -349,22 +355,9 @@ mod tests {
             &mut tx,
             Some(&queue),
             |pieces| {
-                let before = sent.len();
-                for p in pieces {
-                    match *p {
-                        SendPiece::Bytes(b) => sent.extend_from_slice(b),
-                        SendPiece::Region {
-                            region,
-                            offset,
-                            len,
-                        } => {
-                            let mut v = vec![0; len as usize];
-                            region.copy_to(offset, &mut v).unwrap();
-                            sent.extend_from_slice(&v);
-                        }
-                    }
-                }
-                Ok(sent.len() - before)
+                let all = bytes_of(pieces);
+                sent.extend_from_slice(&all);
+                Ok(all.len())
             },
             |_| {},
         )
