@@ -12,7 +12,8 @@ impl FileIo {
     /// than its I/O takes (a `delay` or `reorder` fault: `fault.rs`), whether it is in
     /// flight or waits for room.
     pub(crate) fn delay(&mut self, sqid: Qid, cid: Cid, delay_ns: u64) {
-        let Some(t) = self.tables.as_mut() else {
+        // A retried command without a fault asks too: nothing to look for.
+        let Some(t) = self.tables.as_mut().filter(|_| delay_ns > 0) else {
             return;
         };
         let ours = |q: Qid, sqe: &Sqe| q == sqid && sqe.cid() == cid;
