@@ -154,23 +154,7 @@ impl BdevChannel {
     /// one operation and, while timed, one latency sample, however many pieces it took.
     #[inline(always)]
     pub fn count(&self, op: BdevOp, bytes: u64, started: Started) {
-        let latency = match op {
-            BdevOp::Read => {
-                self.counters.record_read(bytes);
-                &self.counters.read_latency
-            }
-            BdevOp::Write => {
-                self.counters.record_write(bytes);
-                &self.counters.write_latency
-            }
-            _ => {
-                self.count_completed(op, bytes, started.0);
-                return;
-            }
-        };
-        if let Started(Some(t0)) = started {
-            record_since(latency, t0);
-        }
+        self.count_completed(op, bytes, started.0);
     }
 
     /// The bdev's memory, for a Read whose data the caller sends from it instead of a copy
@@ -292,7 +276,10 @@ impl BdevChannel {
 
     /// Count an operation of `len` bytes that completed outside this channel (a file bdev's
     /// I/O the controller ran through its io_uring); with `started` (from
-    /// [`start_clock`](Self::start_clock)), its latency too, from then to now.
+    /// [`start_clock`](Self::start_clock) or [`begin`](Self::begin)), its latency too, from
+    /// then to now. Inlined: with `op` known at the call (the I/O path's Read), only its
+    /// counters remain.
+    #[inline(always)]
     pub fn count_completed(&self, op: BdevOp, len: u64, started: Option<u64>) {
         match op {
             BdevOp::Read => self.counters.record_read(len),
@@ -310,7 +297,7 @@ impl BdevChannel {
             _ => return,
         };
         if let Some(t0) = started {
-            counter.record_since(t0);
+            record_since(counter, t0);
         }
     }
 
