@@ -469,7 +469,7 @@ impl Controller {
         // A Compare that found a difference ran too (as the blocking path counts it).
         if result.is_ok() || result == Err(Status::COMPARE_FAILURE) {
             if let Ok(ns) = active_ns(&self.namespaces, p.nsid) {
-                ns.io().count_completed(p.op, p.len, p.clocked.bdev_start());
+                ns.io().count(p.op, p.len, p.clocked.bdev_start());
             }
             match p.op {
                 BdevOp::Read => {
