@@ -16,10 +16,12 @@ use crate::{Bdev, BdevError, BdevOp};
 /// I/O on a [`Bdev`] from one thread at a time. Every method checks its byte range and
 /// counts what succeeded (Read, Write and Deallocate also their latency, while the bdev
 /// [is timed](Bdev::set_timed)) in the channel's own counters (summed into the bdev's by
-/// [`BdevStats::snapshot`](crate::BdevStats::snapshot)). An operation whose client memory
-/// comes in pieces (a command's data pointer) is done with [`begin`](BdevChannel::begin),
-/// a `*_piece` call per piece and one [`count`](BdevChannel::count): one operation and one
-/// latency sample per command, as SPDK counts a bdev I/O, however many pieces it took.
+/// [`BdevStats::snapshot`](crate::BdevStats::snapshot)). An operation the caller runs
+/// itself, in pieces (a command's data pointer: a `*_piece` call per piece) or outside the
+/// channel (a file bdev's I/O on the controller's io_uring), opens with
+/// [`begin`](BdevChannel::begin) and ends with one [`count`](BdevChannel::count): one
+/// operation and one latency sample per command, as SPDK counts a bdev I/O, however many
+/// pieces it took.
 ///
 /// `Send` but not `Sync`: it may move to a poller thread, but only one thread uses it at a
 /// time, which is what lets its counters be bumped without a locked add. Each namespace
@@ -35,11 +37,21 @@ pub struct BdevChannel {
     not_sync: PhantomData<Cell<()>>,
 }
 
-/// When an operation done in pieces began ([`BdevChannel::begin`]): a clock reading only
-/// while the channel times its operations.
-#[derive(Debug, Clone, Copy)]
+/// When an operation the caller runs began ([`BdevChannel::begin`]): a clock reading only
+/// while the channel times that operation itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[must_use]
 pub struct Started(Option<u64>);
+
+impl Started {
+    /// No reading: [`count`](BdevChannel::count) records no latency.
+    pub const UNTIMED: Started = Started(None);
+
+    /// Whether the clock was read (the operation's latency will be recorded).
+    pub fn is_timed(self) -> bool {
+        self.0.is_some()
+    }
+}
 
 impl Bdev {
     /// A new I/O channel on this bdev.
@@ -124,17 +136,21 @@ impl BdevChannel {
         dst_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let started = self.begin();
+        let started = self.begin(BdevOp::Read);
         self.read_piece(offset, dst, dst_offset, len)?;
         self.count(BdevOp::Read, len, started);
         Ok(())
     }
 
-    /// The clock reading that opens an operation done in pieces (`*_piece`, then
-    /// [`count`](Self::count)), taken only while the channel [times itself](Bdev::set_timed).
+    /// The clock reading that opens `op` run by the caller (in `*_piece` calls, or outside
+    /// the channel), which [`count`](Self::count) takes back: read only for an operation
+    /// with a latency counter (Read, Write, Deallocate) while the channel
+    /// [times itself](Bdev::set_timed), not at all otherwise. Inlined: with `op` known at
+    /// the call, only the test of the bdev's switch remains.
     #[inline(always)]
-    pub fn begin(&self) -> Started {
-        Started(self.times_itself().then(latency::start))
+    pub fn begin(&self, op: BdevOp) -> Started {
+        let has_latency = matches!(op, BdevOp::Read | BdevOp::Write | BdevOp::Deallocate);
+        Started((has_latency && self.times_itself()).then(latency::start))
     }
 
     /// One piece of a Read whose destination comes in pieces (a command's data pointer):
@@ -150,11 +166,30 @@ impl BdevChannel {
         self.bdev.read(offset, dst, dst_offset, len)
     }
 
-    /// Count one `op` (Read, Write or Compare) of `bytes` done in pieces since `started`:
-    /// one operation and, while timed, one latency sample, however many pieces it took.
+    /// Count one `op` of `bytes` the caller ran since `started` ([`begin`](Self::begin)):
+    /// one operation and, if `started` holds a reading, one latency sample from then to
+    /// now, however many pieces it took. Inlined: with `op` known at the call (the I/O
+    /// path's Read), only its counters remain.
     #[inline(always)]
     pub fn count(&self, op: BdevOp, bytes: u64, started: Started) {
-        self.count_completed(op, bytes, started.0);
+        match op {
+            BdevOp::Read => self.counters.record_read(bytes),
+            BdevOp::Write => self.counters.record_write(bytes),
+            BdevOp::Deallocate => self.counters.record_unmap(bytes),
+            BdevOp::WriteZeroes => self.counters.record_write_zeroes(bytes),
+            BdevOp::Compare => self.counters.record_compare(bytes),
+            BdevOp::Flush => self.counters.record_flush(),
+            BdevOp::Create => {}
+        }
+        let counter = match op {
+            BdevOp::Read => &self.counters.read_latency,
+            BdevOp::Write => &self.counters.write_latency,
+            BdevOp::Deallocate => &self.counters.unmap_latency,
+            _ => return,
+        };
+        if let Started(Some(t0)) = started {
+            record_since(counter, t0);
+        }
     }
 
     /// The bdev's memory, for a Read whose data the caller sends from it instead of a copy
@@ -183,7 +218,7 @@ impl BdevChannel {
         src_offset: u64,
         len: u64,
     ) -> Result<(), BdevError> {
-        let started = self.begin();
+        let started = self.begin(BdevOp::Write);
         self.write_piece(offset, src, src_offset, len)?;
         self.count(BdevOp::Write, len, started);
         Ok(())
@@ -237,12 +272,9 @@ impl BdevChannel {
 
     /// Deallocate `len` bytes at `offset`; they read back as zeroes.
     pub fn deallocate(&self, offset: u64, len: u64) -> Result<(), BdevError> {
-        let t0 = self.times_itself().then(latency::start);
+        let started = self.begin(BdevOp::Deallocate);
         self.bdev.deallocate(offset, len)?;
-        if let Some(t0) = t0 {
-            self.counters.unmap_latency.record_since(t0);
-        }
-        self.counters.record_unmap(len);
+        self.count(BdevOp::Deallocate, len, started);
         Ok(())
     }
 
@@ -262,43 +294,6 @@ impl BdevChannel {
             _ => self.counters.record_write_zeroes_piece(len, last),
         }
         Ok(())
-    }
-
-    /// The clock reading to start an operation with that this channel counts but does not
-    /// run (a file bdev's I/O on the controller's io_uring: `count_completed` takes it
-    /// back), when the channel would time it itself: a Read, Write or Deallocate while the
-    /// bdev is timed and the caller does not time it. None otherwise, with no clock read.
-    #[inline]
-    pub fn start_clock(&self, op: BdevOp) -> Option<u64> {
-        let has_latency = matches!(op, BdevOp::Read | BdevOp::Write | BdevOp::Deallocate);
-        (has_latency && self.times_itself()).then(latency::start)
-    }
-
-    /// Count an operation of `len` bytes that completed outside this channel (a file bdev's
-    /// I/O the controller ran through its io_uring); with `started` (from
-    /// [`start_clock`](Self::start_clock) or [`begin`](Self::begin)), its latency too, from
-    /// then to now. Inlined: with `op` known at the call (the I/O path's Read), only its
-    /// counters remain.
-    #[inline(always)]
-    pub fn count_completed(&self, op: BdevOp, len: u64, started: Option<u64>) {
-        match op {
-            BdevOp::Read => self.counters.record_read(len),
-            BdevOp::Write => self.counters.record_write(len),
-            BdevOp::Deallocate => self.counters.record_unmap(len),
-            BdevOp::WriteZeroes => self.counters.record_write_zeroes(len),
-            BdevOp::Compare => self.counters.record_compare(len),
-            BdevOp::Flush => self.counters.record_flush(),
-            BdevOp::Create => {}
-        }
-        let counter = match op {
-            BdevOp::Read => &self.counters.read_latency,
-            BdevOp::Write => &self.counters.write_latency,
-            BdevOp::Deallocate => &self.counters.unmap_latency,
-            _ => return,
-        };
-        if let Some(t0) = started {
-            record_since(counter, t0);
-        }
     }
 
     /// Make completed writes durable (nothing to do for memory and null; only counted).

@@ -212,7 +212,7 @@ fn entries() -> impl Iterator<Item = (&'static str, Option<&'static str>)> {
     pasted.chain(rest)
 }
 
-/// The pasted options a job set, in [`entries`] order, with their values as written
+/// The pasted options a job set, in the order of `entries()`, with their values as written
 /// (empty for a bare key such as `thread`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PastedOptions(pub Vec<(&'static str, String)>);

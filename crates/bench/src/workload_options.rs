@@ -60,7 +60,7 @@ pub struct WorkloadOptions {
     /// busy-polled, so this lengthens it only when longer than thinktime.
     #[arg(long = "thinktime_spin", value_parser = parse_time_us)]
     pub thinktime_spin: Option<Duration>,
-    /// Bandwidth cap per job in bytes/s: READ[,WRITE[,TRIM]]; the last value also applies to
+    /// Bandwidth cap per job in bytes/s: `READ[,WRITE[,TRIM]]`; the last value also applies to
     /// the directions after it unless a comma ends the list, an empty part is unlimited
     /// (rate=1m: all, rate=,1m: writes and trims, rate=1m,: reads). Submissions are paced.
     #[arg(long = "rate", value_parser = parse_rate)]

@@ -200,7 +200,7 @@ fn with_center(name: &str, v: f64, center: f64, default: f64) -> String {
 
 /// Parses `random_distribution`: `random`, `zipf:THETA`, `pareto:H`,
 /// `normal:STDDEV` (percent of the range), each with an optional `:CENTER` (`0..1`), or
-/// `zoned:A/R:...` ([`crate::zones`]).
+/// `zoned:A/R:...` (`zones.rs`).
 pub fn parse_random_distribution(s: &str) -> Result<RandomDistribution, OptionError> {
     if let Some(zones) = s.trim().strip_prefix("zoned:") {
         return crate::zones::parse_zones(zones, s).map(RandomDistribution::Zoned);

@@ -27,6 +27,7 @@ use nvmemu_spec::{IoOpcode, Qid, ReadWrite, Sqe, Status};
 use crate::Namespace;
 use crate::dptr::{Chunk, walk};
 use crate::hold::NEVER;
+use crate::latency::Stage;
 
 /// The action for `sqe`, from `sqid`, taken with `outstanding` other commands outstanding
 /// (`FaultCmd::outstanding`), from its namespace's bdev: None when no rule fires (or the
@@ -103,6 +104,7 @@ impl crate::Controller {
                     self.file_io.delay(sqid, sqe.cid(), delay_ns);
                     return None;
                 };
+                self.instruments.trace_now((sqid, sqe.cid()), Stage::Done);
                 let due = global_clock().now_ns().saturating_add(delay_ns);
                 self.hold(sqid, sqe, result, due);
                 None

@@ -5,7 +5,8 @@
 //! by due time and then by arrival, allocated once with room for [`MAX_HELD`]; a full
 //! heap stops fetching (the commands wait in their SQs), so a host cannot make it grow.
 //! Nothing per command but a heap push and pop: no thread, timer, syscall or allocation.
-//! An injected `pending` command (`fault.rs`) is held the same way, never due.
+//! An injected `pending` command (`fault.rs`) is held the same way, never due. A
+//! per-command trace (`latency.rs`) gets a held command's *post* when its CQE is posted.
 //!
 //! What the host sees: the CQE's SQ Head is the one at posting time. A CQ without room
 //! keeps every later-due CQE waiting too, until the host frees entries. Deleting an SQ
@@ -20,6 +21,7 @@ use nvmemu_spec::{Cid, Cqe, Qid, Sqe, Status};
 
 use crate::Controller;
 use crate::instruments::Stamps;
+use crate::latency::Stage;
 use crate::timing::HeldStamps;
 
 /// Most CQEs one controller holds at once (the internal command slots of the device).
@@ -224,6 +226,7 @@ impl Controller {
         let Some(sqhd) = self.queues.sq(h.sqid).map(|sq| sq.head.as_u16()) else {
             return false;
         };
+        self.instruments.trace_now((h.sqid, h.cid), Stage::Post);
         self.stage(cqid, Cqe::new(h.cid, h.sqid, sqhd, h.status, h.dw0, false))
     }
 

@@ -148,6 +148,25 @@ impl Instruments {
         }
     }
 
+    /// The readings of a completion posted outside a batch (a command set aside): the
+    /// trace's only, as timing covers what `poll_sq` posts and what is held.
+    pub(crate) fn untimed(&self) -> Stamps {
+        Stamps {
+            timed: false,
+            traced: self.trace.is_some(),
+        }
+    }
+
+    /// Record `stage` of command `cid` now in the trace, if one is installed: for a command
+    /// whose backend finishes or whose CQE is posted after the batch that fetched it (file
+    /// I/O, held and set-aside completions). One test of the trace when none is.
+    #[inline]
+    pub(crate) fn trace_now(&self, (qid, cid): (Qid, Cid), stage: Stage) {
+        if let Some(l) = &self.trace {
+            l.0.record(qid.0, cid.0, stage, TscClock::ticks());
+        }
+    }
+
     /// A timed command (`sqe`, successful or not) was staged for posting: keep its readings
     /// for the batch flush.
     #[inline(always)]

@@ -3,7 +3,9 @@
 //! ([`Controller::set_trace`](crate::Controller::set_trace); `nvmemu bench --lat-breakdown`
 //! does): the poller stores raw TSC ticks for three moments of each command (SQE fetched,
 //! backend done, CQE about to be posted) in a slot indexed by queue id and CID, and the
-//! client reads them back after it reaped the completion. Without a trace nothing is read or
+//! client reads them back after it reaped the completion. Commands that complete in a
+//! later pass (file I/O, held and set-aside completions) are recorded where they finish
+//! and where their CQE is posted (`Instruments::trace_now`). Without a trace nothing is read or
 //! written (one test per batch; see `instruments.rs`).
 //!
 //! Ordering: the ticks are stored (Relaxed) before the CQE's phase word is published with
@@ -17,9 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum Stage {
     /// The SQE was copied out of the ring.
     Fetch = 0,
-    /// The backend (bdev copy) finished.
+    /// The backend finished: the bdev copy returned, or a file namespace's last I/O
+    /// operation was reaped (for a held command, before its hold).
     Done = 1,
-    /// The completion is about to be posted.
+    /// The completion is about to be posted (for a held command, after its hold).
     Post = 2,
 }
 

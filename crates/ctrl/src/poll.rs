@@ -10,6 +10,7 @@ use crate::ctrl_faults::Injection;
 use crate::fetch::RingUnreadable;
 use crate::instruments::Stamps;
 use crate::io::zeroing::may_need_slot;
+use crate::latency::Stage;
 use crate::queue::{RingIdx, cq_head_doorbell, sq_tail_doorbell};
 use crate::state::CtrlEvent;
 use crate::{Controller, InterruptSink};
@@ -420,6 +421,9 @@ impl Controller {
         };
         let sqhd = sq.head.as_u16();
         self.counters.admin_commands += 1;
+        // Its backend is the wait for the event that completes it.
+        self.instruments.trace_now((Qid::ADMIN, cid), Stage::Done);
+        self.instruments.trace_now((Qid::ADMIN, cid), Stage::Post);
         let cqe = Cqe::new(cid, Qid::ADMIN, sqhd, Status::SUCCESS, dw0, false);
         let Some(cq) = self.queues.cq_mut(Qid::ADMIN) else {
             return false;

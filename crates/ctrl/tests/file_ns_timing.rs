@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod file_common;
+mod timing_common;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use nvmemu_ctrl::test_utils::{TestHost, bare, layout, pattern, rw, sqe};
 use nvmemu_ctrl::timing::{Layer, LayerSet};
 use nvmemu_mem::global_clock;
 use nvmemu_spec::{DataPtr, Sqe, Status};
+use timing_common::check_layer_sums;
 
 /// Commands per batch, and batches of writes (then as many of reads).
 const PER_BATCH: u64 = 8;
@@ -92,22 +94,9 @@ fn read_back(h: &mut TestHost, data: &[u8]) {
     assert!(h.mem.read_vec(READBACK, data.len()) == data, "read back");
 }
 
-/// Each of `n` commands counted once in every layer, the four layers adding up to the
-/// total command by command, and no backend layer of zero ticks.
+/// The layers add up (`check_layer_sums`), and no backend layer is of zero ticks.
 fn check_layers(set: &LayerSet, n: u64, what: &str) {
-    for layer in Layer::ALL {
-        assert_eq!(set.get(layer).count(), n, "{what}: {}", layer.name());
-    }
-    let parts: u128 = [
-        Layer::Queued,
-        Layer::Backend,
-        Layer::Complete,
-        Layer::Interrupt,
-    ]
-    .iter()
-    .map(|l| set.get(*l).sum())
-    .sum();
-    assert_eq!(parts, set.get(Layer::Total).sum(), "{what}");
+    check_layer_sums(set, n, what);
     assert_eq!(set.get(Layer::Backend).buckets()[0], 0, "{what}: backend 0");
 }
 

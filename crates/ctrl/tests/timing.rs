@@ -2,10 +2,13 @@
 //! Target-side timing (`Controller::set_timing` / `timing`): what is counted, how the layers
 //! relate, and that turning it off removes it.
 
+mod timing_common;
+
 use nvmemu_ctrl::Namespace;
 use nvmemu_ctrl::test_utils::{TestHost, layout, rw};
 use nvmemu_ctrl::timing::{Layer, TimingSnapshot};
 use nvmemu_spec::{Nsid, Status};
+use timing_common::check_layer_sums;
 
 /// Submit `n` one-block reads on queue 1 (at most `per_poll` before each poll) and reap
 /// them all; returns how many completed successfully.
@@ -62,20 +65,7 @@ fn every_completed_command_is_counted_once_in_every_layer() {
     assert_eq!(q.namespaces.len(), 1);
     assert_eq!(q.namespaces[0].nsid, 1);
     let set = &q.namespaces[0].layers;
-    for layer in Layer::ALL {
-        assert_eq!(set.get(layer).count(), 57, "{}", layer.name());
-    }
-    // The four layers add up to the total, command by command, so their sums do too.
-    let parts: u128 = [
-        Layer::Queued,
-        Layer::Backend,
-        Layer::Complete,
-        Layer::Interrupt,
-    ]
-    .iter()
-    .map(|l| set.get(*l).sum())
-    .sum();
-    assert_eq!(parts, set.get(Layer::Total).sum());
+    check_layer_sums(set, 57, "reads");
     assert!(set.get(Layer::Total).sum() > 0);
     assert!(set.get(Layer::Backend).max() <= set.get(Layer::Total).max());
     // Depth seen: 40 then 8 at the batched looks, 1 at each of the 17 others.

@@ -8,7 +8,7 @@ use nvmemu_mem::{Protection, create_memfd};
 use std::sync::Arc;
 
 use super::*;
-use crate::{BdevChannel, BdevErrorKind, BdevStatsSnapshot};
+use crate::{BdevChannel, BdevErrorKind, BdevStatsSnapshot, Started};
 
 /// A client-memory buffer: a memfd mapped twice, like the target and the driver see it.
 struct Buf {
@@ -274,17 +274,17 @@ fn an_operation_run_outside_the_channel_is_timed_by_it_only_when_it_would_time_i
         [s.read_latency, s.write_latency, s.unmap_latency]
     };
     // Untimed: no reading, counted without latency.
-    assert_eq!(b.start_clock(BdevOp::Read), None);
-    b.count_completed(BdevOp::Read, 4096, None);
+    assert!(!b.begin(BdevOp::Read).is_timed());
+    b.count(BdevOp::Read, 4096, Started::UNTIMED);
     assert_eq!(b.bdev().stats().snapshot().num_read_ops, 1);
     b.bdev().set_timed(true);
     // Only the operations with latency counters are clocked.
-    assert_eq!(b.start_clock(BdevOp::Flush), None);
-    assert_eq!(b.start_clock(BdevOp::Compare), None);
+    assert!(!b.begin(BdevOp::Flush).is_timed());
+    assert!(!b.begin(BdevOp::Compare).is_timed());
     for op in [BdevOp::Read, BdevOp::Write, BdevOp::Deallocate] {
-        let t0 = b.start_clock(op);
-        assert!(t0.is_some(), "{op:?}");
-        b.count_completed(op, 512, t0);
+        let t0 = b.begin(op);
+        assert!(t0.is_timed(), "{op:?}");
+        b.count(op, 512, t0);
     }
     let timed = latency(&b);
     if nvmemu_mem::global_clock().is_tsc() {
@@ -292,8 +292,8 @@ fn an_operation_run_outside_the_channel_is_timed_by_it_only_when_it_would_time_i
     }
     // A caller that times the channel records the latency itself: none here.
     b.set_timed_by_caller(true);
-    assert_eq!(b.start_clock(BdevOp::Read), None);
-    b.count_completed(BdevOp::Read, 512, None);
+    assert!(!b.begin(BdevOp::Read).is_timed());
+    b.count(BdevOp::Read, 512, Started::UNTIMED);
     assert_eq!(latency(&b), timed);
     let s = b.bdev().stats().snapshot();
     assert_eq!(

@@ -78,7 +78,7 @@ pub struct BenchOptions {
     /// Percentage of reads in a mixed workload.
     #[arg(long = "rwmixread", default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub rwmixread: u8,
-    /// Block size per I/O (`4k`, `128k`, `1m`), or per direction: READ,WRITE[,TRIM].
+    /// Block size per I/O (`4k`, `128k`, `1m`), or per direction: `READ,WRITE[,TRIM]`.
     #[arg(long = "bs", alias = "blocksize", default_value = "4k", value_parser = parse_bs)]
     pub bs: BsSpec,
     /// I/Os kept in flight per job.

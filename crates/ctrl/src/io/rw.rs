@@ -65,7 +65,7 @@ pub(super) fn read(
     dptr: &DataPtr,
     max: u64,
 ) -> Result<u64, Status> {
-    let started = ns.io().begin();
+    let started = ns.io().begin(BdevOp::Read);
     // The device writes client memory.
     let (len, moved) = for_each_piece(
         ns,
@@ -110,7 +110,7 @@ pub(super) fn write(
     dptr: &DataPtr,
     max: u64,
 ) -> Result<u64, Status> {
-    let started = ns.io().begin();
+    let started = ns.io().begin(BdevOp::Write);
     let (len, moved) = for_each_piece(
         ns,
         mem,
@@ -137,7 +137,7 @@ pub(super) fn compare(
     dptr: &DataPtr,
     max: u64,
 ) -> Result<(), Status> {
-    let started = ns.io().begin();
+    let started = ns.io().begin(BdevOp::Compare);
     let mut compared = 0;
     let verdict = for_each_piece(
         ns,

@@ -21,7 +21,7 @@ use nvmemu_spec::{Nsid, Qid, Sqe, Status};
 use super::file_io::Started;
 use super::{active_ns, bdev_status};
 use crate::Controller;
-use crate::instruments::Stamps;
+use crate::latency::Stage;
 use crate::namespace::Namespace;
 
 /// The most bytes zeroed or deallocated for one controller in one poll pass (about 25 us
@@ -221,6 +221,10 @@ impl Controller {
                 // Detached meanwhile.
                 Err(s) => Some(Err(s)),
             };
+            if w.result.is_some() {
+                self.instruments
+                    .trace_now((w.sqid, w.sqe.cid()), Stage::Done);
+            }
         }
         let (Some(result), sqid, sqe) = (w.result, w.sqid, w.sqe) else {
             return 0;
@@ -234,7 +238,7 @@ impl Controller {
             return 0;
         }
         self.zeroing.busy = false;
-        let posted = self.complete(sqid, &sqe, result, Stamps::OFF);
+        let posted = self.complete(sqid, &sqe, result, self.instruments.untimed());
         self.flush_cq(cqid);
         usize::from(posted)
     }
@@ -250,7 +254,8 @@ impl Controller {
         if let Some(cqid) = self.queues.sq(qid).map(|sq| sq.cqid)
             && self.cq_has_room(cqid)
         {
-            self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), Stamps::OFF);
+            let stamps = self.instruments.untimed();
+            self.complete(qid, &sqe, Err(Status::ABORTED_SQ_DELETION), stamps);
             self.flush_cq(cqid);
         }
     }

@@ -3,7 +3,7 @@
 //! between the poller seeing the SQ tail doorbell move and the interrupt being signalled.
 //!
 //! Off (the default) it costs one predictable branch per pass, per SQ batch and per
-//! command: the controller holds no [`Timing`] and reads no clock for it. On (per bdev, by
+//! command: the controller holds no `Timing` and reads no clock for it. On (per bdev, by
 //! `bdev_enable_histogram`), the poller reads the TSC once per pass, once per command, once
 //! per batch flush and once at the end of a pass that completed a timed command
 //! (`record.rs` says which moments reuse a reading and what that moves between layers),

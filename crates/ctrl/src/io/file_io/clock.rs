@@ -7,7 +7,7 @@
 //! complete and interrupt layers and the bdev's latency when it is posted, as for a
 //! modelled command. A command of a bdev that is timed while the controller does not time
 //! its namespace (no histogram on this controller) keeps one reading from its start
-//! instead, for its bdev channel's latency (`BdevChannel::start_clock`).
+//! instead, for its bdev channel's latency (`BdevChannel::begin`, taken back by `count`).
 //!
 //! Off, taking a command costs a test of the controller's timing and of its bdev's switch:
 //! no clock read, nothing stored but the enum's tag.
@@ -27,8 +27,8 @@ pub(super) enum Clocked {
     Off,
     /// Its namespace is timed: its readings so far.
     Layers(HeldStamps),
-    /// Only its bdev's latency: the reading at its start.
-    Bdev(u64),
+    /// Only its bdev's latency: the channel's reading at its start (always timed).
+    Bdev(nvmemu_bdev::Started),
 }
 
 impl Clocked {
@@ -41,11 +41,12 @@ impl Clocked {
         }
     }
 
-    /// The reading its bdev channel's latency starts at, if the channel times it.
-    pub(super) fn bdev_start(self) -> Option<u64> {
+    /// The reading its bdev channel's latency starts at (untimed unless the channel times
+    /// it).
+    pub(super) fn bdev_start(self) -> nvmemu_bdev::Started {
         match self {
-            Clocked::Bdev(t0) => Some(t0),
-            Clocked::Off | Clocked::Layers(_) => None,
+            Clocked::Bdev(started) => started,
+            Clocked::Off | Clocked::Layers(_) => nvmemu_bdev::Started::UNTIMED,
         }
     }
 }
@@ -58,7 +59,8 @@ impl Controller {
             Some(h) => Clocked::Layers(h),
             None => active_ns(&self.namespaces, Nsid(sqe.nsid))
                 .ok()
-                .and_then(|ns| ns.io().start_clock(op))
+                .map(|ns| ns.io().begin(op))
+                .filter(|started| started.is_timed())
                 .map_or(Clocked::Off, Clocked::Bdev),
         }
     }

@@ -44,6 +44,7 @@ use self::clock::Clocked;
 use super::zeroing::ByteRanges;
 use super::{active_ns, io_failure};
 use crate::Controller;
+use crate::latency::Stage;
 use crate::namespace::Namespace;
 use delay::delayed;
 
@@ -462,11 +463,13 @@ impl Controller {
     }
 
     fn file_completed(&mut self, p: &Pending, result: Result<u32, Status>) {
+        self.instruments
+            .trace_now((p.sqid, p.sqe.cid()), Stage::Done);
         let stamps = p.clocked.finished(result.is_ok());
         // A Compare that found a difference ran too (as the blocking path counts it).
         if result.is_ok() || result == Err(Status::COMPARE_FAILURE) {
             if let Ok(ns) = active_ns(&self.namespaces, p.nsid) {
-                ns.io().count_completed(p.op, p.len, p.clocked.bdev_start());
+                ns.io().count(p.op, p.len, p.clocked.bdev_start());
             }
             match p.op {
                 BdevOp::Read => {
@@ -512,6 +515,8 @@ impl Controller {
             // Its namespace was detached meanwhile.
             Started::NotHere => Status::INVALID_NAMESPACE,
         };
+        self.instruments
+            .trace_now((w.sqid, w.sqe.cid()), Stage::Done);
         let stamps = w.clocked.finished(false);
         let due = delayed(w.delay_ns);
         self.hold_timed(w.sqid, &w.sqe, Err(failed), due, stamps);
