@@ -33,14 +33,16 @@ fn call(h: &NvmemuHandler, method: &str, params: Value) -> Value {
         .unwrap()
 }
 
-fn handler() -> NvmemuHandler {
+/// A handler with Malloc0 whose TCP transport (once created) has one poll group per entry
+/// of `cores`.
+fn handler(cores: &[usize]) -> NvmemuHandler {
     let target = common::test_target(Default::default(), Default::default());
     let h = NvmemuHandler::new(
         Arc::new(target),
         StopHandle::new().unwrap(),
         HandlerOptions {
             socket_mode: 0o600,
-            cores: vec![0],
+            cores: cores.to_vec(),
             log: None,
             numa_node: None,
         },
@@ -158,6 +160,25 @@ fn assert_counted(layers: &Value, n: u64) {
     );
 }
 
+/// Each poll group's admin queues, once every group has published a pass after them.
+fn admin_qpairs(h: &NvmemuHandler) -> Vec<u64> {
+    let mut last = Vec::new();
+    for _ in 0..100 {
+        let s = call(h, "nvmf_get_stats", json!({}));
+        last = s["poll_groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["current_admin_qpairs"].as_u64().unwrap())
+            .collect();
+        if last.iter().all(|&n| n > 0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    last
+}
+
 /// The commands counted in `bdev_get_histogram`'s buckets.
 fn histogram_count(h: &NvmemuHandler) -> u64 {
     let r = call(h, "bdev_get_histogram", json!({"name": "Malloc0"}));
@@ -172,7 +193,9 @@ fn histogram_count(h: &NvmemuHandler) -> u64 {
 
 #[test]
 fn tcp_controllers_are_timed_layer_by_layer_only_while_enabled() {
-    let h = handler();
+    // Two poll groups: host A's controller is made on group 0, and host B's admin
+    // connection, placed on the group with fewer connections, makes its controller on 1.
+    let h = handler(&[0, 1]);
     let addr = serve_over_tcp(&h);
     let (_admin, mut io) = connect_pair(addr, NQN, HOST_A, false, 32);
 
@@ -189,6 +212,7 @@ fn tcp_controllers_are_timed_layer_by_layer_only_while_enabled() {
     // A controller connected after the enable starts timed.
     let (_admin_b, mut io_b) = connect_pair(addr, NQN, HOST_B, false, 32);
     let n_b = verified_io(&mut io_b, 3, 3);
+    assert_eq!(admin_qpairs(&h), [1, 1], "one controller per poll group");
 
     let c = tcp_controller(&h, HOST_A);
     assert_eq!(c["timing"], true, "{c}");
@@ -216,7 +240,7 @@ fn tcp_controllers_are_timed_layer_by_layer_only_while_enabled() {
 
 #[test]
 fn a_histogram_enabled_before_the_tcp_transport_exists_times_its_controllers() {
-    let h = handler();
+    let h = handler(&[0]);
     histogram(&h, true);
     let addr = serve_over_tcp(&h);
     let (_admin, mut io) = connect_pair(addr, NQN, HOST_A, false, 32);
