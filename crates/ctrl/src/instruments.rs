@@ -16,7 +16,7 @@ use nvmemu_spec::{Cid, Qid, Sqe};
 
 use crate::Namespace;
 use crate::latency::{LatencyHook, Stage};
-use crate::timing::{HeldStamps, Timing};
+use crate::timing::{HeldStamps, PassMarks, Timing};
 
 /// Which per-command readings one batch takes (decided once per batch).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,6 +40,8 @@ pub(crate) struct Instruments {
     pub(crate) timing: Option<Box<Timing>>,
     /// The per-command trace; None unless an in-process client installed one.
     trace: Option<LatencyHook>,
+    /// Who marks the passes of the timing (the poll, or a transport around it).
+    pub(crate) marks: PassMarks,
     /// TSC when the open busy stretch began (0: none open).
     pub(crate) busy_since: u64,
     /// Closed busy stretches, summed.
@@ -52,18 +54,25 @@ impl Instruments {
         self.trace = trace;
     }
 
-    /// A poll pass begins (the controller is ready).
+    /// A poll pass begins (the controller is ready). Where a transport marks the passes,
+    /// its pass began earlier; this reading is then only the first command's *fetch*.
     #[inline(always)]
     pub(crate) fn pass_begins(&mut self) {
         if let Some(t) = self.timing.as_deref_mut() {
-            t.pass_begins(TscClock::ticks());
+            let now = TscClock::ticks();
+            match t.marks {
+                PassMarks::Poll => t.pass_begins(now),
+                PassMarks::Transport => t.poll_begins(now),
+            }
         }
     }
 
-    /// A poll pass ends (interrupts raised).
+    /// A poll pass ends (interrupts raised); a transport that marks the passes ends them
+    /// once its completions are sent.
     #[inline(always)]
     pub(crate) fn pass_ends(&mut self) {
         if let Some(t) = self.timing.as_deref_mut()
+            && t.marks == PassMarks::Poll
             && t.awaits_pass_end()
         {
             t.pass_ends(TscClock::ticks());

@@ -154,3 +154,49 @@ fn a_trace_records_fetch_done_and_post_of_each_command_and_nothing_once_removed(
     assert_eq!(h.reap(1).map(|c| c.status()), Some(Status::SUCCESS));
     assert_eq!(table.read(1, cid.0), Some([0, 0, 0]));
 }
+
+#[test]
+fn a_transport_that_marks_the_passes_sets_seen_and_irq_for_every_batch() {
+    use nvmemu_ctrl::timing::PassMarks;
+    use nvmemu_mem::TscClock;
+    let mut h = TestHost::ready(64);
+    h.ctrl.set_pass_marks(PassMarks::Transport);
+    assert!(h.ctrl.set_timing("malloc0", true, 7));
+    // The transport's pass began long before the poll (it read capsules meanwhile) and
+    // ends long after it (it sent the responses): both spans belong to these commands.
+    const BEFORE: u64 = 50_000_000;
+    const AFTER: u64 = 70_000_000;
+    let began = TscClock::ticks().saturating_sub(BEFORE);
+    h.ctrl.transport_pass_begins(began);
+    for i in 0..3 {
+        h.submit(1, rw(0x02, 1, i, 1, h.prps(layout::DATA, 512)));
+    }
+    assert_eq!(h.poll(), 3);
+    // The poll's own end records nothing: the completions are not on the wire yet.
+    assert!(h.ctrl.timing_awaits_pass_end());
+    let set = |h: &TestHost| {
+        queue1(&h.ctrl.timing().unwrap()).namespaces[0]
+            .layers
+            .clone()
+    };
+    assert_eq!(set(&h).get(Layer::Total).count(), 0);
+    assert_eq!(set(&h).get(Layer::Queued).count(), 3);
+    h.ctrl.transport_pass_ends(TscClock::ticks() + AFTER);
+    assert!(!h.ctrl.timing_awaits_pass_end());
+    let set = set(&h);
+    for layer in Layer::ALL.iter().take(5) {
+        assert_eq!(set.get(*layer).count(), 3, "{}", layer.name());
+    }
+    assert!(set.get(Layer::Queued).sum() >= 3 * u128::from(BEFORE));
+    assert!(set.get(Layer::Interrupt).sum() >= 3 * u128::from(AFTER));
+    let parts: u128 = [
+        Layer::Queued,
+        Layer::Backend,
+        Layer::Complete,
+        Layer::Interrupt,
+    ]
+    .iter()
+    .map(|l| set.get(*l).sum())
+    .sum();
+    assert_eq!(parts, set.get(Layer::Total).sum());
+}

@@ -197,7 +197,9 @@ impl PollGroup {
             c.ctrl.set_keep_alive_timeout(kato);
             c.hostnqn = d.hostnqn;
             c.hostid = d.hostid;
+            c.peer = Some(conn.peer);
             c.touch(now);
+            self.time_new_controller(&mut c);
             self.ctrls.insert(cntlid, c);
             tracing::info!(cntlid, subnqn = %d.subnqn, peer = %conn.peer, "NVMe/TCP controller created");
             conn.state = ConnState::Queue {

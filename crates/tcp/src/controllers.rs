@@ -3,9 +3,11 @@
 //! NVMe over Fabrics has it), with the doorbell page and DMA table the connections play
 //! host through, and the Keep Alive timer.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use nvmemu_ctrl::timing::PassMarks;
 use nvmemu_ctrl::{Controller, ControllerConfig, FabricsIdentity, InterruptSink};
 use nvmemu_mem::{GuestMemory, Iova, MmapRegion};
 
@@ -33,6 +35,8 @@ pub(crate) struct FabricsCtrl {
     pub(crate) subnqn: String,
     pub(crate) hostnqn: String,
     pub(crate) hostid: [u8; 16],
+    /// The host's address on the admin queue's connection.
+    pub(crate) peer: Option<SocketAddr>,
     /// log2 of each namespace's block size by NSID - 1 (0: no namespace), for the
     /// transfer length of Read, Write and Compare.
     pub(crate) block_shifts: Vec<u8>,
@@ -67,6 +71,9 @@ impl FabricsCtrl {
             ..ControllerConfig::default()
         };
         let mut ctrl = Controller::new(config, Arc::clone(&doorbells));
+        // The poll group's pass, not the controller's poll, takes commands off the wire
+        // and hands completions back to it (`group/timing.rs`).
+        ctrl.set_pass_marks(PassMarks::Transport);
         let mut block_shifts = Vec::new();
         for ns in &sub.namespaces {
             let i = usize::try_from(ns.nsid().0.saturating_sub(1)).unwrap_or(usize::MAX);
@@ -87,6 +94,7 @@ impl FabricsCtrl {
             subnqn: nqn.to_owned(),
             hostnqn: String::new(),
             hostid: [0; 16],
+            peer: None,
             block_shifts,
             last_seen: Instant::now(),
         })

@@ -8,7 +8,10 @@
 //! another group's controller moves there: `handover.rs`). Each admin Connect makes a new
 //! [`nvmemu_ctrl::Controller`]; each connection plays host to it through a private memory
 //! region (its queue rings and one buffer per command), so everything NVMe (Identify,
-//! queues, I/O, reservations, QoS) is the same code that serves vfio-user.
+//! queues, I/O, reservations, QoS) is the same code that serves vfio-user. The
+//! controllers' per-layer timing is switched and read through the groups' control
+//! channels ([`TcpTarget::set_timing`], [`TcpTarget::controllers`]); each group marks its
+//! controllers' passes (`group/timing.rs`).
 //! May depend on: nvmemu-spec, nvmemu-mem, nvmemu-ctrl.
 //! Must never: trust a PDU field, block the poll group on a socket, or buffer without
 //! bound (each connection has two buffers, sized by its stage: `admission.rs`).
@@ -39,11 +42,13 @@ use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::channel;
+use std::sync::mpsc::{Receiver, channel};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 pub use config::{Subsystems, TcpOptions, TcpSubsystem};
 pub use discovery::DISCOVERY_NQN;
+pub use group::ControllerReport;
 pub use stats::TcpStats;
 
 use group::{Control, PollGroup};
@@ -156,6 +161,57 @@ impl TcpTarget {
     pub fn options(&self) -> &TcpOptions {
         &self.options
     }
+
+    /// Turn the per-layer timing of bdev `bdev` on or off (`bdev_enable_histogram`) on
+    /// every controller that uses it, and on those later Connects make; returns once every
+    /// poll group has applied it (or [`CONTROL_WAIT`] passed). Enabling an enabled bdev
+    /// keeps its counts; `granularity` applies where timing starts.
+    pub fn set_timing(&self, bdev: &str, enable: bool, granularity: u32) {
+        let answers = self.ask_groups(|done| Control::SetTiming {
+            bdev: bdev.to_owned(),
+            enable,
+            granularity,
+            done,
+        });
+        let _ = collect(answers);
+    }
+
+    /// Every controller's counters and timing, copied on its poll group (a group that does
+    /// not answer within [`CONTROL_WAIT`] is left out).
+    pub fn controllers(&self) -> Vec<ControllerReport> {
+        let answers = self.ask_groups(Control::Report);
+        collect(answers).into_iter().flatten().collect()
+    }
+
+    /// Send every poll group the request `make` builds around a reply channel; the
+    /// channels of those that took it.
+    fn ask_groups<T>(
+        &self,
+        make: impl Fn(std::sync::mpsc::Sender<T>) -> Control,
+    ) -> Vec<Receiver<T>> {
+        (0..self.groups.len())
+            .filter_map(|g| {
+                let (tx, rx) = channel();
+                self.groups.send(g, make(tx)).then_some(rx)
+            })
+            .collect()
+    }
+}
+
+/// Longest the control plane waits for the poll groups' answers: a group answers at the
+/// start of its next pass (it is woken if asleep), so only a stopped or stuck one takes it.
+pub const CONTROL_WAIT: Duration = Duration::from_secs(5);
+
+/// The answers that come within [`CONTROL_WAIT`] of now.
+fn collect<T>(answers: Vec<Receiver<T>>) -> Vec<T> {
+    let deadline = Instant::now() + CONTROL_WAIT;
+    answers
+        .into_iter()
+        .filter_map(|rx| {
+            rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .ok()
+        })
+        .collect()
 }
 
 /// Backlog of a listener: the kernel caps it at `net.core.somaxconn`. A deep one keeps a

@@ -28,6 +28,11 @@
 //! command's (`hold.rs`). The commands of the batch behind it are fetched after its
 //! submission (one reading when it is queued), which is their queued layer.
 //!
+//! A transport whose own pass takes the commands off the wire before the poll and hands
+//! the completions back to it after (NVMe/TCP's poll group) marks the passes instead
+//! ([`PassMarks::Transport`]): every batch is *seen* at the transport's pass start and
+//! *irq* is the transport's reading once the completions are sent.
+//!
 //! The SQE's wait before *seen* cannot be measured on the target (the host's doorbell
 //! store is a plain store into shared memory), but it is bounded: the poller looked at the
 //! same doorbell in the previous pass, so the command was queued within
@@ -42,6 +47,21 @@ pub(crate) use record::{HeldStamps, Timing};
 use nvmemu_spec::Qid;
 
 use crate::Controller;
+
+/// Who marks the start and the end of a pass, the readings *seen* and *irq* come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PassMarks {
+    /// The controller's own poll (vfio-user): *seen* is the last reading before each SQ's
+    /// doorbell load, *irq* the end of the poll, after the MSI-X eventfd writes.
+    #[default]
+    Poll,
+    /// The transport around the poll (NVMe/TCP), through
+    /// [`Controller::transport_pass_begins`] and [`Controller::transport_pass_ends`]: its
+    /// pass takes commands off the wire before the poll and hands their completions to the
+    /// wire after it, so every batch of the pass is *seen* at the pass start and *irq* is
+    /// the reading the transport takes once the completions are sent.
+    Transport,
+}
 
 /// One layer of a command's time on the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,7 +223,12 @@ impl Controller {
         if enable {
             let max_qid = self.config.max_io_queues;
             let t = self.instruments.timing.get_or_insert_with(|| {
-                Box::new(Timing::new(granularity, max_qid, crate::hold::MAX_HELD))
+                Box::new(Timing::new(
+                    granularity,
+                    max_qid,
+                    crate::hold::MAX_HELD,
+                    self.instruments.marks,
+                ))
             });
             if !t.bdevs.iter().any(|b| b == bdev) {
                 t.bdevs.push(bdev.to_owned());
@@ -270,6 +295,38 @@ impl Controller {
     /// Whether any command is being timed.
     pub fn timing_enabled(&self) -> bool {
         self.instruments.timing.is_some()
+    }
+
+    /// Let the transport mark the passes of this controller's timing from now on (see
+    /// [`PassMarks`]); applies to timing started after the call.
+    pub fn set_pass_marks(&mut self, marks: PassMarks) {
+        self.instruments.marks = marks;
+    }
+
+    /// The transport's pass began at `now` (TSC ticks), before it took commands off the
+    /// wire ([`PassMarks::Transport`]; nothing while timing is off).
+    pub fn transport_pass_begins(&mut self, now: u64) {
+        if let Some(t) = self.instruments.timing.as_deref_mut() {
+            t.pass_begins(now);
+        }
+    }
+
+    /// Whether a timed command of this pass waits for [`transport_pass_ends`](Self::transport_pass_ends).
+    pub fn timing_awaits_pass_end(&self) -> bool {
+        self.instruments
+            .timing
+            .as_deref()
+            .is_some_and(Timing::awaits_pass_end)
+    }
+
+    /// The transport handed this pass's completions to the wire at `now` (TSC ticks):
+    /// the *irq* of the commands posted in it ([`PassMarks::Transport`]).
+    pub fn transport_pass_ends(&mut self, now: u64) {
+        if let Some(t) = self.instruments.timing.as_deref_mut()
+            && t.awaits_pass_end()
+        {
+            t.pass_ends(now);
+        }
     }
 
     /// A copy of the timing state (None while off).

@@ -16,6 +16,10 @@
 //! in-process trace (`latency.rs`), when installed, reads the clock at the fetch itself,
 //! and the timing uses that reading.
 //!
+//! Where a transport marks the passes (`PassMarks::Transport`), the pass start is its
+//! reading, the poll takes one more at its own start (the first command's *fetch*), and
+//! every batch's *seen* is the pass start; the end of the pass is the transport's reading.
+//!
 //! At the flush, each command's queued, backend and complete layers go into its
 //! (queue, namespace) histograms, and its backend time into its bdev's latency counters;
 //! what the batch's commands share (the total, the interrupt layer, the wait bound) waits
@@ -24,7 +28,7 @@
 use nvmemu_bdev::BdevOp;
 use nvmemu_spec::{IoOpcode, Qid};
 
-use super::{LayerSet, NsTiming, QueueTiming};
+use super::{LayerSet, NsTiming, PassMarks, QueueTiming};
 use crate::Namespace;
 use crate::poll::IO_BATCH;
 
@@ -101,6 +105,8 @@ pub(crate) struct Timing {
     batch_len: usize,
     /// This pass's runs; capacity fixed when enabled (never grows on the I/O path).
     runs: Vec<Run>,
+    /// Who marks the passes: a transport's mark a batch *seen* at its pass start.
+    pub(crate) marks: PassMarks,
     /// Ticks at the start of this pass and of the previous one.
     pass_now: u64,
     pass_prev: u64,
@@ -109,7 +115,7 @@ pub(crate) struct Timing {
 }
 
 impl Timing {
-    pub(super) fn new(granularity: u32, max_qid: u16, held: usize) -> Timing {
+    pub(super) fn new(granularity: u32, max_qid: u16, held: usize, marks: PassMarks) -> Timing {
         let sqs = usize::from(max_qid) + 1;
         Timing {
             granularity: granularity.clamp(1, super::MAX_GRANULARITY),
@@ -122,6 +128,7 @@ impl Timing {
             batch: [Cmd::default(); IO_BATCH],
             batch_len: 0,
             runs: Vec::with_capacity(sqs * IO_BATCH + held),
+            marks,
             pass_now: 0,
             pass_prev: 0,
             dropped: 0,
@@ -135,12 +142,23 @@ impl Timing {
         self.last = now;
     }
 
+    /// The poll of a pass a transport marks begins at `now`: the next command's *fetch*
+    /// (the pass itself began when the transport said, [`PassMarks::Transport`]).
+    #[inline]
+    pub(crate) fn poll_begins(&mut self, now: u64) {
+        self.last = now;
+    }
+
     /// The doorbell of `qid` showed `queued` commands: a batch opens, *seen* at the last
-    /// reading.
+    /// reading (at the pass start when a transport marks it: its commands were all taken
+    /// off the wire before the controller's poll, see [`PassMarks::Transport`]).
     #[inline]
     pub(crate) fn sq_seen(&mut self, qid: Qid, queued: u32) {
         self.qid = qid.0;
-        self.seen = self.last;
+        self.seen = match self.marks {
+            PassMarks::Poll => self.last,
+            PassMarks::Transport => self.pass_now,
+        };
         self.batch_len = 0;
         if let Some(q) = self.queues.get_mut(usize::from(qid.0)) {
             q.depth_sum += u64::from(queued);

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `bdev_enable_histogram`, `bdev_get_histogram` and `nvmemu_get_latency_breakdown`: the
 //! target-side timing of `nvmemu_ctrl::timing`, switched per bdev on every controller that
-//! serves it and read back as copies taken on each controller's poller. The same switch
-//! times the bdev's operations (`Bdev::set_timed`, `bdev_get_iostat`'s latency ticks).
+//! serves it, over vfio-user (through each controller's poller mailbox) and NVMe/TCP
+//! (through the TCP target's poll groups' control channels), and read back as copies taken
+//! on each controller's own thread. The same switch times the bdev's operations
+//! (`Bdev::set_timed`, `bdev_get_iostat`'s latency ticks).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use nvmemu_ctrl::ControllerStats;
 use nvmemu_ctrl::timing::{Layer, LayerSet, TimingSnapshot};
 use nvmemu_device::Target;
 use nvmemu_mem::{TscClock, global_clock};
@@ -16,20 +19,26 @@ use nvmemu_rpc::methods::histogram::{
 };
 use nvmemu_rpc::{Errno, RpcError};
 use nvmemu_spec::Qid;
+use nvmemu_tcp::TcpTarget;
 use serde_json::Value;
 
-use super::{State, to_value};
+use super::{State, nvmf, to_value};
 
 const DEFAULT_GRANULARITY: u32 = nvmemu_ctrl::timing::DEFAULT_GRANULARITY;
 
-/// Apply every enabled histogram to every controller (after a listener or namespace was
-/// added; enabling an enabled bdev keeps its counts).
+/// The TCP target, when the TCP transport exists.
+fn tcp(st: &State) -> Option<&TcpTarget> {
+    st.tcp.as_ref().map(nvmf::tcp_target)
+}
+
+/// Apply every enabled histogram to every controller (after a listener, a namespace or the
+/// TCP transport was added; enabling an enabled bdev keeps its counts).
 pub(crate) fn reapply(st: &State, target: &Target) {
     for (bdev, &g) in &st.histograms {
         if let Some((_, e)) = st.bdevs.get(bdev) {
             e.bdev.set_timed(true);
         }
-        set_on_all(target, bdev, true, g);
+        set_on_all(target, tcp(st), bdev, true, g);
     }
 }
 
@@ -37,11 +46,15 @@ fn no_bdev(name: &str) -> RpcError {
     RpcError::errno_msg(Errno::ENODEV, format!("No such device: bdev {name}"))
 }
 
-fn set_on_all(target: &Target, bdev: &str, enable: bool, g: u32) {
+fn set_on_all(target: &Target, tcp: Option<&TcpTarget>, bdev: &str, enable: bool, g: u32) {
     for (id, _) in target.controllers() {
         let name = bdev.to_owned();
         // A controller that went away meanwhile has nothing to switch.
         let _ = target.on_controller(id, move |c| c.ctrl.set_timing(&name, enable, g));
+    }
+    // The TCP poll groups also switch the controllers later Connects make.
+    if let Some(t) = tcp {
+        t.set_timing(bdev, enable, g);
     }
 }
 
@@ -67,24 +80,56 @@ pub(crate) fn enable(
     // The bdev's own operation latencies (bdev_get_iostat's `*_latency_ticks`) follow the
     // same switch: off, no I/O reads the clock.
     bdev.set_timed(p.enable);
-    set_on_all(target, &name, p.enable, g);
+    set_on_all(target, tcp(st), &name, p.enable, g);
     Ok(Value::Bool(true))
 }
 
-/// Every controller's timing copy, with its socket directory and counters.
-fn snapshots(
-    target: &Target,
-) -> Vec<(String, nvmemu_ctrl::ControllerStats, Option<TimingSnapshot>)> {
-    target
-        .controllers()
-        .into_iter()
-        .filter_map(|(id, dir)| {
-            let (stats, timing) = target
-                .on_controller(id, |c| (c.ctrl.stats(), c.ctrl.timing()))
-                .ok()?;
-            Some((dir.display().to_string(), stats, timing))
+/// Which controller a copy is of.
+enum Origin {
+    /// A vfio-user controller: its socket directory.
+    VfioUser(String),
+    /// A TCP controller: its ID, subsystem, host NQN and the host's admin connection.
+    Tcp {
+        cntlid: u16,
+        subnqn: String,
+        hostnqn: String,
+        peer: String,
+    },
+}
+
+/// One controller's counters and timing, copied on the thread that owns it.
+struct CtrlCopy {
+    origin: Origin,
+    stats: ControllerStats,
+    timing: Option<TimingSnapshot>,
+}
+
+/// Every controller's copy: vfio-user's (one mailbox call each), then TCP's (one control
+/// message per poll group).
+fn snapshots(target: &Target, tcp: Option<&TcpTarget>) -> Vec<CtrlCopy> {
+    let vfio_user = target.controllers().into_iter().filter_map(|(id, dir)| {
+        let (stats, timing) = target
+            .on_controller(id, |c| (c.ctrl.stats(), c.ctrl.timing()))
+            .ok()?;
+        Some(CtrlCopy {
+            origin: Origin::VfioUser(dir.display().to_string()),
+            stats,
+            timing,
         })
-        .collect()
+    });
+    let mut tcp_ctrls = tcp.map(TcpTarget::controllers).unwrap_or_default();
+    tcp_ctrls.sort_by_key(|r| r.cntlid);
+    let tcp = tcp_ctrls.into_iter().map(|r| CtrlCopy {
+        origin: Origin::Tcp {
+            cntlid: r.cntlid,
+            subnqn: r.subnqn,
+            hostnqn: r.hostnqn,
+            peer: r.peer.map(|p| p.to_string()).unwrap_or_default(),
+        },
+        stats: r.stats,
+        timing: r.timing,
+    });
+    vfio_user.chain(tcp).collect()
 }
 
 fn tsc_rate() -> u64 {
@@ -106,8 +151,8 @@ pub(crate) fn get_histogram(st: &State, target: &Target, name: &str) -> Result<V
         .copied()
         .unwrap_or(DEFAULT_GRANULARITY);
     let mut total = LayerSet::new(g);
-    for (_, _, timing) in snapshots(target) {
-        for (_, q, names) in timing.iter().flat_map(|t| &t.queues) {
+    for copy in snapshots(target, tcp(st)) {
+        for (_, q, names) in copy.timing.iter().flat_map(|t| &t.queues) {
             for (ns, n) in q.namespaces.iter().zip(names) {
                 if n == bdev {
                     total.merge(&ns.layers);
@@ -163,11 +208,8 @@ fn layer_stats(set: &LayerSet) -> Vec<LayerStats> {
         .collect()
 }
 
-fn controller_view(
-    traddr: String,
-    stats: &nvmemu_ctrl::ControllerStats,
-    timing: Option<&TimingSnapshot>,
-) -> ControllerLatency {
+fn controller_view(copy: CtrlCopy) -> ControllerLatency {
+    let (stats, timing) = (&copy.stats, copy.timing.as_ref());
     let g = timing.map_or(DEFAULT_GRANULARITY, |t| t.granularity);
     let mut all = LayerSet::new(g);
     let mut per_ns: BTreeMap<u32, (String, LayerSet)> = BTreeMap::new();
@@ -223,8 +265,21 @@ fn controller_view(
             namespaces,
         });
     }
+    let (trtype, traddr, cntlid, subnqn, hostnqn) = match copy.origin {
+        Origin::VfioUser(dir) => ("VFIOUSER", dir, None, None, None),
+        Origin::Tcp {
+            cntlid,
+            subnqn,
+            hostnqn,
+            peer,
+        } => (nvmf::TCP, peer, Some(cntlid), Some(subnqn), Some(hostnqn)),
+    };
     ControllerLatency {
+        trtype: trtype.to_owned(),
         traddr,
+        cntlid,
+        subnqn,
+        hostnqn,
         timing: timing.is_some(),
         io_commands: stats.io_commands,
         bytes_read: stats.bytes_read,
@@ -243,10 +298,10 @@ fn controller_view(
     }
 }
 
-pub(crate) fn breakdown(target: &Target) -> Result<Value, RpcError> {
-    let controllers = snapshots(target)
+pub(crate) fn breakdown(st: &State, target: &Target) -> Result<Value, RpcError> {
+    let controllers = snapshots(target, tcp(st))
         .into_iter()
-        .map(|(dir, stats, timing)| controller_view(dir, &stats, timing.as_ref()))
+        .map(controller_view)
         .collect();
     let pollers = target
         .poller_stats()

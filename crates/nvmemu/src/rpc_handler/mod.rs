@@ -199,6 +199,21 @@ impl NvmemuHandler {
         })
     }
 
+    /// `nvmf_locked` for a method that makes controllers (or the TCP transport, whose
+    /// poll groups make them) or attaches namespaces: every enabled histogram is applied
+    /// again after it.
+    fn nvmf_retimed(
+        &self,
+        f: impl FnOnce(&mut State) -> Result<Value, RpcError>,
+    ) -> Result<Value, RpcError> {
+        let target = &*self.target;
+        self.nvmf_locked(|st| {
+            let r = f(st);
+            latency::reapply(st, target);
+            r
+        })
+    }
+
     fn kill(&self, p: &SpdkKillInstanceParams) -> Result<Value, RpcError> {
         tracing::info!(signal = %p.sig_name, "spdk_kill_instance: stopping");
         self.stop.stop();
@@ -250,7 +265,7 @@ impl Handler for NvmemuHandler {
             R::NvmemuBdevGetFaults(p) => self.locked(|st| fault::get(&st.bdevs, &p)),
             R::NvmfCreateTransport(p) if nvmf::is_tcp(&p.trtype) => {
                 let cores = &self.opts.cores;
-                self.nvmf_locked(|st| nvmf::create_tcp_transport(st, cores, p))
+                self.nvmf_retimed(|st| nvmf::create_tcp_transport(st, cores, p))
             }
             R::NvmfCreateTransport(p) => self.nvmf_locked(|st| nvmf::create_transport(st, p)),
             R::NvmfGetTransports(p) => self.locked(|st| nvmf::get_transports(st, &p)),
@@ -259,11 +274,7 @@ impl Handler for NvmemuHandler {
                 self.nvmf_locked(|st| nvmf::delete_subsystem(st, t, &p.nqn))
             }
             R::NvmfGetSubsystems(p) => self.locked(|st| nvmf::get_subsystems(st, p.nqn.as_deref())),
-            R::NvmfSubsystemAddNs(p) => self.nvmf_locked(|st| {
-                let r = nvmf::add_ns(st, t, p);
-                latency::reapply(st, t);
-                r
-            }),
+            R::NvmfSubsystemAddNs(p) => self.nvmf_retimed(|st| nvmf::add_ns(st, t, p)),
             R::NvmfSubsystemRemoveNs(p) => {
                 self.nvmf_locked(|st| nvmf::remove_ns(st, t, &p.nqn, p.nsid))
             }
@@ -273,11 +284,10 @@ impl Handler for NvmemuHandler {
             R::NvmfSubsystemAddListener(p) if nvmf::is_tcp(&p.listen_address.trtype) => {
                 self.nvmf_locked(|st| nvmf::add_tcp_listener(st, &p.nqn, p.listen_address))
             }
-            R::NvmfSubsystemAddListener(p) => self.nvmf_locked(|st| {
-                let r = nvmf::add_listener(st, t, self.opts.socket_mode, p);
-                latency::reapply(st, t);
-                r
-            }),
+            R::NvmfSubsystemAddListener(p) => {
+                let mode = self.opts.socket_mode;
+                self.nvmf_retimed(|st| nvmf::add_listener(st, t, mode, p))
+            }
             R::NvmfSubsystemRemoveListener(p) if nvmf::is_tcp(&p.listen_address.trtype) => {
                 self.nvmf_locked(|st| nvmf::remove_tcp_listener(st, &p.nqn, &p.listen_address))
             }
@@ -297,7 +307,7 @@ impl Handler for NvmemuHandler {
             R::NvmfSubsystemGetListeners(p) => self.locked(|st| nvmf::get_listeners(st, &p.nqn)),
             R::BdevEnableHistogram(p) => self.locked(|st| latency::enable(st, t, p)),
             R::BdevGetHistogram(p) => self.locked(|st| latency::get_histogram(st, t, &p.name)),
-            R::NvmemuGetLatencyBreakdown => self.locked(|_| latency::breakdown(t)),
+            R::NvmemuGetLatencyBreakdown => self.locked(|st| latency::breakdown(st, t)),
             R::FrameworkWaitInit | R::BdevWaitForExamine => Ok(Value::Bool(true)),
             R::ThreadGetStats => {
                 self.locked(|st| threads::stats(st, t, &self.opts.cores, self.ticks()))

@@ -141,8 +141,22 @@ pub struct QueueLatency {
 /// One controller's view.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ControllerLatency {
-    /// Its socket directory (the listener's `traddr`).
+    /// Its transport, as SPDK spells it: `VFIOUSER` or `TCP` (absent from older
+    /// nvmemu's answers, which had only vfio-user controllers).
+    #[serde(default = "vfio_user")]
+    pub trtype: String,
+    /// vfio-user: its socket directory (the listener's `traddr`). TCP: the host's address
+    /// on the admin queue's connection (`IP:port`).
     pub traddr: String,
+    /// TCP: its controller ID (a vfio-user controller's is in `nvmf_subsystem_get_controllers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cntlid: Option<u16>,
+    /// TCP: its subsystem's NQN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnqn: Option<String>,
+    /// TCP: the host NQN its Connect gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostnqn: Option<String>,
     /// Whether any of its namespaces is timed.
     pub timing: bool,
     /// I/O commands completed.
@@ -159,6 +173,10 @@ pub struct ControllerLatency {
     pub queues: Vec<QueueLatency>,
     /// Per namespace, all queues together.
     pub namespaces: Vec<NsLatency>,
+}
+
+fn vfio_user() -> String {
+    "VFIOUSER".to_owned()
 }
 
 /// One poller's load.

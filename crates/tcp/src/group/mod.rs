@@ -15,12 +15,15 @@
 mod receive;
 mod send;
 mod teardown;
+mod timing;
+
+pub use timing::ControllerReport;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use crate::config::{Subsystems, TcpOptions};
@@ -47,6 +50,16 @@ pub(crate) enum Control {
     Unlisten(SocketAddr),
     /// A connection placed on this group, or handed over for its controller.
     Adopt(Box<Conn>),
+    /// `bdev_enable_histogram`: switch `bdev`'s timing on the group's controllers and on
+    /// those made later, then answer on `done`.
+    SetTiming {
+        bdev: String,
+        enable: bool,
+        granularity: u32,
+        done: Sender<()>,
+    },
+    /// Send a copy of every controller's counters and timing.
+    Report(Sender<Vec<ControllerReport>>),
 }
 
 /// Everything one poller thread owns.
@@ -64,6 +77,8 @@ pub(crate) struct PollGroup {
     free: Vec<usize>,
     pub(crate) admission: crate::admission::Admission,
     pub(crate) ctrls: BTreeMap<u16, FabricsCtrl>,
+    /// Bdevs whose histograms are on (`timing.rs`).
+    timed: timing::TimedBdevs,
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
     /// Which sockets have something to do.
@@ -99,6 +114,7 @@ impl PollGroup {
             free: Vec::new(),
             admission: Default::default(),
             ctrls: BTreeMap::new(),
+            timed: Default::default(),
             control,
             stop,
             ready,
@@ -146,6 +162,10 @@ impl PollGroup {
             let now = Instant::now();
             self.time_pass(pass_began, pass_busy, now);
             pass_began = now;
+            let timed = self.timing_on();
+            if timed {
+                self.timing_pass_begins();
+            }
             if listeners_ready {
                 work += self.accept(now);
             }
@@ -160,6 +180,9 @@ impl PollGroup {
             }
             for &i in &visit {
                 work += self.send(i, now);
+            }
+            if timed {
+                self.timing_pass_ends();
             }
             visit.clear();
             if now >= next_sweep {
@@ -247,6 +270,17 @@ impl PollGroup {
                 self.adopt(*conn);
                 return 1;
             }
+            Control::SetTiming {
+                bdev,
+                enable,
+                granularity,
+                done,
+            } => {
+                self.set_timing(&bdev, enable, granularity);
+                // The caller may have given up waiting.
+                let _ = done.send(());
+            }
+            Control::Report(to) => self.report(&to),
         }
         0
     }

@@ -35,6 +35,7 @@ pub(crate) use subsystem::{create_subsystem, delete_subsystem, get_subsystems};
 pub(crate) use tcp::{
     TCP, TcpTransport, add_listener as add_tcp_listener, create_transport as create_tcp_transport,
     is_tcp, remove_listener as remove_tcp_listener, stats as tcp_stats, sync as sync_tcp,
+    target as tcp_target,
 };
 pub(crate) use transport::{create_transport, get_transports};
 

@@ -104,6 +104,11 @@ pub(crate) fn create_transport(
     Ok(Value::Bool(true))
 }
 
+/// The running target (timing and its controllers' copies: `latency.rs`).
+pub(crate) fn target(t: &TcpTransport) -> &TcpTarget {
+    &t.target
+}
+
 /// Each poll group's counters, for `nvmf_get_stats`.
 pub(crate) fn stats(t: &TcpTransport) -> Vec<nvmemu_tcp::TcpStats> {
     t.target.group_stats()
