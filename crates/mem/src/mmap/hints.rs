@@ -6,27 +6,42 @@ use rustix::mm::{self, Advice};
 
 use super::{Kind, MemError, MmapRegion, us};
 
+/// PREFETCHT0 of the line holding `a`, an address inside a live mapping.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_line(a: *const u8) {
+    // SAFETY: SSE is part of the x86_64 baseline, so the target feature is always present;
+    // PREFETCHT0 only hints the cache, has no architectural effect and never faults, and the
+    // caller passes an address inside a live mapping (`prefetch` checked the range).
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(a.cast());
+    }
+}
+
 impl MmapRegion {
     /// Hint that `len` bytes at `offset` (at most 4 KiB) will be read soon: one prefetch per
     /// cache line, so the misses of several queued commands overlap instead of being taken one
     /// after the other. Out-of-range requests are ignored; it never faults (a prefetch of an
     /// unmapped page is dropped by the CPU) and reads nothing architecturally.
+    ///
+    /// Eight lines per loop step: a 4 KiB read is 64 prefetches, and one loop test per
+    /// prefetch made the loop three times the instructions of the prefetches themselves
+    /// (about 190 of the TCP target's 2,600 instructions per 4 KiB read, by callgrind).
     #[inline]
     pub fn prefetch(&self, offset: u64, len: u64) {
         #[cfg(target_arch = "x86_64")]
         if let Ok(p) = self.span(offset, len.min(4096)) {
+            let lines = us(len.min(4096).div_ceil(64));
             let mut line = 0;
-            while line < len.min(4096) {
-                let a = p.wrapping_add(us(line));
-                // SAFETY: SSE is part of the x86_64 baseline, so the target feature is always
-                // present; PREFETCHT0 only hints the cache, has no architectural effect, never
-                // faults, and `a` lies inside this live mapping (span checked the range).
-                unsafe {
-                    core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                        a.cast(),
-                    );
+            while line + 8 <= lines {
+                for k in 0..8 {
+                    prefetch_line(p.wrapping_add((line + k) * 64));
                 }
-                line += 64;
+                line += 8;
+            }
+            while line < lines {
+                prefetch_line(p.wrapping_add(line * 64));
+                line += 1;
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
