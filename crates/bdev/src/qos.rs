@@ -12,6 +12,7 @@ use crossbeam_utils::CachePadded;
 static LIMITED_BDEVS: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether any bdev in the process has a QoS limit.
+#[inline]
 pub fn any_qos_limit() -> bool {
     LIMITED_BDEVS.load(Ordering::Relaxed) != 0
 }

@@ -87,6 +87,8 @@ pub trait InterruptSink {
 #[derive(Debug)]
 pub struct Controller {
     pub(crate) config: ControllerConfig,
+    /// `config`'s MDTS in bytes (`max_transfer`), worked out once: every data command asks.
+    max_transfer: u64,
     pub(crate) regs: RegisterFile,
     pub(crate) state: CtrlState,
     pub(crate) doorbells: Doorbells,
@@ -176,6 +178,7 @@ impl Controller {
             file_io: Default::default(),
             fatal_countdown: None,
             fatal_log: Default::default(),
+            max_transfer: mdts_bytes(config.mdts),
             config,
         }
     }
@@ -509,13 +512,19 @@ impl Controller {
     }
 
     /// The largest transfer a command may ask for, in bytes.
+    #[inline(always)]
     pub(crate) fn max_transfer(&self) -> u64 {
-        match self.config.mdts {
-            0 => u64::MAX,
-            m => nvmemu_spec::PAGE_SIZE
-                .checked_shl(u32::from(m))
-                .unwrap_or(u64::MAX),
-        }
+        self.max_transfer
+    }
+}
+
+/// MDTS (a power of two in units of the minimum page size, 0 = no limit) in bytes.
+fn mdts_bytes(mdts: u8) -> u64 {
+    match mdts {
+        0 => u64::MAX,
+        m => nvmemu_spec::PAGE_SIZE
+            .checked_shl(u32::from(m))
+            .unwrap_or(u64::MAX),
     }
 }
 

@@ -185,10 +185,14 @@ impl ReadWrite {
     /// command. Inlined, the fields stay in registers.
     #[inline(always)]
     pub fn decode(sqe: &Sqe) -> Option<Result<ReadWrite, Status>> {
-        let write = match IoOpcode::from(sqe.opcode()) {
-            IoOpcode::Read => false,
-            IoOpcode::Write => true,
-            _ => return None,
+        // Compared as bytes: `IoOpcode::from` is a match over every opcode.
+        let op = sqe.opcode();
+        let write = if op == u8::from(IoOpcode::Read) {
+            false
+        } else if op == u8::from(IoOpcode::Write) {
+            true
+        } else {
+            return None;
         };
         if let Err(s) = reject_fused(sqe) {
             return Some(Err(s));

@@ -27,6 +27,7 @@ pub const MAX_RULES: usize = 16;
 static ARMED: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether any bdev in the process has a rule that may still fire (or a gate is open).
+#[inline]
 pub fn any_fault() -> bool {
     ARMED.load(Ordering::Relaxed) != 0
 }

@@ -22,6 +22,7 @@ pub use sampler::Model;
 static MODELLED_BDEVS: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether any bdev in the process has a model.
+#[inline]
 pub fn any_model() -> bool {
     MODELLED_BDEVS.load(Ordering::Relaxed) != 0
 }
