@@ -189,14 +189,5 @@ fn a_transport_that_marks_the_passes_sets_seen_and_irq_for_every_batch() {
     }
     assert!(set.get(Layer::Queued).sum() >= 3 * u128::from(BEFORE));
     assert!(set.get(Layer::Interrupt).sum() >= 3 * u128::from(AFTER));
-    let parts: u128 = [
-        Layer::Queued,
-        Layer::Backend,
-        Layer::Complete,
-        Layer::Interrupt,
-    ]
-    .iter()
-    .map(|l| set.get(*l).sum())
-    .sum();
-    assert_eq!(parts, set.get(Layer::Total).sum());
+    timing_common::check_parts_add_up(&set, "transport-marked passes");
 }

@@ -10,6 +10,11 @@ pub fn check_layer_sums(set: &LayerSet, n: u64, what: &str) {
     for layer in Layer::ALL {
         assert_eq!(set.get(layer).count(), n, "{what}: {}", layer.name());
     }
+    check_parts_add_up(set, what);
+}
+
+/// The four layers' sums add up to the total's.
+pub fn check_parts_add_up(set: &LayerSet, what: &str) {
     let parts: u128 = [
         Layer::Queued,
         Layer::Backend,
