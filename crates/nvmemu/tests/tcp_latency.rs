@@ -8,12 +8,9 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
 use base64::Engine as _;
-use nvmemu::rpc_handler::{HandlerOptions, NvmemuHandler};
-use nvmemu_rpc::{Request, StopHandle, dispatch};
+use common::tcp_rpc::{call, handler, serve_over_tcp};
+use nvmemu::rpc_handler::NvmemuHandler;
 use nvmemu_spec::Status;
 use nvmemu_tcp::test_utils::{Initiator, connect_pair, pattern, rw, sgl};
 use serde_json::{Value, json};
@@ -25,67 +22,6 @@ const HOST_B: &str = "nqn.2014-08.org.nvmexpress:uuid:tcp-latency-b";
 const IO: usize = 4096;
 /// The layers a command is counted in (`sq_wait_bound` skips a controller's first pass).
 const LAYERS: [&str; 5] = ["queued", "backend", "complete", "interrupt", "total"];
-
-fn call(h: &NvmemuHandler, method: &str, params: Value) -> Value {
-    Request::decode(method, Some(params))
-        .and_then(|r| dispatch(h, r))
-        .map_err(|e| e.message)
-        .unwrap()
-}
-
-/// A handler with Malloc0 whose TCP transport (once created) has one poll group per entry
-/// of `cores`.
-fn handler(cores: &[usize]) -> NvmemuHandler {
-    let target = common::test_target(Default::default(), Default::default());
-    let h = NvmemuHandler::new(
-        Arc::new(target),
-        StopHandle::new().unwrap(),
-        HandlerOptions {
-            socket_mode: 0o600,
-            cores: cores.to_vec(),
-            log: None,
-            numa_node: None,
-        },
-    );
-    call(
-        &h,
-        "bdev_malloc_create",
-        json!({"num_blocks": 4096, "block_size": 512}),
-    );
-    h
-}
-
-/// Serve Malloc0 in [`NQN`] over TCP on a loopback port; returns its address.
-fn serve_over_tcp(h: &NvmemuHandler) -> SocketAddr {
-    call(
-        h,
-        "nvmf_create_transport",
-        json!({"trtype": "TCP", "in_capsule_data_size": 8192}),
-    );
-    call(
-        h,
-        "nvmf_create_subsystem",
-        json!({"nqn": NQN, "allow_any_host": true}),
-    );
-    call(
-        h,
-        "nvmf_subsystem_add_ns",
-        json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}}),
-    );
-    call(
-        h,
-        "nvmf_subsystem_add_listener",
-        json!({"nqn": NQN, "listen_address":
-            {"trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": "0"}}),
-    );
-    let listeners = call(h, "nvmf_subsystem_get_listeners", json!({"nqn": NQN}));
-    let port: u16 = listeners[0]["address"]["trsvcid"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
 
 fn histogram(h: &NvmemuHandler, enable: bool) {
     call(
@@ -196,7 +132,7 @@ fn tcp_controllers_are_timed_layer_by_layer_only_while_enabled() {
     // Two poll groups: host A's controller is made on group 0, and host B's admin
     // connection, placed on the group with fewer connections, makes its controller on 1.
     let h = handler(&[0, 1]);
-    let addr = serve_over_tcp(&h);
+    let addr = serve_over_tcp(&h, NQN);
     let (_admin, mut io) = connect_pair(addr, NQN, HOST_A, false, 32);
 
     // Off: the controller is listed, its commands counted, nothing timed.
@@ -242,7 +178,7 @@ fn tcp_controllers_are_timed_layer_by_layer_only_while_enabled() {
 fn a_histogram_enabled_before_the_tcp_transport_exists_times_its_controllers() {
     let h = handler(&[0]);
     histogram(&h, true);
-    let addr = serve_over_tcp(&h);
+    let addr = serve_over_tcp(&h, NQN);
     let (_admin, mut io) = connect_pair(addr, NQN, HOST_A, false, 32);
     let n = verified_io(&mut io, 5, 7);
     let c = tcp_controller(&h, HOST_A);

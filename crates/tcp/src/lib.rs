@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 
 pub use config::{Subsystems, TcpOptions, TcpSubsystem};
 pub use discovery::DISCOVERY_NQN;
-pub use group::ControllerReport;
+pub use group::{ControllerReport, QueueReport};
 pub use stats::TcpStats;
 
 use group::{Control, PollGroup};

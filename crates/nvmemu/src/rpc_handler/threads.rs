@@ -32,7 +32,7 @@ use super::{State, nvmf, to_value};
 const APP_THREAD: &str = "app_thread";
 
 /// TCP poll group `i`'s thread: the first keeps the name a lone group has.
-fn tcp_group_name(i: usize) -> String {
+pub(super) fn tcp_group_name(i: usize) -> String {
     match i {
         0 => "nvmf_tgt_poll_group_tcp".into(),
         _ => format!("nvmf_tgt_poll_group_tcp_{i:03}"),

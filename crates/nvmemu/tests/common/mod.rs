@@ -24,6 +24,7 @@ use nvmemu_spec::{Lba, Nsid, Qid};
 use nvmemu_vfio_user::{ClientError, DmaMap, Errno};
 
 mod host;
+pub mod tcp_rpc;
 mod wire;
 
 #[allow(unused_imports, reason = "each test binary uses its own part of these")]

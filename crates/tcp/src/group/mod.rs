@@ -17,7 +17,7 @@ mod send;
 mod teardown;
 mod timing;
 
-pub use timing::ControllerReport;
+pub use timing::{ControllerReport, QueueReport};
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};

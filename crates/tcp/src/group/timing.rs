@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The per-layer timing of the group's controllers (`bdev_enable_histogram`), switched and
-//! read through the control channel, and the two readings a pass takes for it.
+//! read through the control channel, and the two readings a pass takes for it; the report
+//! of each controller (counters, timing, queue connections) the RPCs read.
 //!
 //! The group marks its controllers' passes (`PassMarks::Transport`, set when each is made): a command is *seen*
 //! at the start of the pass whose `recv` brought its capsule (or the last of its H2CData),
@@ -19,6 +20,7 @@ use nvmemu_ctrl::timing::TimingSnapshot;
 use nvmemu_mem::TscClock;
 
 use super::PollGroup;
+use crate::conn::ConnState;
 use crate::controllers::FabricsCtrl;
 
 /// A copy of one TCP controller's counters and timing, taken on its poll group.
@@ -30,12 +32,30 @@ pub struct ControllerReport {
     pub subnqn: String,
     /// The host NQN its Connect gave.
     pub hostnqn: String,
+    /// The host identifier its Connect gave.
+    pub hostid: [u8; 16],
     /// The host's address on the admin queue's connection.
     pub peer: Option<SocketAddr>,
+    /// The poll group it lives on (its place in the target's groups).
+    pub group: usize,
+    /// Its queues' connections, admin queue first.
+    pub queues: Vec<QueueReport>,
     /// Its counters.
     pub stats: ControllerStats,
     /// Its timing (None while no namespace of it is timed).
     pub timing: Option<TimingSnapshot>,
+}
+
+/// One connected queue of a TCP controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueReport {
+    /// Its queue ID (0: admin).
+    pub qid: u16,
+    /// The host's end of its connection.
+    pub peer: SocketAddr,
+    /// The target's end (the listener's address as the host reached it), if the socket
+    /// still says.
+    pub local: Option<SocketAddr>,
 }
 
 /// Bdevs whose histograms are enabled, with their granularity: the group's copy of the
@@ -91,8 +111,18 @@ impl PollGroup {
         }
     }
 
-    /// Send a copy of every controller's counters and timing to `to`.
+    /// Send a copy of every controller's counters, timing and queue connections to `to`.
     pub(super) fn report(&self, to: &Sender<Vec<ControllerReport>>) {
+        let mut queues: BTreeMap<u16, Vec<QueueReport>> = BTreeMap::new();
+        for conn in self.conns.iter().flatten() {
+            if let ConnState::Queue { cntlid, q } = &conn.state {
+                queues.entry(*cntlid).or_default().push(QueueReport {
+                    qid: q.mem.qid.0,
+                    peer: conn.peer,
+                    local: conn.sock.local_addr().ok(),
+                });
+            }
+        }
         let list = self
             .ctrls
             .iter()
@@ -100,7 +130,14 @@ impl PollGroup {
                 cntlid,
                 subnqn: c.subnqn.clone(),
                 hostnqn: c.hostnqn.clone(),
+                hostid: c.hostid,
                 peer: c.peer,
+                group: self.index,
+                queues: {
+                    let mut q = queues.remove(&cntlid).unwrap_or_default();
+                    q.sort_by_key(|q| q.qid);
+                    q
+                },
                 stats: c.ctrl.stats(),
                 timing: c.ctrl.timing(),
             })
