@@ -118,7 +118,7 @@ impl Instruments {
             && let Some(l) = &self.trace
         {
             let now = TscClock::ticks();
-            l.0.record(qid.0, cid.0, Stage::Fetch, now);
+            l.0.fetched(qid.0, cid.0, now);
             return now;
         }
         match self.timing.as_deref() {

@@ -61,6 +61,20 @@ impl LatencyTable {
         }
     }
 
+    /// Command `cid` on `qid` was fetched at `ticks`: its fetch, with the done and post of
+    /// the command that used the slot before cleared, so a command that never reaches its
+    /// backend (an aborted `pending` one) reads as not done rather than with another's.
+    #[inline]
+    pub fn fetched(&self, qid: u16, cid: u16, ticks: u64) {
+        if let Some(i) = self.index(qid, cid)
+            && let Some([fetch, done, post]) = self.ticks.get(i..i + 3)
+        {
+            fetch.store(ticks, Ordering::Relaxed);
+            done.store(0, Ordering::Relaxed);
+            post.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// The fetch, done and post ticks of command `cid` on `qid` (zeros when never recorded).
     pub fn read(&self, qid: u16, cid: u16) -> Option<[u64; 3]> {
         let i = self.index(qid, cid)?;
@@ -101,5 +115,17 @@ mod tests {
         assert_eq!(t.read(0, 0), Some([0, 0, 0]));
         assert_eq!(t.read(2, 0), None);
         assert_eq!(t.read(0, 4), None);
+    }
+
+    #[test]
+    fn a_new_fetch_clears_the_previous_commands_done_and_post() {
+        let t = LatencyTable::new(2, 4);
+        t.record(1, 3, Stage::Fetch, 10);
+        t.record(1, 3, Stage::Done, 20);
+        t.record(1, 3, Stage::Post, 30);
+        t.fetched(1, 3, 40);
+        assert_eq!(t.read(1, 3), Some([40, 0, 0]));
+        t.fetched(2, 0, 1);
+        assert_eq!(t.read(0, 0), Some([0, 0, 0]));
     }
 }
