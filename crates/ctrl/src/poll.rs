@@ -137,6 +137,11 @@ impl Controller {
         self.instruments.busy();
         // Kept in a register: only a command set aside in this batch changes it.
         let mut slot_busy = self.zeroing.busy;
+        // Whether some gate may leave an I/O command queued (`admits`): its switches change
+        // between passes only (`poll`, namespace attach and detach), so one branch per
+        // command stands for four.
+        let gated =
+            qid != Qid::ADMIN && (self.qos_on || self.model_on || self.faults_on || self.file_on);
         for _ in 0..batch {
             let Some(sq) = self.queues.sq(qid) else { break };
             if sq.head == tail {
@@ -153,16 +158,7 @@ impl Controller {
                 // Taken when the command set aside is done (a later pass).
                 break;
             }
-            if self.qos_on && qid != Qid::ADMIN && !crate::qos::admit(&mut self.namespaces, &sqe) {
-                // Left in the SQ: fetched again once the namespace's tokens come back.
-                break;
-            }
-            if (self.model_on || self.faults_on || self.file_on)
-                && qid != Qid::ADMIN
-                && (self.held.is_full() || self.file_io.is_full())
-            {
-                // Left in the SQ until held completions are posted (`hold.rs`) or file
-                // commands complete (`io/file_io.rs`).
+            if gated && !self.admits(&sqe) {
                 break;
             }
             // One load and one predictable branch when no bdev in the process has an
@@ -235,6 +231,20 @@ impl Controller {
             self.publish_event_idx(qid);
         }
         completed
+    }
+
+    /// Whether the gates of an I/O queue let `sqe` run in this pass; false leaves it in the
+    /// SQ, fetched again in a later pass.
+    #[inline(never)]
+    fn admits(&mut self, sqe: &Sqe) -> bool {
+        if self.qos_on && !crate::qos::admit(&mut self.namespaces, sqe) {
+            // Taken once the namespace's tokens come back.
+            return false;
+        }
+        // Taken once held completions are posted (`hold.rs`) or file commands complete
+        // (`io/file_io.rs`).
+        !((self.model_on || self.faults_on || self.file_on)
+            && (self.held.is_full() || self.file_io.is_full()))
     }
 
     /// The SQE at the head of SQ `qid`, copied out of the ring once (`fetch.rs`); it stays
