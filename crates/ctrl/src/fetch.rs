@@ -56,7 +56,7 @@ impl SubmissionQueue {
             return Ok(None);
         }
         if self.copied_ahead(tail) == 0 {
-            self.copy_next(tail)?;
+            self.copy_at(self.head.get())?;
         }
         let slot = (self.copies.first & (COPY_AHEAD - 1)) as usize;
         Ok(self.copies.slots.get(slot).copied())
@@ -92,11 +92,22 @@ impl SubmissionQueue {
     pub(crate) fn copy_ahead(&mut self, tail: RingIdx, max: u32, mut each: impl FnMut(&Sqe)) {
         let queued = self.drop_stale_copies(tail);
         let want = queued.min(max).min(COPY_AHEAD);
+        // The first entry not copied, `ahead` past the head: queued, so ahead < size and one
+        // subtraction wraps it; each further one is the next index (no wrap-aware sums or
+        // re-checks per entry: the loop bound keeps every copy queued and in the buffer).
+        let mut at = self.head.get() + self.copies.ahead;
+        if at >= self.size {
+            at -= self.size;
+        }
         while self.copies.ahead < want {
-            let Ok(sqe) = self.copy_next(tail) else {
+            let Ok(sqe) = self.copy_at(at) else {
                 return;
             };
             each(sqe);
+            at += 1;
+            if at == self.size {
+                at = 0;
+            }
         }
     }
 
@@ -118,20 +129,13 @@ impl SubmissionQueue {
         queued
     }
 
-    /// Copy the entry after the copied ones into its slot, which it returns. Both callers
-    /// check that the entry is queued and the buffer has room; the check here only keeps a
-    /// broken caller from overwriting a copy still in use (it then reads as an unreadable
-    /// ring).
+    /// Copy ring entry `at`, the one after the copied ones, into its slot, which it
+    /// returns. Both callers pass a queued entry; a full buffer (a broken caller) reads as
+    /// an unreadable ring rather than overwrite a copy still in use.
     #[inline(always)]
-    fn copy_next(&mut self, tail: RingIdx) -> Result<&Sqe, RingUnreadable> {
+    fn copy_at(&mut self, at: u32) -> Result<&Sqe, RingUnreadable> {
         let ahead = self.copies.ahead;
-        // Both callers dropped stale copies first, so ahead < size and one subtraction
-        // wraps the index; a broken caller gets `at >= size` below.
-        let mut at = self.head.get() + ahead;
-        if at >= self.size {
-            at -= self.size;
-        }
-        if at == tail.get() || ahead >= COPY_AHEAD || at >= self.size {
+        if ahead >= COPY_AHEAD {
             return Err(RingUnreadable);
         }
         let off = self.ring.offset + u64::from(at) * SQE_SIZE;
