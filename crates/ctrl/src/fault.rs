@@ -98,7 +98,7 @@ impl crate::Controller {
             // `take` turns a Reorder into the Delay of this command.
             FaultAction::Delay { us } | FaultAction::Reorder { us } => {
                 let delay_ns = us.saturating_mul(1000);
-                let Some(result) = self.exec_io(sqid, sqe) else {
+                let Some(result) = self.exec_io_outlined(sqid, sqe) else {
                     // A file namespace's command completes in a later pass: its wait
                     // starts there (`io/file_io`).
                     self.file_io.delay(sqid, sqe.cid(), delay_ns);
@@ -122,12 +122,12 @@ impl crate::Controller {
     ) -> Option<Result<u32, Status>> {
         let hit = (offset, value);
         let Some(Ok(rw)) = ReadWrite::decode(sqe) else {
-            return self.exec_io(sqid, sqe);
+            return self.exec_io_outlined(sqid, sqe);
         };
         // A file namespace's transfer applies it when queued (a Write) or completed (a
         // Read): `io/file_io/`.
         self.file_io.corrupt = Some(hit);
-        let result = self.exec_io(sqid, sqe);
+        let result = self.exec_io_outlined(sqid, sqe);
         self.file_io.corrupt = None;
         if matches!(result, Some(Ok(_))) {
             if rw.write {

@@ -151,8 +151,23 @@ pub(crate) fn walk<'m>(
     dptr: &DataPtr,
     len: u64,
     access: Access,
-    sink: impl FnMut(Chunk<'m>) -> Result<(), Status>,
+    mut sink: impl FnMut(Chunk<'m>) -> Result<(), Status>,
 ) -> Result<(), Status> {
+    // The common small command: PRP1 alone covers the transfer, one piece, nothing to
+    // merge (`walk_prp`'s checks in its order; PRP2 unused). Without the merging state the
+    // piece goes from registers to the sink (about 20 instructions per 512 B Read).
+    if let DataPtr::Prp { prp1, .. } = *dptr
+        && len != 0
+        && prp1 & 0x3 == 0
+        && len <= prp::first_page_room(prp1)
+    {
+        let (region, offset) = map(mem, prp1, len, access)?;
+        return sink(Chunk::Mem {
+            region,
+            offset,
+            len,
+        });
+    }
     let mut out = Coalesce {
         pending: None,
         sink,

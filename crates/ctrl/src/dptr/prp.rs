@@ -13,6 +13,12 @@ const PRP_PER_PAGE: usize = (PAGE_SIZE / 8) as usize;
 
 const PAGE_MASK: u64 = PAGE_SIZE - 1;
 
+/// Bytes from `prp1` to the end of its memory page.
+#[inline(always)]
+pub(super) fn first_page_room(prp1: u64) -> u64 {
+    PAGE_SIZE - (prp1 & PAGE_MASK)
+}
+
 /// PRP1 and a second page inline, a PRP list out of line: inlined into the walk, the common
 /// one- and two-page commands keep their pending piece in registers (a 16-byte reload of
 /// it from memory waits for every older store, see `GuestMemory::lookup`).
@@ -33,7 +39,7 @@ pub(super) fn walk_prp<'m, F: FnMut(Chunk<'m>) -> Result<(), Status>>(
     if prp1 & 0x3 != 0 {
         return Err(Status::PRP_OFFSET_INVALID);
     }
-    let first = len.min(PAGE_SIZE - (prp1 & PAGE_MASK));
+    let first = len.min(first_page_room(prp1));
     let (region, offset) = map(mem, prp1, first, access)?;
     out.push(region, offset, first)?;
     let remaining = len - first;

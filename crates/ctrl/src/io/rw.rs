@@ -40,18 +40,28 @@ fn for_each_piece(
     let bdev = ns.io();
     // Counted on the rare bit bucket only, not on every piece.
     let mut skipped = 0;
-    walk(mem, dptr, len, access, |chunk| {
-        match chunk {
-            Chunk::Mem {
-                region,
-                offset,
-                len,
-            } => piece(bdev, pos, region, offset, len)?,
-            Chunk::Skip(len) => skipped += len,
-        }
-        pos += chunk.len();
-        Ok(())
-    })?;
+    // This closure and the `piece` closures of Read and Write are always inlined: left to
+    // the inliner, each piece went through two calls and a closure environment built on
+    // the stack (about 25 instructions per one-piece Read).
+    walk(
+        mem,
+        dptr,
+        len,
+        access,
+        #[inline(always)]
+        |chunk| {
+            match chunk {
+                Chunk::Mem {
+                    region,
+                    offset,
+                    len,
+                } => piece(bdev, pos, region, offset, len)?,
+                Chunk::Skip(len) => skipped += len,
+            }
+            pos += chunk.len();
+            Ok(())
+        },
+    )?;
     Ok((len, len.saturating_sub(skipped)))
 }
 
@@ -72,6 +82,7 @@ pub(super) fn read(
         mem,
         (slba, blocks, dptr, max),
         Access::Write,
+        #[inline(always)]
         |bdev, pos, r, off, len| {
             bdev.read_piece(pos, r, off, len)
                 .map_err(|e| bdev_status(&e))
@@ -116,6 +127,7 @@ pub(super) fn write(
         mem,
         (slba, blocks, dptr, max),
         Access::Read,
+        #[inline(always)]
         |bdev, pos, r, off, len| {
             bdev.write_piece(pos, r, off, len)
                 .map_err(|e| bdev_status(&e))
