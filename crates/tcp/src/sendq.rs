@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::io;
 
 use nvmemu_ctrl::InPlaceRead;
-use nvmemu_mem::{MAX_SEND_PIECES, MemError, MmapRegion, SendPiece};
+use nvmemu_mem::{MemError, MmapRegion, SendPiece, SendPieces};
 
 use crate::buffers::ByteBuf;
 
@@ -136,64 +136,59 @@ impl SendQueue {
 
     /// Send what the socket takes, `send` being one vectored send; `release` gets each
     /// slot whose data is fully sent. Returns the bytes sent; stops when `send` takes less
-    /// than it was given (WouldBlock counts as zero).
+    /// than it was given (WouldBlock counts as zero) or all is sent.
     pub(crate) fn drain(
         &mut self,
         tx: &mut ByteBuf,
         region: Option<&MmapRegion>,
-        mut send: impl FnMut(&[SendPiece<'_>]) -> io::Result<usize>,
+        mut send: impl FnMut(&SendPieces<'_>) -> io::Result<usize>,
         mut release: impl FnMut(u16),
     ) -> io::Result<usize> {
         let mut total = 0;
         loop {
-            let mut pieces = [SendPiece::Bytes(&[]); MAX_SEND_PIECES];
-            let (count, offered) = self.pieces(tx.data(), region, &mut pieces);
+            let mut pieces = SendPieces::new();
+            let offered = self.pieces(tx.data(), region, &mut pieces)?;
             if offered == 0 {
                 return Ok(total);
             }
-            let n = match send(pieces.get(..count).unwrap_or(&[])) {
+            let n = match send(&pieces) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => n.min(offered),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(total),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
+            // Only a full list can have left something out.
+            let more = pieces.is_full();
             self.advance(tx, n, &mut release);
             total += n;
-            if n < offered {
+            if n < offered || !more {
                 return Ok(total);
             }
         }
     }
 
-    /// The pieces to send next, in order, and their byte count.
+    /// Put the pieces to send next in `out`, in order, until it is full; returns their
+    /// byte count. A range out of its mapping's bounds is `InvalidInput`.
     fn pieces<'a>(
         &'a self,
         data: &'a [u8],
         region: Option<&'a MmapRegion>,
-        out: &mut [SendPiece<'a>; MAX_SEND_PIECES],
-    ) -> (usize, usize) {
-        let mut count = 0;
+        out: &mut SendPieces<'a>,
+    ) -> io::Result<usize> {
         let mut offered = 0;
         let mut at = 0;
-        let mut add = |p: SendPiece<'a>, len: usize, count: &mut usize| {
-            if let Some(slot) = out.get_mut(*count) {
-                *slot = p;
-                *count += 1;
-                offered += len;
-                true
-            } else {
-                false
-            }
-        };
         for s in &self.splices {
             let head = data.get(at..at + s.before).unwrap_or(&[]);
             at += s.before;
-            if !head.is_empty() && !add(SendPiece::Bytes(head), head.len(), &mut count) {
-                return (count, offered);
+            if !head.is_empty() {
+                if !out.push(SendPiece::Bytes(head))? {
+                    return Ok(offered);
+                }
+                offered += head.len();
             }
             let Some(region) = s.in_place.as_ref().map(InPlaceRead::region).or(region) else {
-                return (count, offered);
+                return Ok(offered);
             };
             let left = s.len - s.sent;
             let piece = SendPiece::Region {
@@ -201,15 +196,16 @@ impl SendQueue {
                 offset: s.offset + s.sent,
                 len: left,
             };
-            if !add(piece, usize::try_from(left).unwrap_or(0), &mut count) {
-                return (count, offered);
+            if !out.push(piece)? {
+                return Ok(offered);
             }
+            offered += usize::try_from(left).unwrap_or(0);
         }
         let tail = data.get(at..).unwrap_or(&[]);
-        if !tail.is_empty() {
-            add(SendPiece::Bytes(tail), tail.len(), &mut count);
+        if !tail.is_empty() && out.push(SendPiece::Bytes(tail))? {
+            offered += tail.len();
         }
-        (count, offered)
+        Ok(offered)
     }
 
     /// Account for `n` bytes sent from the front of the stream.
@@ -249,26 +245,6 @@ mod tests {
     use std::io::Read;
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream;
-
-    /// The bytes a vectored send of `pieces` would send.
-    fn bytes_of(pieces: &[SendPiece<'_>]) -> Vec<u8> {
-        let mut all = Vec::new();
-        for p in pieces {
-            match *p {
-                SendPiece::Bytes(b) => all.extend_from_slice(b),
-                SendPiece::Region {
-                    region,
-                    offset,
-                    len,
-                } => {
-                    let mut v = vec![0; len as usize];
-                    region.copy_to(offset, &mut v).unwrap();
-                    all.extend_from_slice(&v);
-                }
-            }
-        }
-        all
-    }
 
     /// Two PDUs, each a header in `tx` and data in `region`, then a trailer.
     fn two_spliced(region: &MmapRegion, tx: &mut ByteBuf, q: &mut SendQueue) -> Vec<u8> {
@@ -310,7 +286,7 @@ mod tests {
                         return Err(io::ErrorKind::WouldBlock.into());
                     }
                     budget -= 1;
-                    let all = bytes_of(pieces);
+                    let all = pieces.to_vec();
                     let n = all.len().min(777);
                     got.borrow_mut().extend_from_slice(&all[..n]);
                     Ok(n)
@@ -355,7 +331,7 @@ mod tests {
             &mut tx,
             Some(&queue),
             |pieces| {
-                let all = bytes_of(pieces);
+                let all = pieces.to_vec();
                 sent.extend_from_slice(&all);
                 Ok(all.len())
             },
@@ -390,7 +366,7 @@ mod tests {
                 Some(&region),
                 |p| {
                     calls += 1;
-                    nvmemu_mem::send_pieces(a.as_fd(), p)
+                    p.send(a.as_fd())
                 },
                 |slot| released.push(slot),
             )

@@ -230,7 +230,7 @@ impl Conn {
             Some(mem.region()),
             |pieces| {
                 *calls += 1;
-                nvmemu_mem::send_pieces(fd, pieces)
+                pieces.send(fd)
             },
             |slot| release_slot(slots, free, slot),
         )

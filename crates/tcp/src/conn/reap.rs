@@ -53,7 +53,8 @@ impl Conn {
             };
             let mut at = 0;
             if send_data {
-                let l = pdu::encode_c2h_data_header(out, cccid, 0, len, success_flag, &neg);
+                let l = data_layout;
+                pdu::encode_c2h_data_header_as(out, &l, cccid, 0, len, success_flag, &neg);
                 at = l.pdo;
                 if !splice {
                     let data = &mut out[l.pdo..l.pdo + len as usize];

@@ -166,13 +166,27 @@ pub fn encode_c2h_data_header(
     n: &Negotiated,
 ) -> C2hLayout {
     let l = C2hLayout::new(DATA_HLEN, len as usize, n);
+    encode_c2h_data_header_as(out, &l, cccid, offset, len, success, n);
+    l
+}
+
+/// [`encode_c2h_data_header`] with the layout the caller already worked out (`l`, from
+/// `C2hLayout::new(DATA_HLEN, len, n)`), not worked out again for each PDU.
+pub fn encode_c2h_data_header_as(
+    out: &mut [u8],
+    l: &C2hLayout,
+    cccid: u16,
+    offset: u32,
+    len: u32,
+    success: bool,
+    n: &Negotiated,
+) {
     let mut s = [0u8; 16];
     s[0..2].copy_from_slice(&cccid.to_le_bytes());
     s[4..8].copy_from_slice(&offset.to_le_bytes());
     s[8..12].copy_from_slice(&len.to_le_bytes());
     let f = flags::LAST_PDU | if success { flags::SUCCESS } else { 0 };
-    encode_c2h(out, pdu_type::C2H_DATA, f, &l, &s, n);
-    l
+    encode_c2h(out, pdu_type::C2H_DATA, f, l, &s, n);
 }
 
 /// Append the data digest of a C2HData PDU whose data is already in place.
