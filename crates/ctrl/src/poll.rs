@@ -376,20 +376,12 @@ impl Controller {
         result: Result<u32, Status>,
         stamps: Stamps,
     ) -> bool {
-        let dw0 = match result {
-            Ok(dw0) => dw0,
-            Err(status) => return self.complete_with_error(sqid, sqe, status, stamps),
-        };
-        // A constant status: its CQE word is not assembled from `Status`'s fields at run
-        // time (about 15 instructions per command).
-        let Some((cqid, sqhd)) = self.account(sqid, sqe, Status::SUCCESS) else {
-            return false;
-        };
-        self.instruments.posting(stamps, (sqid, sqe.cid()));
-        self.stage(
-            cqid,
-            Cqe::new(sqe.cid(), sqid, sqhd, Status::SUCCESS, dw0, false),
-        )
+        match result {
+            // A constant status: its CQE word is not assembled from `Status`'s fields at
+            // run time (about 15 instructions per command).
+            Ok(dw0) => self.post_status(sqid, sqe, Status::SUCCESS, dw0, stamps),
+            Err(status) => self.complete_with_error(sqid, sqe, status, stamps),
+        }
     }
 
     /// [`complete`](Self::complete) of a command that failed (out of line: the I/O path's
@@ -402,11 +394,24 @@ impl Controller {
         status: Status,
         stamps: Stamps,
     ) -> bool {
+        self.post_status(sqid, sqe, status, 0, stamps)
+    }
+
+    /// Count and stage the CQE of `sqe` with `status` and DW0 `dw0`.
+    #[inline(always)]
+    fn post_status(
+        &mut self,
+        sqid: Qid,
+        sqe: &Sqe,
+        status: Status,
+        dw0: u32,
+        stamps: Stamps,
+    ) -> bool {
         let Some((cqid, sqhd)) = self.account(sqid, sqe, status) else {
             return false;
         };
         self.instruments.posting(stamps, (sqid, sqe.cid()));
-        self.stage(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, 0, false))
+        self.stage(cqid, Cqe::new(sqe.cid(), sqid, sqhd, status, dw0, false))
     }
 
     /// Count the completion of `sqe` from `sqid` with `status` (commands, errors, the Error
