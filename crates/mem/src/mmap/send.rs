@@ -10,7 +10,8 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use super::{MmapRegion, us};
 
-/// Most pieces one [`send_pieces`] passes to the kernel; more are left for the next call.
+/// Most pieces one [`SendPieces`] holds, so one send passes to the kernel; more are left for
+/// the next send.
 pub const MAX_SEND_PIECES: usize = 64;
 
 /// One piece of a vectored send.
@@ -166,20 +167,6 @@ impl std::fmt::Debug for SendPieces<'_> {
     }
 }
 
-/// Send `pieces` in order on socket `fd` with one non-blocking `sendmsg` (no SIGPIPE), as
-/// [`SendPieces::send`]; returns how many bytes the kernel took. A region piece out of the
-/// mapping's bounds is `InvalidInput` and nothing is sent. Pieces past
-/// [`MAX_SEND_PIECES`] are not sent.
-pub fn send_pieces(fd: BorrowedFd<'_>, pieces: &[SendPiece<'_>]) -> io::Result<usize> {
-    let mut list = SendPieces::new();
-    for piece in pieces {
-        if !list.push(*piece)? {
-            break;
-        }
-    }
-    list.send(fd)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,7 +189,14 @@ mod tests {
             SendPiece::Bytes(b""),
             SendPiece::Bytes(b"-tail"),
         ];
-        assert_eq!(send_pieces(a.as_fd(), &pieces).unwrap(), 16);
+        let send = |pieces: &[SendPiece<'_>]| {
+            let mut list = SendPieces::new();
+            for p in pieces {
+                assert!(list.push(*p)?);
+            }
+            list.send(a.as_fd())
+        };
+        assert_eq!(send(&pieces).unwrap(), 16);
         let mut got = [0u8; 16];
         b.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"head-middle-tail");
@@ -211,7 +205,7 @@ mod tests {
             offset: 4000,
             len: 200,
         }];
-        let e = send_pieces(a.as_fd(), &bad).unwrap_err();
+        let e = send(&bad).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 
