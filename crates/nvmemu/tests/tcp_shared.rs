@@ -5,51 +5,21 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use nvmemu::rpc_handler::{HandlerOptions, NvmemuHandler};
+use common::tcp_rpc::{call, handler};
+use nvmemu::rpc_handler::NvmemuHandler;
 use nvmemu_driver::{AttachOptions, AttachedController};
-use nvmemu_rpc::{Request, StopHandle, dispatch};
 use nvmemu_spec::{Lba, Nsid, Status};
-use nvmemu_tcp::test_utils::{connect_pair, rw, sgl};
+use nvmemu_tcp::test_utils::{connect_pair, pattern, rw, sgl};
 use serde_json::{Value, json};
 
 const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:tcp-shared";
 
-fn call(h: &NvmemuHandler, method: &str, params: Value) -> Value {
-    Request::decode(method, Some(params))
-        .and_then(|r| dispatch(h, r))
-        .map_err(|e| e.message)
-        .unwrap()
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(13) ^ seed)
-        .collect()
-}
-
 /// A handler serving Malloc0 in subsystem [`NQN`] over vfio-user (in the returned
 /// directory) and TCP (on the returned loopback port).
 fn both_transports() -> (NvmemuHandler, tempfile::TempDir, u16) {
-    let target = common::test_target(Default::default(), Default::default());
-    let h = NvmemuHandler::new(
-        Arc::new(target),
-        StopHandle::new().unwrap(),
-        HandlerOptions {
-            socket_mode: 0o600,
-            cores: vec![0],
-            log: None,
-            numa_node: None,
-        },
-    );
+    let h = handler(&[0]);
     let dir = tempfile::tempdir().unwrap();
-    call(
-        &h,
-        "bdev_malloc_create",
-        json!({"num_blocks": 4096, "block_size": 512}),
-    );
     call(&h, "nvmf_create_transport", json!({"trtype": "VFIOUSER"}));
     call(
         &h,
