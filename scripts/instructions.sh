@@ -17,14 +17,16 @@
 #       is over `nvmf_get_stats`' completed I/Os. Passes that found nothing count too, so
 #       compare two builds on an otherwise idle machine.
 #
-# Environment: NVMEMU (default: target/release/nvmemu, built if missing), CALLGRIND_ARGS.
+# Environment: NVMEMU (default: target/release/nvmemu, built if missing), CALLGRIND_ARGS,
+# CALLGRIND_KEEP (a file to keep the profile in, for callgrind_annotate).
 # Needs valgrind (apt-get install -y valgrind); `tcp` also hugepages and root, as SPDK does.
 
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/lib/serve.sh"
 WORK=$(mktemp -d /tmp/instructions.XXXXXX)
-trap 'serve_stop || true; rm -rf "$WORK"' EXIT
+keep() { if [ -n "${CALLGRIND_KEEP:-}" ] && [ -f "$WORK/cg.out" ]; then cp "$WORK/cg.out" "$CALLGRIND_KEEP"; fi; }
+trap 'serve_stop || true; keep; rm -rf "$WORK"' EXIT
 
 die() { echo "instructions.sh: $*" >&2; exit 1; }
 command -v valgrind >/dev/null || die "valgrind is missing: apt-get install -y valgrind"
