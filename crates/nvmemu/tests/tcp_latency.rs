@@ -2,7 +2,7 @@
 //! Target-side timing over NVMe/TCP: `bdev_enable_histogram` reaches the TCP poll groups'
 //! controllers (those connected before and after it), `nvmemu_get_latency_breakdown` and
 //! `bdev_get_histogram` count every command a TCP host ran, layer by layer, and nothing is
-//! recorded while the histogram is off. Configured by RPC as for SPDK, driven by the tcp
+//! recorded while the histogram is off; its `pollers` list the TCP poll groups' load. Configured by RPC as for SPDK, driven by the tcp
 //! crate's test initiator.
 #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
 
@@ -185,4 +185,41 @@ fn a_histogram_enabled_before_the_tcp_transport_exists_times_its_controllers() {
     assert_eq!(c["timing"], true, "{c}");
     assert_counted(&c["layers"], n);
     assert_eq!(histogram_count(&h), n);
+}
+
+#[test]
+fn the_breakdown_lists_each_tcp_poll_group_with_its_load() {
+    let h = handler(&[0, 1]);
+    let addr = serve_over_tcp(&h, NQN);
+    let (_admin, mut io) = connect_pair(addr, NQN, HOST_A, false, 32);
+    let n = verified_io(&mut io, 8, 5);
+    let b = call(&h, "nvmemu_get_latency_breakdown", json!({}));
+    let tcp: Vec<&Value> = b["pollers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["trtype"] == "TCP")
+        .collect();
+    assert_eq!(tcp.len(), 2, "one entry per TCP poll group: {b}");
+    let names: Vec<&Value> = tcp.iter().map(|p| &p["name"]).collect();
+    assert_eq!(
+        names,
+        ["nvmf_tgt_poll_group_tcp", "nvmf_tgt_poll_group_tcp_001"],
+        "{b}"
+    );
+    assert_eq!(
+        (&tcp[0]["cpu"], &tcp[1]["cpu"]),
+        (&json!(0), &json!(1)),
+        "{b}"
+    );
+    // Host A's queues are on group 0: its commands (and the admin ones) and busy time.
+    let commands = tcp[0]["commands"].as_u64().unwrap();
+    assert!(commands >= n, "{commands} < {n}: {b}");
+    let (busy, elapsed) = (
+        tcp[0]["busy_ns"].as_u64().unwrap(),
+        tcp[0]["elapsed_ns"].as_u64().unwrap(),
+    );
+    assert!(busy > 0 && busy <= elapsed, "busy {busy} of {elapsed}: {b}");
+    // The vfio-user pollers are listed first, as before.
+    assert_eq!(b["pollers"][0]["trtype"], "VFIOUSER", "{b}");
 }

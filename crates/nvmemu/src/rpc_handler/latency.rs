@@ -22,7 +22,7 @@ use nvmemu_spec::Qid;
 use nvmemu_tcp::TcpTarget;
 use serde_json::Value;
 
-use super::{State, nvmf, to_value};
+use super::{State, nvmf, threads, to_value};
 
 const DEFAULT_GRANULARITY: u32 = nvmemu_ctrl::timing::DEFAULT_GRANULARITY;
 
@@ -298,21 +298,41 @@ fn controller_view(copy: CtrlCopy) -> ControllerLatency {
     }
 }
 
-pub(crate) fn breakdown(st: &State, target: &Target) -> Result<Value, RpcError> {
+pub(crate) fn breakdown(st: &State, target: &Target, cores: &[usize]) -> Result<Value, RpcError> {
     let controllers = snapshots(target, tcp(st))
         .into_iter()
         .map(controller_view)
         .collect();
-    let pollers = target
+    let mut pollers: Vec<PollerLoad> = target
         .poller_stats()
         .into_iter()
-        .map(|(cpu, s)| PollerLoad {
+        .enumerate()
+        .map(|(i, (cpu, s))| PollerLoad {
+            name: threads::poll_group_name(i),
+            trtype: nvmf::VFIOUSER.into(),
             cpu,
             commands: s.commands,
             busy_ns: s.busy_ns(),
             elapsed_ns: s.elapsed_ns,
         })
         .collect();
+    // The TCP poll groups, on the cores `thread_get_stats` gives them: over NVMe/TCP they
+    // do the work the vfio-user pollers do.
+    if let Some(t) = &st.tcp {
+        pollers.extend(
+            nvmf::tcp_stats(t)
+                .into_iter()
+                .enumerate()
+                .map(|(i, g)| PollerLoad {
+                    name: threads::tcp_group_name(i),
+                    trtype: nvmf::TCP.into(),
+                    cpu: Some(threads::core_of(cores, i)),
+                    commands: g.commands,
+                    busy_ns: g.busy_ns,
+                    elapsed_ns: g.busy_ns.saturating_add(g.idle_ns),
+                }),
+        );
+    }
     to_value(LatencyBreakdown {
         tsc_rate: tsc_rate(),
         pollers,

@@ -307,7 +307,9 @@ impl Handler for NvmemuHandler {
             R::NvmfSubsystemGetListeners(p) => self.locked(|st| nvmf::get_listeners(st, &p.nqn)),
             R::BdevEnableHistogram(p) => self.locked(|st| latency::enable(st, t, p)),
             R::BdevGetHistogram(p) => self.locked(|st| latency::get_histogram(st, t, &p.name)),
-            R::NvmemuGetLatencyBreakdown => self.locked(|st| latency::breakdown(st, t)),
+            R::NvmemuGetLatencyBreakdown => {
+                self.locked(|st| latency::breakdown(st, t, &self.opts.cores))
+            }
             R::FrameworkWaitInit | R::BdevWaitForExamine => Ok(Value::Bool(true)),
             R::ThreadGetStats => {
                 self.locked(|st| threads::stats(st, t, &self.opts.cores, self.ticks()))

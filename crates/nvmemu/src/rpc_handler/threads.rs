@@ -48,7 +48,7 @@ fn poll_group_id(i: usize) -> u64 {
 }
 
 /// The core of poller `i` (the mask's order), for its `cpumask`.
-fn core_of(cores: &[usize], i: usize) -> usize {
+pub(super) fn core_of(cores: &[usize], i: usize) -> usize {
     cores.get(i).copied().unwrap_or(i)
 }
 

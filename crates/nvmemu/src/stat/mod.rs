@@ -2,7 +2,7 @@
 //! `nvmemu stat`: live figures of a running `nvmemu serve`, refreshed every `-i` seconds like
 //! `iostat -x 1`: per controller IOPS, bandwidth, the queue depth its doorbell looks saw and
 //! the target's per-layer mean times; per namespace (bdev) reads and writes; per poller the
-//! busy share; per poll group (`nvmf_get_stats`: the pollers' and the NVMe/TCP poll groups')
+//! (vfio-user poller and NVMe/TCP poll group) the busy share; per poll group (`nvmf_get_stats`: the pollers' and the NVMe/TCP poll groups')
 //! the commands completed and the queue pairs connected; the injections (`faults.rs`): fault
 //! rules, controller fatal statuses and namespaces not ready, with their counters. Each
 //! report covers the interval since the previous sample (the first one the first interval).
@@ -132,6 +132,8 @@ struct GroupRow {
 
 #[derive(Debug, Serialize)]
 struct PollerRow {
+    name: String,
+    trtype: String,
     cpu: Option<usize>,
     busy_pct: f64,
 }
@@ -289,6 +291,8 @@ fn poller_rows(prev: &Sample, now: &Sample) -> Vec<PollerRow> {
             let busy = p.busy_ns.saturating_sub(q.map_or(0, |q| q.busy_ns));
             let all = p.elapsed_ns.saturating_sub(q.map_or(0, |q| q.elapsed_ns));
             PollerRow {
+                name: p.name.clone(),
+                trtype: p.trtype.clone(),
                 cpu: p.cpu,
                 busy_pct: if all == 0 {
                     0.0
@@ -432,9 +436,13 @@ fn print_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let pollers: Vec<String> = r
         .pollers
         .iter()
-        .map(|p| match p.cpu {
-            Some(c) => format!("cpu{c} {:.1}%", p.busy_pct),
-            None => format!("unpinned {:.1}%", p.busy_pct),
+        .map(|p| {
+            // A TCP poll group says so; a vfio-user poller is named by its CPU alone.
+            let what = if p.trtype == "TCP" { "tcp " } else { "" };
+            match p.cpu {
+                Some(c) => format!("{what}cpu{c} {:.1}%", p.busy_pct),
+                None => format!("{what}unpinned {:.1}%", p.busy_pct),
+            }
         })
         .collect();
     writeln!(out, "pollers busy: {}\n", pollers.join(", "))
@@ -564,5 +572,23 @@ mod tests {
             .unwrap();
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cells[2..4], ["-", "-"]);
+    }
+
+    #[test]
+    fn tcp_poll_groups_are_listed_with_the_pollers() {
+        let mut r = report(true);
+        for (name, trtype, busy_pct) in [
+            ("nvmf_tgt_poll_group_000", "VFIOUSER", 1.5),
+            ("nvmf_tgt_poll_group_tcp", "TCP", 97.25),
+        ] {
+            r.pollers.push(PollerRow {
+                name: name.into(),
+                trtype: trtype.into(),
+                cpu: Some(1),
+                busy_pct,
+            });
+        }
+        let t = text(&r);
+        assert!(t.contains("pollers busy: cpu1 1.5%, tcp cpu1 97.2%"), "{t}");
     }
 }

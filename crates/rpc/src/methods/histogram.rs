@@ -179,9 +179,15 @@ fn vfio_user() -> String {
     "VFIOUSER".to_owned()
 }
 
-/// One poller's load.
+/// One poller's load: a vfio-user poller or an NVMe/TCP poll group.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PollerLoad {
+    /// Its thread's name in `thread_get_stats`.
+    #[serde(default)]
+    pub name: String,
+    /// The transport it serves: `VFIOUSER` or `TCP`.
+    #[serde(default = "vfio_user")]
+    pub trtype: String,
     /// The CPU it is pinned to, if any.
     pub cpu: Option<usize>,
     /// Commands completed.
@@ -197,7 +203,7 @@ pub struct PollerLoad {
 pub struct LatencyBreakdown {
     /// Ticks per second of the histograms (the values here are in ns already).
     pub tsc_rate: u64,
-    /// Per poller.
+    /// Per vfio-user poller, then per NVMe/TCP poll group.
     pub pollers: Vec<PollerLoad>,
     /// Per controller.
     pub controllers: Vec<ControllerLatency>,
