@@ -19,22 +19,30 @@ impl Conn {
         let ConnState::Queue { q, .. } = &mut self.state else {
             return 0;
         };
-        let resp_len = pdu::C2hLayout::new(pdu::RESP_HLEN, 0, &neg).plen;
+        let mut next = q.mem.peek_cqe();
+        if next.is_none() {
+            return 0;
+        }
+        let hdrs = pdu::ReadHeaders::new(&neg, q.sqfc_off);
+        let resp_len = hdrs.resp_plen();
         let mut done = 0;
-        while let Some(mut cqe) = q.mem.peek_cqe() {
+        while let Some(mut cqe) = next {
             let i = cqe.cid;
             let Some(Slot::Submitted { cccid, len, read }) = q.slots.get(usize::from(i)).copied()
             else {
                 // Not ours (cannot happen: every SQE we post names a submitted slot).
                 q.mem.pop_cqe();
+                next = q.mem.peek_cqe();
                 continue;
             };
             let ok = cqe.status().is_success();
             let send_data = read && ok && len > 0;
             let success_flag = send_data && q.sqfc_off;
-            let data_layout = pdu::C2hLayout::new(pdu::DATA_HLEN, len as usize, &neg);
-            let need = if send_data { data_layout.plen } else { 0 }
-                + if success_flag { 0 } else { resp_len };
+            let need = if send_data {
+                hdrs.data_plen(len as usize)
+            } else {
+                0
+            } + if success_flag { 0 } else { resp_len };
             // Without a data digest the data goes out from where it lies (spliced between
             // the C2HData header and what follows); with one, it is copied to be digested.
             let splice = send_data && !neg.ddgst;
@@ -53,10 +61,10 @@ impl Conn {
             };
             let mut at = 0;
             if send_data {
-                let l = data_layout;
-                pdu::encode_c2h_data_header_as(out, &l, cccid, 0, len, success_flag, &neg);
-                at = l.pdo;
+                hdrs.data(out, cccid, len);
+                at = hdrs.data_pdo();
                 if !splice {
+                    let l = hdrs.data_layout(len as usize);
                     let data = &mut out[l.pdo..l.pdo + len as usize];
                     let copied = match &in_place {
                         Some(r) => r.region().copy_to(r.offset(), data),
@@ -71,7 +79,7 @@ impl Conn {
             }
             if !success_flag {
                 cqe.cid = cccid;
-                pdu::encode_resp(&mut out[at..], &cqe, &neg);
+                hdrs.resp(&mut out[at..], &cqe);
             }
             q.sq_head = cqe.sq_head;
             q.mem.pop_cqe();
@@ -88,6 +96,7 @@ impl Conn {
                 q.release(i);
             }
             done += 1;
+            next = q.mem.peek_cqe();
         }
         if done > 0 {
             q.mem.ring_cq_head(doorbells);
