@@ -64,6 +64,7 @@ impl ByteBuf {
 
     /// `n` writable bytes after the live ones (compacting first if needed), or None when
     /// there is not that much room; [`ByteBuf::commit`] makes them live.
+    #[inline]
     pub(crate) fn reserve(&mut self, n: usize) -> Option<&mut [u8]> {
         if self.room() < n {
             return None;
@@ -74,6 +75,7 @@ impl ByteBuf {
         self.buf.get_mut(self.end..self.end + n)
     }
 
+    #[inline]
     pub(crate) fn commit(&mut self, n: usize) {
         self.end = (self.end + n).min(self.buf.len());
     }

@@ -105,8 +105,8 @@ impl Conn {
     }
 
     /// Copy what is left unsent of read data still in a namespace's memory into the
-    /// commands' slots (`SendQueue::settle`), and give the records no longer needed back
-    /// to the queue's controller (`ctrl`; None: it is gone, they are dropped). Called
+    /// commands' slots (`SendQueue::settle`), and give the records copied back to the
+    /// queue's controller (`ctrl`; None: it is gone, they are dropped). Called
     /// after each send, before the group's controllers run again. False: some data could
     /// not be copied, and the connection must be closed (`SendQueue::settle` says why).
     pub(crate) fn settle(&mut self, ctrl: Option<&mut Controller>) -> bool {
@@ -119,15 +119,19 @@ impl Conn {
             _ => return true,
         };
         let QueueIo { mem, sendq, .. } = &mut **q;
-        let settled = sendq.settle(mem.region(), |slot| mem.slot_off(slot));
+        let qid = mem.qid;
+        let mut ctrl = ctrl;
+        let settled = sendq.settle(
+            mem.region(),
+            |slot| mem.slot_off(slot),
+            |slot, record| {
+                if let Some(c) = ctrl.as_deref_mut() {
+                    c.give_back_read_in_place(qid, Cid(slot), record);
+                }
+            },
+        );
         if let Err(e) = &settled {
             tracing::error!(peer = %self.peer, %e, "NVMe/TCP: unsent read data could not be copied out of the namespace; connection closed so the host sees no torn data");
-        }
-        let done = sendq.done();
-        if let Some(ctrl) = ctrl {
-            for (slot, record) in done {
-                ctrl.give_back_read_in_place(mem.qid, Cid(slot), record);
-            }
         }
         settled.is_ok()
     }
