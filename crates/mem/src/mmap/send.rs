@@ -11,8 +11,10 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use super::{MmapRegion, us};
 
 /// Most pieces one [`SendPieces`] holds, so one send passes to the kernel; more are left for
-/// the next send.
-pub const MAX_SEND_PIECES: usize = 64;
+/// the next send. A read takes two (its C2HData header with the response before it, and
+/// its data): with 64, a batch of 32 reads (QD32) and its last response took two
+/// `sendmsg` calls, the second for 24 bytes.
+pub const MAX_SEND_PIECES: usize = 128;
 
 /// One piece of a vectored send.
 #[derive(Debug, Clone, Copy)]
