@@ -66,10 +66,11 @@ impl ByteBuf {
     /// there is not that much room; [`ByteBuf::commit`] makes them live.
     #[inline]
     pub(crate) fn reserve(&mut self, n: usize) -> Option<&mut [u8]> {
-        if self.room() < n {
-            return None;
-        }
+        // Room at the end, the common case, is one test.
         if self.buf.len() - self.end < n {
+            if self.room() < n {
+                return None;
+            }
             self.compact();
         }
         self.buf.get_mut(self.end..self.end + n)

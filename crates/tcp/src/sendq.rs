@@ -61,17 +61,18 @@ impl SendQueue {
         self.splices.is_empty()
     }
 
-    /// Send slot `slot`'s data after all that `tx` holds now: `len` bytes at `offset` of
+    /// Send slot `slot`'s data after the first `at` bytes of the send buffer (all it
+    /// holds, or will once the caller commits what it wrote): `len` bytes at `offset` of
     /// the queue's memory, or where `in_place` says (then `offset` and `len` are its).
     #[inline]
     pub(crate) fn push(
         &mut self,
-        tx: &ByteBuf,
+        at: usize,
         slot: u16,
         (offset, len): (u64, u64),
         in_place: Option<InPlaceRead>,
     ) {
-        let before = tx.len().saturating_sub(self.placed);
+        let before = at.saturating_sub(self.placed);
         self.placed += before;
         let (offset, left) = match &in_place {
             Some(r) => {
@@ -249,7 +250,7 @@ mod tests {
             let head = [b'H', slot as u8, 0, 0, 0, 0, 0, 0];
             tx.reserve(8).unwrap().copy_from_slice(&head);
             tx.commit(8);
-            q.push(tx, slot, (off, 5000), None);
+            q.push(tx.len(), slot, (off, 5000), None);
             want.extend_from_slice(&head);
             want.extend_from_slice(&data);
         }
@@ -307,7 +308,7 @@ mod tests {
         let (mut tx, mut q) = (ByteBuf::new(64), SendQueue::with_capacity(4));
         tx.reserve(8).unwrap().copy_from_slice(b"HEADER..");
         tx.commit(8);
-        q.push(&tx, 2, (0, 0), Some(record));
+        q.push(tx.len(), 2, (0, 0), Some(record));
         // The slot lies beyond the queue's memory: the copy fails and settle says so.
         let queue = MmapRegion::anonymous(4096).unwrap();
         let mut given = Vec::new();
@@ -354,7 +355,7 @@ mod tests {
         tx.reserve(8).unwrap().copy_from_slice(b"HEADER..");
         tx.commit(8);
         let record = InPlaceRead::new(memory, 8192, 4096).unwrap();
-        q.push(&tx, 1, (0, 0), Some(record));
+        q.push(tx.len(), 1, (0, 0), Some(record));
         tx.reserve(4).unwrap().copy_from_slice(b"RESP");
         tx.commit(4);
         let mut sent = Vec::new();
