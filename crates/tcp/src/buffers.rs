@@ -64,16 +64,19 @@ impl ByteBuf {
 
     /// `n` writable bytes after the live ones (compacting first if needed), or None when
     /// there is not that much room; [`ByteBuf::commit`] makes them live.
+    #[inline]
     pub(crate) fn reserve(&mut self, n: usize) -> Option<&mut [u8]> {
-        if self.room() < n {
-            return None;
-        }
+        // Room at the end, the common case, is one test.
         if self.buf.len() - self.end < n {
+            if self.room() < n {
+                return None;
+            }
             self.compact();
         }
         self.buf.get_mut(self.end..self.end + n)
     }
 
+    #[inline]
     pub(crate) fn commit(&mut self, n: usize) {
         self.end = (self.end + n).min(self.buf.len());
     }

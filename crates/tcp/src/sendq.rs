@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::io;
 
 use nvmemu_ctrl::InPlaceRead;
-use nvmemu_mem::{MemError, MmapRegion, SendPiece, SendPieces};
+use nvmemu_mem::{MemError, MmapRegion, SendPieces};
 
 use crate::buffers::ByteBuf;
 
@@ -30,11 +30,10 @@ struct Splice {
     slot: u16,
     /// Some: the data lies in the namespace's memory; None: in the queue's memory.
     in_place: Option<InPlaceRead>,
-    /// Where the data starts in the memory it lies in.
+    /// Where the data not yet sent starts in the memory it lies in.
     offset: u64,
-    len: u64,
-    /// How much of the data the socket has taken.
-    sent: u64,
+    /// How much of the data the socket has not taken yet.
+    left: u64,
 }
 
 /// The splices of one connection, in stream order. Bounded by the queue's slot count:
@@ -46,9 +45,6 @@ pub(crate) struct SendQueue {
     placed: usize,
     /// Splices whose data is still in a namespace's memory.
     in_place: usize,
-    /// Records whose data is sent or copied, by slot, to give back to the controller
-    /// (`Controller::give_back_read_in_place`), which reuses their holds.
-    done: Vec<(u16, InPlaceRead)>,
 }
 
 impl SendQueue {
@@ -58,7 +54,6 @@ impl SendQueue {
             splices: VecDeque::with_capacity(slots),
             placed: 0,
             in_place: 0,
-            done: Vec::with_capacity(slots),
         }
     }
 
@@ -66,35 +61,40 @@ impl SendQueue {
         self.splices.is_empty()
     }
 
-    /// Send slot `slot`'s data after all that `tx` holds now: `len` bytes at `offset` of
+    /// Send slot `slot`'s data after the first `at` bytes of the send buffer (all it
+    /// holds, or will once the caller commits what it wrote): `len` bytes at `offset` of
     /// the queue's memory, or where `in_place` says (then `offset` and `len` are its).
+    #[inline]
     pub(crate) fn push(
         &mut self,
-        tx: &ByteBuf,
+        at: usize,
         slot: u16,
         (offset, len): (u64, u64),
         in_place: Option<InPlaceRead>,
     ) {
-        let before = tx.len().saturating_sub(self.placed);
+        let before = at.saturating_sub(self.placed);
         self.placed += before;
-        let (offset, len) = in_place
-            .as_ref()
-            .map_or((offset, len), |r| (r.offset(), r.len()));
-        self.in_place += usize::from(in_place.is_some());
+        let (offset, left) = match &in_place {
+            Some(r) => {
+                self.in_place += 1;
+                (r.offset(), r.len())
+            }
+            None => (offset, len),
+        };
         self.splices.push_back(Splice {
             before,
             slot,
             in_place,
             offset,
-            len,
-            sent: 0,
+            left,
         });
     }
 
     /// Copy what is left to send of each namespace range into its slot (at `slot_off(slot)`
-    /// of `queue`, the queue's memory) and send it from there from now on. Called before
-    /// the group's controllers run again (see the module's doc); nothing to do unless a
-    /// send stopped short or did not happen.
+    /// of `queue`, the queue's memory) and send it from there from now on; `give_back`
+    /// gets each record no longer needed (`Controller::give_back_read_in_place`). Called
+    /// before the group's controllers run again (see the module's doc); nothing to do
+    /// unless a send stopped short or did not happen.
     ///
     /// Both ranges were checked when the command ran, so a copy fails only if a mapping
     /// went bad since. Sending such data in place would no longer be atomic against a
@@ -105,6 +105,7 @@ impl SendQueue {
         &mut self,
         queue: &MmapRegion,
         slot_off: impl Fn(u16) -> u64,
+        mut give_back: impl FnMut(u16, InPlaceRead),
     ) -> Result<(), MemError> {
         if self.in_place == 0 {
             return Ok(());
@@ -113,36 +114,29 @@ impl SendQueue {
             let Some(r) = s.in_place.take() else {
                 continue;
             };
-            let dst = slot_off(s.slot);
-            let left = s.len - s.sent;
-            if let Err(e) = r
-                .region()
-                .copy_to_region(s.offset + s.sent, queue, dst + s.sent, left)
-            {
+            // The sent part is not copied: the slot gets the data at its own offset.
+            let dst = slot_off(s.slot) + (r.len() - s.left);
+            if let Err(e) = r.region().copy_to_region(s.offset, queue, dst, s.left) {
                 s.in_place = Some(r);
                 return Err(e);
             }
             s.offset = dst;
             self.in_place -= 1;
-            self.done.push((s.slot, r));
+            give_back(s.slot, r);
         }
         Ok(())
     }
 
-    /// The records no splice needs any more (see `done`).
-    pub(crate) fn done(&mut self) -> std::vec::Drain<'_, (u16, InPlaceRead)> {
-        self.done.drain(..)
-    }
-
     /// Send what the socket takes, `send` being one vectored send; `release` gets each
-    /// slot whose data is fully sent. Returns the bytes sent; stops when `send` takes less
+    /// slot whose data is fully sent, with its record if the data was sent in place (to
+    /// give back to the controller). Returns the bytes sent; stops when `send` takes less
     /// than it was given (WouldBlock counts as zero) or all is sent.
     pub(crate) fn drain(
         &mut self,
         tx: &mut ByteBuf,
         region: Option<&MmapRegion>,
         mut send: impl FnMut(&SendPieces<'_>) -> io::Result<usize>,
-        mut release: impl FnMut(u16),
+        mut release: impl FnMut(u16, Option<InPlaceRead>),
     ) -> io::Result<usize> {
         let mut total = 0;
         loop {
@@ -170,6 +164,7 @@ impl SendQueue {
 
     /// Put the pieces to send next in `out`, in order, until it is full; returns their
     /// byte count. A range out of its mapping's bounds is `InvalidInput`.
+    #[inline]
     fn pieces<'a>(
         &'a self,
         data: &'a [u8],
@@ -178,63 +173,61 @@ impl SendQueue {
     ) -> io::Result<usize> {
         let mut offered = 0;
         let mut at = 0;
-        for s in &self.splices {
+        let (a, b) = self.splices.as_slices();
+        for s in a.iter().chain(b) {
             let head = data.get(at..at + s.before).unwrap_or(&[]);
             at += s.before;
-            if !head.is_empty() {
-                if !out.push(SendPiece::Bytes(head))? {
-                    return Ok(offered);
-                }
-                offered += head.len();
-            }
-            let Some(region) = s.in_place.as_ref().map(InPlaceRead::region).or(region) else {
-                return Ok(offered);
-            };
-            let left = s.len - s.sent;
-            let piece = SendPiece::Region {
-                region,
-                offset: s.offset + s.sent,
-                len: left,
-            };
-            if !out.push(piece)? {
+            if !out.push_bytes(head) {
                 return Ok(offered);
             }
-            offered += usize::try_from(left).unwrap_or(0);
+            offered += head.len();
+            let Some(region) = s.in_place.as_ref().map_or(region, |r| Some(r.region())) else {
+                return Ok(offered);
+            };
+            if !out.push_region(region, s.offset, s.left)? {
+                return Ok(offered);
+            }
+            offered += usize::try_from(s.left).unwrap_or(0);
         }
         let tail = data.get(at..).unwrap_or(&[]);
-        if !tail.is_empty() && out.push(SendPiece::Bytes(tail))? {
+        if out.push_bytes(tail) {
             offered += tail.len();
         }
         Ok(offered)
     }
 
     /// Account for `n` bytes sent from the front of the stream.
-    fn advance(&mut self, tx: &mut ByteBuf, mut n: usize, release: &mut impl FnMut(u16)) {
-        while n > 0 {
-            let Some(s) = self.splices.front_mut() else {
-                tx.consume(n);
-                return;
-            };
-            if s.before > 0 {
-                let k = n.min(s.before);
-                tx.consume(k);
-                s.before -= k;
-                self.placed -= k;
-                n -= k;
-                continue;
+    #[inline]
+    fn advance(
+        &mut self,
+        tx: &mut ByteBuf,
+        mut n: usize,
+        release: &mut impl FnMut(u16, Option<InPlaceRead>),
+    ) {
+        // Send buffer bytes sent, consumed once at the end.
+        let mut used = 0;
+        while let Some(s) = self.splices.front_mut() {
+            let k = n.min(s.before);
+            s.before -= k;
+            used += k;
+            n -= k;
+            if n == 0 {
+                break;
             }
-            let k = u64::try_from(n).unwrap_or(u64::MAX).min(s.len - s.sent);
-            s.sent += k;
+            let k = u64::try_from(n).unwrap_or(u64::MAX).min(s.left);
+            s.offset += k;
+            s.left -= k;
             n -= usize::try_from(k).unwrap_or(n);
-            if s.sent == s.len {
-                let slot = s.slot;
-                if let Some(r) = self.splices.pop_front().and_then(|s| s.in_place) {
-                    self.in_place -= 1;
-                    self.done.push((slot, r));
-                }
-                release(slot);
+            if s.left > 0 {
+                break;
+            }
+            if let Some(s) = self.splices.pop_front() {
+                self.in_place -= usize::from(s.in_place.is_some());
+                release(s.slot, s.in_place);
             }
         }
+        self.placed -= used;
+        tx.consume(used + n);
     }
 }
 
@@ -257,7 +250,7 @@ mod tests {
             let head = [b'H', slot as u8, 0, 0, 0, 0, 0, 0];
             tx.reserve(8).unwrap().copy_from_slice(&head);
             tx.commit(8);
-            q.push(tx, slot, (off, 5000), None);
+            q.push(tx.len(), slot, (off, 5000), None);
             want.extend_from_slice(&head);
             want.extend_from_slice(&data);
         }
@@ -291,7 +284,7 @@ mod tests {
                     got.borrow_mut().extend_from_slice(&all[..n]);
                     Ok(n)
                 },
-                |slot| released.push((slot, got.borrow().len())),
+                |slot, _| released.push((slot, got.borrow().len())),
             )
             .unwrap();
             assert!(got.borrow().len() > sent_before);
@@ -315,16 +308,21 @@ mod tests {
         let (mut tx, mut q) = (ByteBuf::new(64), SendQueue::with_capacity(4));
         tx.reserve(8).unwrap().copy_from_slice(b"HEADER..");
         tx.commit(8);
-        q.push(&tx, 2, (0, 0), Some(record));
+        q.push(tx.len(), 2, (0, 0), Some(record));
         // The slot lies beyond the queue's memory: the copy fails and settle says so.
         let queue = MmapRegion::anonymous(4096).unwrap();
-        assert!(q.settle(&queue, |_| 8192).is_err());
-        assert!(q.done().next().is_none(), "nothing was settled");
+        let mut given = Vec::new();
+        assert!(
+            q.settle(&queue, |_| 8192, |slot, _| given.push(slot))
+                .is_err()
+        );
+        assert!(given.is_empty(), "nothing was settled");
         // A slot that fits takes the data, which is then sent from the queue's memory.
         memory.region().copy_from(4096, &[0x5a; 4096]).unwrap();
         let queue = MmapRegion::anonymous(8192).unwrap();
-        q.settle(&queue, |_| 4096).unwrap();
-        assert_eq!(q.done().map(|(slot, _)| slot).collect::<Vec<_>>(), [2]);
+        q.settle(&queue, |_| 4096, |slot, _| given.push(slot))
+            .unwrap();
+        assert_eq!(given, [2]);
         memory.region().copy_from(4096, &[0; 4096]).unwrap();
         let mut sent = Vec::new();
         q.drain(
@@ -335,7 +333,7 @@ mod tests {
                 sent.extend_from_slice(&all);
                 Ok(all.len())
             },
-            |_| {},
+            |_, _| {},
         )
         .unwrap();
         assert_eq!(&sent[..8], b"HEADER..");
@@ -344,6 +342,60 @@ mod tests {
             [0x5a; 4096],
             "the settled copy, not the namespace's new bytes"
         );
+    }
+
+    #[test]
+    fn a_short_send_leaves_the_rest_settled_at_its_place_in_the_slot() {
+        let bdev = std::sync::Arc::new(nvmemu_bdev::Bdev::malloc("m", 512, 64).unwrap());
+        let channel = bdev.channel();
+        let memory = channel.memory().expect("a malloc bdev has memory");
+        let data: Vec<u8> = (0..4096u32).map(|i| (i * 13) as u8).collect();
+        memory.region().copy_from(8192, &data).unwrap();
+        let (mut tx, mut q) = (ByteBuf::new(64), SendQueue::with_capacity(4));
+        tx.reserve(8).unwrap().copy_from_slice(b"HEADER..");
+        tx.commit(8);
+        let record = InPlaceRead::new(memory, 8192, 4096).unwrap();
+        q.push(tx.len(), 1, (0, 0), Some(record));
+        tx.reserve(4).unwrap().copy_from_slice(b"RESP");
+        tx.commit(4);
+        let mut sent = Vec::new();
+        let mut given = Vec::new();
+        let mut take = |pieces: &SendPieces<'_>, max: usize| {
+            let all = pieces.to_vec();
+            let n = all.len().min(max);
+            sent.extend_from_slice(&all[..n]);
+            Ok(n)
+        };
+        q.drain(
+            &mut tx,
+            None,
+            |p| take(p, 8 + 1000),
+            |_, _| panic!("not sent"),
+        )
+        .unwrap();
+        let queue = MmapRegion::anonymous(16384).unwrap();
+        q.settle(
+            &queue,
+            |slot| u64::from(slot) * 4096,
+            |slot, _| given.push(slot),
+        )
+        .unwrap();
+        assert_eq!(given, [1]);
+        // A Write after the settle does not reach what is still to be sent.
+        memory.region().copy_from(8192, &[0; 4096]).unwrap();
+        let mut released = Vec::new();
+        q.drain(
+            &mut tx,
+            Some(&queue),
+            |p| take(p, usize::MAX),
+            |slot, record| released.push((slot, record.is_some())),
+        )
+        .unwrap();
+        assert_eq!(released, [(1, false)]);
+        assert!(q.is_empty() && tx.is_empty());
+        assert_eq!(&sent[..8], b"HEADER..");
+        assert_eq!(&sent[8..8 + 4096], &data[..]);
+        assert_eq!(&sent[8 + 4096..], b"RESP");
     }
 
     #[test]
@@ -368,7 +420,10 @@ mod tests {
                     calls += 1;
                     p.send(a.as_fd())
                 },
-                |slot| released.push(slot),
+                |slot, record| {
+                    assert!(record.is_none());
+                    released.push(slot);
+                },
             )
             .unwrap();
             std::thread::yield_now();

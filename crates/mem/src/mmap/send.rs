@@ -11,8 +11,10 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use super::{MmapRegion, us};
 
 /// Most pieces one [`SendPieces`] holds, so one send passes to the kernel; more are left for
-/// the next send.
-pub const MAX_SEND_PIECES: usize = 64;
+/// the next send. A read takes two (its C2HData header with the response before it, and
+/// its data): with 64, a batch of 32 reads (QD32) and its last response took two
+/// `sendmsg` calls, the second for 24 bytes.
+pub const MAX_SEND_PIECES: usize = 128;
 
 /// One piece of a vectored send.
 #[derive(Debug, Clone, Copy)]
@@ -55,21 +57,42 @@ impl<'a> SendPieces<'a> {
     /// Add `piece` after the others: Ok(false) (nothing added) when the list is full, an
     /// empty piece skipped; a region piece out of the mapping's bounds is `InvalidInput`.
     pub fn push(&mut self, piece: SendPiece<'a>) -> io::Result<bool> {
-        let (base, len) = match piece {
-            SendPiece::Bytes(b) => (b.as_ptr().cast_mut(), b.len()),
+        match piece {
+            SendPiece::Bytes(b) => Ok(self.push_bytes(b)),
             SendPiece::Region {
                 region,
                 offset,
                 len,
-            } => {
-                let p = region
-                    .span(offset, len)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                (p, us(len))
-            }
-        };
+            } => self.push_region(region, offset, len),
+        }
+    }
+
+    /// [`SendPieces::push`] of `SendPiece::Bytes(b)`, inlined into the caller's loop.
+    #[inline]
+    pub fn push_bytes(&mut self, b: &'a [u8]) -> bool {
+        self.push_raw(b.as_ptr().cast_mut(), b.len())
+    }
+
+    /// [`SendPieces::push`] of a `SendPiece::Region`, inlined into the caller's loop.
+    #[inline]
+    pub fn push_region(
+        &mut self,
+        region: &'a MmapRegion,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<bool> {
+        let p = region
+            .span(offset, len)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        Ok(self.push_raw(p, us(len)))
+    }
+
+    /// Store an iovec of `len` bytes at `base`, borrowed for `'a` (the callers' types
+    /// say so): false when the list is full, an empty piece skipped.
+    #[inline(always)]
+    fn push_raw(&mut self, base: *mut u8, len: usize) -> bool {
         let Some(entry) = self.iov.get_mut(self.len) else {
-            return Ok(false);
+            return false;
         };
         if len > 0 {
             entry.write(libc::iovec {
@@ -78,7 +101,7 @@ impl<'a> SendPieces<'a> {
             });
             self.len += 1;
         }
-        Ok(true)
+        true
     }
 
     /// Whether [`MAX_SEND_PIECES`] are in the list.

@@ -207,8 +207,13 @@ impl Conn {
     }
 
     /// Write what the socket takes, read data straight from its slots; returns the bytes
-    /// written. `calls` counts the system calls made.
-    pub(crate) fn flush(&mut self, calls: &mut u64) -> std::io::Result<usize> {
+    /// written. `calls` counts the system calls made; the records of reads sent in place
+    /// go back to `ctrl`, the queue's controller (None: it is gone, they are dropped).
+    pub(crate) fn flush(
+        &mut self,
+        calls: &mut u64,
+        mut ctrl: Option<&mut nvmemu_ctrl::Controller>,
+    ) -> std::io::Result<usize> {
         let q = match &mut self.state {
             ConnState::Queue { q, .. }
             | ConnState::Closing {
@@ -225,6 +230,7 @@ impl Conn {
             ..
         } = &mut **q;
         let fd = std::os::fd::AsFd::as_fd(&self.sock);
+        let qid = mem.qid;
         sendq.drain(
             &mut self.tx,
             Some(mem.region()),
@@ -232,7 +238,12 @@ impl Conn {
                 *calls += 1;
                 pieces.send(fd)
             },
-            |slot| release_slot(slots, free, slot),
+            |slot, record| {
+                if let (Some(c), Some(r)) = (ctrl.as_deref_mut(), record) {
+                    c.give_back_read_in_place(qid, nvmemu_spec::Cid(slot), r);
+                }
+                release_slot(slots, free, slot);
+            },
         )
     }
 

@@ -19,48 +19,68 @@ impl Conn {
         let ConnState::Queue { q, .. } = &mut self.state else {
             return 0;
         };
-        let resp_len = pdu::C2hLayout::new(pdu::RESP_HLEN, 0, &neg).plen;
+        let QueueIo {
+            mem,
+            slots,
+            free,
+            sq_head,
+            sqfc_off,
+            sendq,
+            ..
+        } = &mut **q;
+        let mut next = mem.peek_cqe();
+        if next.is_none() {
+            return 0;
+        }
+        let hdrs = pdu::ReadHeaders::new(&neg, *sqfc_off);
+        let resp_len = hdrs.resp_plen();
         let mut done = 0;
-        while let Some(mut cqe) = q.mem.peek_cqe() {
+        while let Some(mut cqe) = next {
             let i = cqe.cid;
-            let Some(Slot::Submitted { cccid, len, read }) = q.slots.get(usize::from(i)).copied()
-            else {
+            // The slot is matched in place: copying it out copied its whole SQE variant.
+            let Some(slot) = slots.get_mut(usize::from(i)) else {
                 // Not ours (cannot happen: every SQE we post names a submitted slot).
-                q.mem.pop_cqe();
+                mem.pop_cqe();
+                next = mem.peek_cqe();
+                continue;
+            };
+            let Slot::Submitted { cccid, len, read } = *slot else {
+                mem.pop_cqe();
+                next = mem.peek_cqe();
                 continue;
             };
             let ok = cqe.status().is_success();
             let send_data = read && ok && len > 0;
-            let success_flag = send_data && q.sqfc_off;
-            let data_layout = pdu::C2hLayout::new(pdu::DATA_HLEN, len as usize, &neg);
-            let need = if send_data { data_layout.plen } else { 0 }
-                + if success_flag { 0 } else { resp_len };
+            let success_flag = send_data && *sqfc_off;
+            let need = if send_data {
+                hdrs.data_plen(len as usize)
+            } else {
+                0
+            } + if success_flag { 0 } else { resp_len };
             // Without a data digest the data goes out from where it lies (spliced between
             // the C2HData header and what follows); with one, it is copied to be digested.
             let splice = send_data && !neg.ddgst;
-            let Some(out) = self
-                .tx
-                .reserve(need - if splice { len as usize } else { 0 })
-            else {
+            let bytes = need - if splice { len as usize } else { 0 };
+            let Some(out) = self.tx.reserve(bytes) else {
                 break;
             };
             // Taken for every Read, so no record outlives its command.
             let in_place = if read {
-                ctrl.take_read_in_place(q.mem.qid, Cid(i))
+                ctrl.take_read_in_place(mem.qid, Cid(i))
                     .filter(|r| r.len() == u64::from(len))
             } else {
                 None
             };
             let mut at = 0;
             if send_data {
-                let l = data_layout;
-                pdu::encode_c2h_data_header_as(out, &l, cccid, 0, len, success_flag, &neg);
-                at = l.pdo;
+                hdrs.data(out, cccid, len);
+                at = hdrs.data_pdo();
                 if !splice {
+                    let l = hdrs.data_layout(len as usize);
                     let data = &mut out[l.pdo..l.pdo + len as usize];
                     let copied = match &in_place {
                         Some(r) => r.region().copy_to(r.offset(), data),
-                        None => q.mem.read_slot(i, data),
+                        None => mem.read_slot(i, data),
                     };
                     if copied.is_err() {
                         data.fill(0);
@@ -71,33 +91,33 @@ impl Conn {
             }
             if !success_flag {
                 cqe.cid = cccid;
-                pdu::encode_resp(&mut out[at..], &cqe, &neg);
+                hdrs.resp(&mut out[at..], &cqe);
             }
-            q.sq_head = cqe.sq_head;
-            q.mem.pop_cqe();
+            *sq_head = cqe.sq_head;
+            mem.pop_cqe();
             if splice {
-                self.tx.commit(at);
-                let slot_data = (q.mem.slot_off(i), u64::from(len));
-                q.sendq.push(&self.tx, i, slot_data, in_place);
-                self.tx.commit(need - len as usize - at);
-                if let Some(s) = q.slots.get_mut(usize::from(i)) {
-                    *s = Slot::Sending;
-                }
+                // The data goes between the header and what follows it.
+                let slot_data = (mem.slot_off(i), u64::from(len));
+                sendq.push(self.tx.len() + at, i, slot_data, in_place);
+                *slot = Slot::Sending;
             } else {
-                self.tx.commit(need);
-                q.release(i);
+                // What `release` does, the slot being taken.
+                *slot = Slot::Free;
+                free.push(i);
             }
+            self.tx.commit(bytes);
             done += 1;
+            next = mem.peek_cqe();
         }
         if done > 0 {
-            q.mem.ring_cq_head(doorbells);
+            mem.ring_cq_head(doorbells);
         }
         done
     }
 
     /// Copy what is left unsent of read data still in a namespace's memory into the
-    /// commands' slots (`SendQueue::settle`), and give the records no longer needed back
-    /// to the queue's controller (`ctrl`; None: it is gone, they are dropped). Called
+    /// commands' slots (`SendQueue::settle`), and give the records copied back to the
+    /// queue's controller (`ctrl`; None: it is gone, they are dropped). Called
     /// after each send, before the group's controllers run again. False: some data could
     /// not be copied, and the connection must be closed (`SendQueue::settle` says why).
     pub(crate) fn settle(&mut self, ctrl: Option<&mut Controller>) -> bool {
@@ -110,15 +130,19 @@ impl Conn {
             _ => return true,
         };
         let QueueIo { mem, sendq, .. } = &mut **q;
-        let settled = sendq.settle(mem.region(), |slot| mem.slot_off(slot));
+        let qid = mem.qid;
+        let mut ctrl = ctrl;
+        let settled = sendq.settle(
+            mem.region(),
+            |slot| mem.slot_off(slot),
+            |slot, record| {
+                if let Some(c) = ctrl.as_deref_mut() {
+                    c.give_back_read_in_place(qid, Cid(slot), record);
+                }
+            },
+        );
         if let Err(e) = &settled {
             tracing::error!(peer = %self.peer, %e, "NVMe/TCP: unsent read data could not be copied out of the namespace; connection closed so the host sees no torn data");
-        }
-        let done = sendq.done();
-        if let Some(ctrl) = ctrl {
-            for (slot, record) in done {
-                ctrl.give_back_read_in_place(mem.qid, Cid(slot), record);
-            }
         }
         settled.is_ok()
     }

@@ -24,7 +24,10 @@ impl PollGroup {
             work += conn.reap(&mut c.ctrl, &c.doorbells);
         }
         let (wrote, mut failed) = if conn.writable {
-            match conn.flush(&mut self.counts.socket_writes) {
+            match conn.flush(
+                &mut self.counts.socket_writes,
+                ctrl.as_deref_mut().map(|c| &mut c.ctrl),
+            ) {
                 Ok(n) => (n, false),
                 Err(_) => (0, true),
             }
