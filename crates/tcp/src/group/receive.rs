@@ -95,6 +95,14 @@ impl PollGroup {
         if conn.tx.room() < 2 * pdu::MAX_SMALL_PDU + answer {
             return Step::Wait;
         }
+        // The common PDU on a connected queue skips the general decode (`plain_capsule`
+        // takes only what that would accept, unchanged).
+        if let ConnState::Queue { .. } = conn.state
+            && let Some(sqe) = pdu::plain_capsule(rx.data(), &conn.neg)
+        {
+            let outcome = self.command(conn, sqe, &[], now);
+            return Self::settle(conn, rx, pdu::CMD_HLEN, outcome, now);
+        }
         let head = rx.data().get(..pdu::CH_LEN).and_then(|h| h.try_into().ok());
         let Some(head): Option<[u8; pdu::CH_LEN]> = head else {
             return Step::Wait;
@@ -154,6 +162,17 @@ impl PollGroup {
                 }),
             },
         };
+        Self::settle(conn, rx, plen, outcome, now)
+    }
+
+    /// Finish the PDU of `plen` bytes at the front of `rx` that ended in `outcome`.
+    fn settle(
+        conn: &mut Conn,
+        rx: &mut ByteBuf,
+        plen: usize,
+        outcome: Outcome,
+        now: Instant,
+    ) -> Step {
         match outcome {
             Outcome::Done => {}
             Outcome::Fatal(e) => {
