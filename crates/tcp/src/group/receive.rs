@@ -100,7 +100,7 @@ impl PollGroup {
         if let ConnState::Queue { .. } = conn.state
             && let Some(sqe) = pdu::plain_capsule(rx.data(), &conn.neg)
         {
-            let outcome = self.command(conn, sqe, &[], now);
+            let outcome = self.command(conn, &sqe, &[], now);
             return Self::settle(conn, rx, pdu::CMD_HLEN, outcome, now);
         }
         let head = rx.data().get(..pdu::CH_LEN).and_then(|h| h.try_into().ok());
@@ -143,7 +143,7 @@ impl PollGroup {
                 self.initialize(conn, &r);
                 Outcome::Done
             }
-            Ok(H2cPdu::Command { sqe, data }) => self.command(conn, sqe, data, now),
+            Ok(H2cPdu::Command { sqe, data }) => self.command(conn, &sqe, data, now),
             Ok(H2cPdu::Data {
                 cccid,
                 ttag,
@@ -209,13 +209,13 @@ impl PollGroup {
     fn command(
         &mut self,
         conn: &mut Conn,
-        sqe: nvmemu_spec::Sqe,
+        sqe: &nvmemu_spec::Sqe,
         data: &[u8],
         now: Instant,
     ) -> Outcome {
         if sqe.opcode() == crate::fabrics::OPCODE {
-            let cmd = FabricsCommand::decode(&sqe);
-            return self.fabrics(conn, &sqe, cmd, data, now);
+            let cmd = FabricsCommand::decode(sqe);
+            return self.fabrics(conn, sqe, cmd, data, now);
         }
         if let ConnState::Discovery(d) = &conn.state {
             let len = nvmemu_spec::SglDescriptor::from_dptr(sqe.dptr1, sqe.dptr2).len as usize;
@@ -224,7 +224,7 @@ impl PollGroup {
                 conn.respond_status(cccid, nvmemu_spec::Status::DATA_SGL_LENGTH_INVALID, 0);
                 return Outcome::Done;
             }
-            if let Answer::Complete(status, dw0, data) = d.admin(&sqe, len, &self.subsystems) {
+            if let Answer::Complete(status, dw0, data) = d.admin(sqe, len, &self.subsystems) {
                 conn.respond_data(cccid, status, dw0, &data);
             }
             return Outcome::Done;
