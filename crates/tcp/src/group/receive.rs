@@ -206,7 +206,33 @@ impl PollGroup {
         conn.state = ConnState::AwaitConnect;
     }
 
+    /// A command capsule. On a connected queue (every I/O) it goes to its controller's SQ;
+    /// Fabrics commands and capsules in other states are handled out of line, so the large
+    /// frame Connect needs is not set up for every command.
     fn command(
+        &mut self,
+        conn: &mut Conn,
+        sqe: &nvmemu_spec::Sqe,
+        data: &[u8],
+        now: Instant,
+    ) -> Outcome {
+        let ConnState::Queue { cntlid, .. } = conn.state else {
+            return self.other_command(conn, sqe, data, now);
+        };
+        if sqe.opcode() == crate::fabrics::OPCODE {
+            return self.other_command(conn, sqe, data, now);
+        }
+        let Some(c) = self.ctrls.get_mut(&cntlid) else {
+            return Outcome::Done;
+        };
+        c.touch(now);
+        self.counts.commands += 1;
+        conn.queue_command(sqe, data, &c.doorbells, &c.block_shifts)
+    }
+
+    /// A Fabrics command, or a capsule on a connection that is not a connected queue.
+    #[inline(never)]
+    fn other_command(
         &mut self,
         conn: &mut Conn,
         sqe: &nvmemu_spec::Sqe,
@@ -229,15 +255,7 @@ impl PollGroup {
             }
             return Outcome::Done;
         }
-        let ConnState::Queue { cntlid, .. } = &conn.state else {
-            conn.respond_status(sqe.cid().0, nvmemu_spec::Status::COMMAND_SEQUENCE_ERROR, 0);
-            return Outcome::Done;
-        };
-        let Some(c) = self.ctrls.get_mut(cntlid) else {
-            return Outcome::Done;
-        };
-        c.touch(now);
-        self.counts.commands += 1;
-        conn.queue_command(sqe, data, &c.doorbells, &c.block_shifts)
+        conn.respond_status(sqe.cid().0, nvmemu_spec::Status::COMMAND_SEQUENCE_ERROR, 0);
+        Outcome::Done
     }
 }
