@@ -124,6 +124,7 @@ impl QueueMem {
 
     /// Put `sqe` on the SQ as command `slot`, its data pointer the PRPs of the slot's
     /// first `len` bytes, and ring the tail doorbell.
+    #[inline]
     pub(crate) fn submit(
         &mut self,
         sqe: &Sqe,
