@@ -150,12 +150,12 @@ impl PollGroup {
             }
             let _ = sock.set_nodelay(true);
             let deadline = now + self.opts.stall_timeout;
-            let conn = Conn::new(sock, peer, self.negotiated(), deadline);
+            let conn = Box::new(Conn::new(sock, peer, self.negotiated(), deadline));
             let to = self.place();
             self.groups.gain(to);
             if to == self.index {
                 self.adopt(conn);
-            } else if !self.groups.send(to, Control::Adopt(Box::new(conn))) {
+            } else if !self.groups.send(to, Control::Adopt(conn)) {
                 self.groups.lose(to);
             }
         }
@@ -187,7 +187,7 @@ impl PollGroup {
 
     /// Move connection `i` (taken out of its slot, its Connect still unread in its receive
     /// buffer) to group `to`.
-    pub(crate) fn hand_over(&mut self, i: usize, mut conn: Conn, to: usize) {
+    pub(crate) fn hand_over(&mut self, i: usize, mut conn: Box<Conn>, to: usize) {
         if let Err(e) = self.ready.remove_conn(&conn.sock) {
             // Left in this set, its events would name a slot another connection may take.
             tracing::warn!(%e, peer = %conn.peer, "cannot move a TCP connection; closed");
@@ -203,14 +203,14 @@ impl PollGroup {
         conn.writable = true;
         tracing::debug!(peer = %conn.peer, from = self.index, to, "NVMe/TCP connection moved to its controller's poll group");
         self.groups.gain(to);
-        if !self.groups.send(to, Control::Adopt(Box::new(conn))) {
+        if !self.groups.send(to, Control::Adopt(conn)) {
             // The target is stopping: the connection closes with the dropped message.
             self.groups.lose(to);
         }
     }
 
     /// A connection another group handed over (already counted in this group's load).
-    pub(crate) fn adopt(&mut self, conn: Conn) {
+    pub(crate) fn adopt(&mut self, conn: Box<Conn>) {
         if !self.install(conn) {
             self.groups.lose(self.index);
         }

@@ -124,9 +124,10 @@ impl QueueMem {
 
     /// Put `sqe` on the SQ as command `slot`, its data pointer the PRPs of the slot's
     /// first `len` bytes, and ring the tail doorbell.
+    #[inline]
     pub(crate) fn submit(
         &mut self,
-        mut sqe: Sqe,
+        sqe: &Sqe,
         slot: u16,
         len: u32,
         doorbells: &MmapRegion,
@@ -137,15 +138,23 @@ impl QueueMem {
             l if l <= 2 * PAGE => base + PAGE,
             _ => self.iova + self.prp_off + u64::from(slot) * self.list_bytes,
         };
-        // The host's FUSE bits stay (the controller refuses fused commands it cannot run).
-        sqe.cdw0 =
+        // The host's words as they are, but for CDW0, MPTR and the data pointer; the
+        // host's FUSE bits stay (the controller refuses fused commands it cannot run).
+        let cdw0 =
             Sqe::make_cdw0(sqe.opcode(), Psdt::Prp, Cid(slot)) | (u32::from(sqe.fuse()) << 8);
-        sqe.dptr1 = base;
-        sqe.dptr2 = prp2;
-        sqe.mptr = 0;
+        let mut words = sqe.to_words();
+        words[0] = (words[0] & !u64::from(u32::MAX)) | u64::from(cdw0);
+        words[2] = 0;
+        words[3] = base;
+        words[4] = prp2;
+        // Straight from registers into the ring: see `MmapRegion::store_u64s`.
         self.region
-            .write_obj(u64::from(self.sq_tail) * SQE_BYTES, &sqe)?;
-        self.sq_tail = (self.sq_tail + 1) % self.entries;
+            .store_u64s(u64::from(self.sq_tail) * SQE_BYTES, words)?;
+        self.sq_tail = if self.sq_tail + 1 == self.entries {
+            0
+        } else {
+            self.sq_tail + 1
+        };
         // Pairs with the controller's Acquire load of the tail: the SQE is written first.
         doorbells.store_release_u32(u64::from(self.qid.0) * 8, self.sq_tail)
     }

@@ -24,6 +24,7 @@ const SGL_TRANSPORT_DATA_BLOCK: u8 = 0x5A;
 /// Read, Write and Compare move NLB blocks, whatever the SGL says: their transfer must fit
 /// the SGL, and their PRPs describe exactly it. Otherwise a controller that moved more
 /// than the PRPs describe would take a data page for a PRP list (or write into one).
+#[inline]
 pub(crate) fn rw_bytes(sqe: &Sqe, block_shifts: &[u8]) -> Option<u32> {
     if !matches!(sqe.opcode(), 0x01 | 0x02 | 0x05) {
         return None;
@@ -34,6 +35,7 @@ pub(crate) fn rw_bytes(sqe: &Sqe, block_shifts: &[u8]) -> Option<u32> {
     Some(blocks.checked_shl(u32::from(shift)).unwrap_or(u32::MAX))
 }
 
+#[inline]
 pub(crate) fn transfer(sqe: &Sqe, icd: usize, slot_bytes: u64) -> Result<Transfer, Status> {
     if sqe.psdt() == Psdt::Prp {
         // A fabrics host always sends an SGL; a PRP is acceptable only without data.

@@ -378,12 +378,11 @@ impl Conn {
     /// controller's doorbell page.
     pub(crate) fn queue_command(
         &mut self,
-        sqe: Sqe,
+        sqe: &Sqe,
         icd: &[u8],
         doorbells: &nvmemu_mem::MmapRegion,
         block_shifts: &[u8],
     ) -> Outcome {
-        let neg = self.neg;
         let cccid = sqe.cid().0;
         let ConnState::Queue { q, .. } = &mut self.state else {
             return Outcome::Done;
@@ -392,7 +391,7 @@ impl Conn {
             self.respond_status(cccid, Status::INVALID_OPCODE, 0);
             return Outcome::Done;
         }
-        let t = match transfer(&sqe, icd.len(), q.mem.slot_bytes()) {
+        let t = match transfer(sqe, icd.len(), q.mem.slot_bytes()) {
             Ok(t) => t,
             Err(status) => {
                 tracing::debug!(target: "guest", cccid, ?status, "bad data pointer in a capsule");
@@ -405,7 +404,7 @@ impl Conn {
             Transfer::InCapsule(l) | Transfer::Solicit(l) => (l, false),
             Transfer::Read(l) => (l, true),
         };
-        let (len, t) = match (q.mem.qid.0, rw_bytes(&sqe, block_shifts)) {
+        let (len, t) = match (q.mem.qid.0, rw_bytes(sqe, block_shifts)) {
             (0, _) | (_, None) => (len, t),
             (_, Some(need)) if need <= len => {
                 let t = match t {
@@ -422,7 +421,11 @@ impl Conn {
             }
         };
         let slot = match t {
-            Transfer::Solicit(_) => Slot::Receiving { sqe, len, got: 0 },
+            Transfer::Solicit(_) => Slot::Receiving {
+                sqe: *sqe,
+                len,
+                got: 0,
+            },
             _ => Slot::Submitted { cccid, len, read },
         };
         let Some(i) = q.take_slot(slot) else {
@@ -442,6 +445,7 @@ impl Conn {
             return Outcome::Done;
         }
         if let Transfer::Solicit(l) = t {
+            let neg = self.neg;
             let n = pdu::C2hLayout::new(pdu::DATA_HLEN, 0, &neg).plen;
             if let Some(out) = self.tx.reserve(n) {
                 pdu::encode_r2t(out, cccid, i, 0, l, &neg);
@@ -522,7 +526,7 @@ impl Conn {
                 read: false,
             };
         }
-        if q.mem.submit(sqe, ttag, len, doorbells).is_err() {
+        if q.mem.submit(&sqe, ttag, len, doorbells).is_err() {
             q.release(ttag);
             self.respond_status(cccid, Status::INTERNAL_ERROR, 0);
         }

@@ -73,7 +73,9 @@ pub(crate) struct PollGroup {
     pub(crate) opts: TcpOptions,
     pub(crate) subsystems: Subsystems,
     pub(crate) listeners: Vec<TcpListener>,
-    pub(crate) conns: Vec<Option<Conn>>,
+    /// Boxed: a pass takes each connection it visits out of its slot and puts it back,
+    /// which moves a pointer, not the whole connection.
+    pub(crate) conns: Vec<Option<Box<Conn>>>,
     free: Vec<usize>,
     pub(crate) admission: crate::admission::Admission,
     pub(crate) ctrls: BTreeMap<u16, FabricsCtrl>,
@@ -267,7 +269,7 @@ impl PollGroup {
             }
             Control::Unlisten(addr) => self.listeners.retain(|l| l.local_addr().ok() != Some(addr)),
             Control::Adopt(conn) => {
-                self.adopt(*conn);
+                self.adopt(conn);
                 return 1;
             }
             Control::SetTiming {
@@ -287,7 +289,7 @@ impl PollGroup {
 
     /// Give `conn` a slot, watch its socket and visit it next pass; false (the connection
     /// dropped, so closed) when its socket cannot be watched.
-    pub(crate) fn install(&mut self, conn: Conn) -> bool {
+    pub(crate) fn install(&mut self, conn: Box<Conn>) -> bool {
         let i = match self.free.pop() {
             Some(i) => i,
             None => {

@@ -95,6 +95,14 @@ impl PollGroup {
         if conn.tx.room() < 2 * pdu::MAX_SMALL_PDU + answer {
             return Step::Wait;
         }
+        // The common PDU on a connected queue skips the general decode (`plain_capsule`
+        // takes only what that would accept, unchanged).
+        if let ConnState::Queue { .. } = conn.state
+            && let Some(sqe) = pdu::plain_capsule(rx.data(), &conn.neg)
+        {
+            let outcome = self.command(conn, &sqe, &[], now);
+            return Self::settle(conn, rx, pdu::CMD_HLEN, outcome, now);
+        }
         let head = rx.data().get(..pdu::CH_LEN).and_then(|h| h.try_into().ok());
         let Some(head): Option<[u8; pdu::CH_LEN]> = head else {
             return Step::Wait;
@@ -135,7 +143,7 @@ impl PollGroup {
                 self.initialize(conn, &r);
                 Outcome::Done
             }
-            Ok(H2cPdu::Command { sqe, data }) => self.command(conn, sqe, data, now),
+            Ok(H2cPdu::Command { sqe, data }) => self.command(conn, &sqe, data, now),
             Ok(H2cPdu::Data {
                 cccid,
                 ttag,
@@ -154,6 +162,17 @@ impl PollGroup {
                 }),
             },
         };
+        Self::settle(conn, rx, plen, outcome, now)
+    }
+
+    /// Finish the PDU of `plen` bytes at the front of `rx` that ended in `outcome`.
+    fn settle(
+        conn: &mut Conn,
+        rx: &mut ByteBuf,
+        plen: usize,
+        outcome: Outcome,
+        now: Instant,
+    ) -> Step {
         match outcome {
             Outcome::Done => {}
             Outcome::Fatal(e) => {
@@ -187,16 +206,42 @@ impl PollGroup {
         conn.state = ConnState::AwaitConnect;
     }
 
+    /// A command capsule. On a connected queue (every I/O) it goes to its controller's SQ;
+    /// Fabrics commands and capsules in other states are handled out of line, so the large
+    /// frame Connect needs is not set up for every command.
     fn command(
         &mut self,
         conn: &mut Conn,
-        sqe: nvmemu_spec::Sqe,
+        sqe: &nvmemu_spec::Sqe,
+        data: &[u8],
+        now: Instant,
+    ) -> Outcome {
+        let ConnState::Queue { cntlid, .. } = conn.state else {
+            return self.other_command(conn, sqe, data, now);
+        };
+        if sqe.opcode() == crate::fabrics::OPCODE {
+            return self.other_command(conn, sqe, data, now);
+        }
+        let Some(c) = self.ctrls.get_mut(&cntlid) else {
+            return Outcome::Done;
+        };
+        c.touch(now);
+        self.counts.commands += 1;
+        conn.queue_command(sqe, data, &c.doorbells, &c.block_shifts)
+    }
+
+    /// A Fabrics command, or a capsule on a connection that is not a connected queue.
+    #[inline(never)]
+    fn other_command(
+        &mut self,
+        conn: &mut Conn,
+        sqe: &nvmemu_spec::Sqe,
         data: &[u8],
         now: Instant,
     ) -> Outcome {
         if sqe.opcode() == crate::fabrics::OPCODE {
-            let cmd = FabricsCommand::decode(&sqe);
-            return self.fabrics(conn, &sqe, cmd, data, now);
+            let cmd = FabricsCommand::decode(sqe);
+            return self.fabrics(conn, sqe, cmd, data, now);
         }
         if let ConnState::Discovery(d) = &conn.state {
             let len = nvmemu_spec::SglDescriptor::from_dptr(sqe.dptr1, sqe.dptr2).len as usize;
@@ -205,20 +250,12 @@ impl PollGroup {
                 conn.respond_status(cccid, nvmemu_spec::Status::DATA_SGL_LENGTH_INVALID, 0);
                 return Outcome::Done;
             }
-            if let Answer::Complete(status, dw0, data) = d.admin(&sqe, len, &self.subsystems) {
+            if let Answer::Complete(status, dw0, data) = d.admin(sqe, len, &self.subsystems) {
                 conn.respond_data(cccid, status, dw0, &data);
             }
             return Outcome::Done;
         }
-        let ConnState::Queue { cntlid, .. } = &conn.state else {
-            conn.respond_status(sqe.cid().0, nvmemu_spec::Status::COMMAND_SEQUENCE_ERROR, 0);
-            return Outcome::Done;
-        };
-        let Some(c) = self.ctrls.get_mut(cntlid) else {
-            return Outcome::Done;
-        };
-        c.touch(now);
-        self.counts.commands += 1;
-        conn.queue_command(sqe, data, &c.doorbells, &c.block_shifts)
+        conn.respond_status(sqe.cid().0, nvmemu_spec::Status::COMMAND_SEQUENCE_ERROR, 0);
+        Outcome::Done
     }
 }

@@ -11,7 +11,9 @@ use crate::conn::{Conn, ConnState};
 impl PollGroup {
     /// End connection `i` (already taken out of its slot): its queue goes; the admin queue
     /// takes its controller and every other connection of it along.
-    pub(crate) fn close(&mut self, i: usize, conn: Conn) {
+    #[expect(clippy::boxed_local, reason = "connections live boxed in their slots")]
+    pub(crate) fn close(&mut self, i: usize, conn: Box<Conn>) {
+        let conn = *conn;
         self.groups.lose(self.index);
         self.free_slot(i, conn.listed);
         if let Some(admin) = conn.qpair_admin {
@@ -31,7 +33,7 @@ impl PollGroup {
             for j in 0..self.conns.len() {
                 let of_ctrl = self.conns[j]
                     .as_ref()
-                    .and_then(Conn::queue_of)
+                    .and_then(|c| c.queue_of())
                     .is_some_and(|(c, _)| c == cntlid);
                 if of_ctrl && let Some(other) = self.conns[j].take() {
                     self.close(j, other);
@@ -54,7 +56,7 @@ impl PollGroup {
         for cntlid in expired {
             tracing::info!(cntlid, "NVMe/TCP keep alive timeout: controller removed");
             let admin = self.conns.iter().position(|c| {
-                c.as_ref().and_then(Conn::queue_of) == Some((cntlid, nvmemu_spec::Qid::ADMIN))
+                c.as_ref().and_then(|c| c.queue_of()) == Some((cntlid, nvmemu_spec::Qid::ADMIN))
             });
             match admin.and_then(|j| self.conns[j].take().map(|c| (j, c))) {
                 Some((j, c)) => self.close(j, c),

@@ -354,6 +354,24 @@ pub fn decode<'a>(pdu: &'a [u8], phase: Phase, n: &Negotiated) -> Result<H2cPdu<
     }
 }
 
+/// The common PDU alone, decoded from fixed offsets: a command capsule with no header
+/// digest negotiated, no data and no digest flags (PLEN = HLEN = 72, PDO 0). For these
+/// bytes on an established connection [`check_header`] and [`decode`] return
+/// `Command { sqe, data: &[] }` with the same SQE; for any others this returns None and
+/// they take that general path, so it rejects exactly what they reject.
+#[inline]
+pub fn plain_capsule(bytes: &[u8], n: &Negotiated) -> Option<Sqe> {
+    let (ch, sqe) = bytes.get(..CMD_HLEN)?.split_first_chunk::<CH_LEN>()?;
+    // PDU-Type, HLEN, PDO and PLEN as one word; FLAGS (byte 1) masked to its digest bits.
+    let head = u64::from_le_bytes(*ch);
+    let mask = !(u64::from(!(flags::HDGSTF | flags::DDGSTF)) << 8);
+    let want = u64::from(pdu_type::CAPSULE_CMD) | (CMD_HLEN as u64) << 16 | (CMD_HLEN as u64) << 32;
+    if n.hdgst || head & mask != want {
+        return None;
+    }
+    Sqe::read_from_bytes(sqe).ok()
+}
+
 fn decode_icreq(pdu: &[u8], ch: &CommonHeader) -> Result<IcReq, PduError> {
     if ch.flags != 0 || ch.pdo != 0 {
         return Err(PduError::field(1, "ICReq with flags or PDO"));
@@ -447,144 +465,4 @@ fn split_data<'a>(pdu: &'a [u8], ch: &CommonHeader, n: &Negotiated) -> Result<&'
 }
 
 #[cfg(test)]
-#[allow(clippy::cast_possible_truncation)]
-mod tests {
-    use super::*;
-
-    fn neg(hdgst: bool, ddgst: bool) -> Negotiated {
-        Negotiated {
-            hdgst,
-            ddgst,
-            hpda: 0,
-            cpda: 0,
-            icd_max: 4096,
-            maxh2cdata: 8192,
-        }
-    }
-
-    /// An H2CData PDU as a host builds it.
-    fn h2c(n: &Negotiated, datao: u32, data: &[u8]) -> Vec<u8> {
-        let hd = if n.hdgst { 4 } else { 0 };
-        let dd = if n.ddgst { 4 } else { 0 };
-        let pdo = DATA_HLEN + hd;
-        let plen = pdo + data.len() + dd;
-        let mut p = vec![pdu_type::H2C_DATA, 0, DATA_HLEN as u8, pdo as u8];
-        p[1] |= flags::LAST_PDU
-            | if n.hdgst { flags::HDGSTF } else { 0 }
-            | if n.ddgst { flags::DDGSTF } else { 0 };
-        p.extend_from_slice(&(plen as u32).to_le_bytes());
-        p.extend_from_slice(&5u16.to_le_bytes());
-        p.extend_from_slice(&6u16.to_le_bytes());
-        p.extend_from_slice(&datao.to_le_bytes());
-        p.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        p.extend_from_slice(&[0; 4]);
-        if n.hdgst {
-            let c = crc32c::crc32c(&p);
-            p.extend_from_slice(&c.to_le_bytes());
-        }
-        p.extend_from_slice(data);
-        if n.ddgst {
-            p.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
-        }
-        p
-    }
-
-    #[test]
-    fn h2c_data_decodes_with_and_without_digests() {
-        for (h, d) in [(false, false), (true, false), (false, true), (true, true)] {
-            let n = neg(h, d);
-            let p = h2c(&n, 512, &[7; 100]);
-            let got = decode(&p, Phase::Established, &n).unwrap();
-            assert_eq!(
-                got,
-                H2cPdu::Data {
-                    cccid: 5,
-                    ttag: 6,
-                    datao: 512,
-                    last: true,
-                    data: &[7; 100]
-                }
-            );
-        }
-    }
-
-    #[test]
-    fn corrupted_digests_and_lengths_carry_their_fes_and_fei() {
-        let n = neg(true, true);
-        let mut p = h2c(&n, 0, &[1; 64]);
-        p[12] ^= 1;
-        assert_eq!(
-            decode(&p, Phase::Established, &n).unwrap_err().fes,
-            Fes::HeaderDigestError
-        );
-        let mut p = h2c(&n, 0, &[1; 64]);
-        let last = p.len() - 1;
-        p[last] ^= 1;
-        assert_eq!(
-            decode(&p, Phase::Established, &n).unwrap_err().fes,
-            Fes::InvalidHeaderField
-        );
-        // DATAL that disagrees with PLEN.
-        let n = neg(false, false);
-        let mut p = h2c(&n, 0, &[1; 64]);
-        p[16] = 65;
-        let e = decode(&p, Phase::Established, &n).unwrap_err();
-        assert_eq!((e.fes, e.fei), (Fes::InvalidHeaderField, 16));
-        // More than MAXH2CDATA.
-        let p = h2c(&n, 0, &vec![0; 8193]);
-        let e = decode(&p, Phase::Established, &n).unwrap_err();
-        assert_eq!(e.fes, Fes::DataTransferLimitExceeded);
-        // PDO inside the header.
-        let mut p = h2c(&n, 0, &[1; 64]);
-        p[3] = 8;
-        assert_eq!(decode(&p, Phase::Established, &n).unwrap_err().fei, 3);
-    }
-
-    #[test]
-    fn pdu_order_is_enforced_by_the_common_header() {
-        let n = neg(false, false);
-        let ch = |ty, hlen, plen| CommonHeader {
-            pdu_type: ty,
-            flags: 0,
-            hlen,
-            pdo: 0,
-            plen,
-        };
-        let e =
-            check_header(&ch(pdu_type::CAPSULE_CMD, 72, 72), Phase::Initializing, &n).unwrap_err();
-        assert_eq!(e.fes, Fes::PduSequenceError);
-        let e = check_header(&ch(pdu_type::IC_REQ, 128, 128), Phase::Established, &n).unwrap_err();
-        assert_eq!(e.fes, Fes::PduSequenceError);
-        let e = check_header(&ch(pdu_type::C2H_DATA, 24, 24), Phase::Established, &n).unwrap_err();
-        assert_eq!(
-            (e.fes, e.fei),
-            (Fes::InvalidHeaderField, 0),
-            "controller PDU type from a host"
-        );
-        let e = check_header(&ch(pdu_type::IC_REQ, 128, 129), Phase::Initializing, &n).unwrap_err();
-        assert_eq!(e.fei, 4, "ICReq PLEN");
-        assert_eq!(
-            check_header(&ch(pdu_type::IC_REQ, 128, 128), Phase::Initializing, &n),
-            Ok(128)
-        );
-    }
-
-    #[test]
-    fn c2h_data_honours_the_host_alignment_and_digests() {
-        let mut n = neg(true, true);
-        n.hpda = 7; // 32-byte alignment
-        let mut buf = vec![0u8; 256];
-        let l = encode_c2h_data_header(&mut buf, 3, 0, 100, false, &n);
-        assert_eq!(
-            l.pdo, 32,
-            "24-byte header + 4-byte digest, rounded up to 32"
-        );
-        assert_eq!(l.plen, 32 + 100 + 4);
-        buf[l.pdo..l.pdo + 100].fill(9);
-        finish_c2h_data(&mut buf, &l, &n);
-        assert_eq!(buf[1], flags::HDGSTF | flags::DDGSTF | flags::LAST_PDU);
-        assert_eq!(&buf[24..28], &crc32c::crc32c(&buf[..24]).to_le_bytes());
-        assert_eq!(&buf[132..136], &crc32c::crc32c(&[9; 100]).to_le_bytes());
-        assert!(buf[28..32].iter().all(|&b| b == 0), "padding is zero");
-    }
-}
+mod tests;
