@@ -2,13 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """NVMe/TCP over loopback: SPDK's nvmf_tgt and nvmemu's target side by side, both clients.
 
-Each repetition starts SPDK's `nvmf_tgt`, then `nvmemu serve` (the order alternates between
-repetitions), each on one core (--target-cpu), and configures both with the same SPDK
-`rpc.py` commands: a 1 GiB malloc bdev of 512 B blocks, written in full before any read,
-in one subsystem with a TCP listener on 127.0.0.1. Against each, SPDK's `spdk_nvme_perf`
-and nvmemu's driver (`nvmemu bench --tcp`) run every workload on --client-cpu. Medians and
-the spread (lowest to highest) over the repetitions go to BENCHMARKS.md's section `tcp`
-(--md) and to a JSON file (--json).
+SPDK's `nvmf_tgt` and `nvmemu serve` run at once, both on one core (--target-cpu), each
+configured with the same SPDK `rpc.py` commands: a 1 GiB malloc bdev of 512 B blocks,
+written in full before any read, in one subsystem with a TCP listener on 127.0.0.1 (SPDK's
+on --port, nvmemu's on the next port). Only the target being measured runs: the other is
+stopped (SIGSTOP) and continued for its own run, so each run of one target follows the
+other's run of the same workload within seconds, and the host's slow swings fall on both
+(the order alternates run by run). Against each, SPDK's `spdk_nvme_perf` and nvmemu's
+driver (`nvmemu bench --tcp`) run every workload on --client-cpu. Medians and the spread
+(lowest to highest) over the repetitions go to BENCHMARKS.md's section `tcp` (--md) and to
+a JSON file (--json); the goal's line adds the median of the per-repetition ratios.
 
 Around each run the script reads both targets' `thread_get_stats` (busy time of every
 thread) and `nvmf_get_stats` (NVMe I/O commands completed): the I/Os over the busy seconds
@@ -20,7 +23,7 @@ Usage: scripts/bench_tcp.py --nvmemu BIN --peers DIR [--reps 3] [--runtime 3] [-
            [--json FILE] [--target-cpu 1] [--client-cpu 0] [--port 4420] [--lock FILE]
            [--note TEXT] [--nice N] [--workloads LABEL,...] [--clients NAME,...]
 DIR is the folder of SPDK's tools (bin/, scripts/rpc.py, setup.sh). Needs root (hugepages).
-With --lock, each target's share of a repetition (start, fill, every run) holds that file's
+With --lock, the set-up and each pair of runs (both targets, one workload) hold that file's
 flock, so other heavy jobs on a shared machine can run between them.
 --workloads and --clients run a subset (labels as in the table, e.g. "4 KiB randread QD32");
 such a run prints its table (and writes --json) but leaves --md's section as it is.
@@ -34,6 +37,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -64,8 +68,9 @@ def log(msg):
 class Target:
     """One target process listening on NVMe/TCP, configured through rpc.py, stopped on exit."""
 
-    def __init__(self, name, work):
+    def __init__(self, name, work, port):
         self.name = name
+        self.port = port
         short = name.split()[0].lower()
         self.sock = os.path.join(work, short + ".sock")
         self.server = Server(self.command(), wait_for=[self.sock], timeout=60,
@@ -105,7 +110,7 @@ class Target:
     def __enter__(self):
         self.server.start()
         try:
-            for call in setup_calls():
+            for call in setup_calls(self.port):
                 self.rpc(*call)
         except BaseException:
             self.server.stop()
@@ -113,7 +118,26 @@ class Target:
         return self
 
     def __exit__(self, *exc):
+        self.signal(signal.SIGCONT)  # a stopped process would not act on SIGTERM
         self.server.stop()
+
+    def signal(self, sig):
+        if self.server.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.server.pid, sig)
+
+    @contextlib.contextmanager
+    def running(self):
+        """Continue the target for a run and stop it again after. It settles a second
+        first: the pass or iteration the stop interrupted is charged before the counters
+        are read; and half a second after, for the client's disconnect."""
+        self.signal(signal.SIGCONT)
+        time.sleep(1)
+        try:
+            yield self
+        finally:
+            time.sleep(0.5)
+            self.signal(signal.SIGSTOP)
 
 
 def niced(cmd):
@@ -121,7 +145,7 @@ def niced(cmd):
     return serve_niced(cmd, args.nice or None)
 
 
-def setup_calls():
+def setup_calls(port):
     """The rpc.py calls that make both targets serve the same namespace over TCP."""
     return [
         ["framework_wait_init"],
@@ -131,12 +155,12 @@ def setup_calls():
         ["nvmf_create_subsystem", NQN, "-a", "-s", "SPDK00"],
         ["nvmf_subsystem_add_ns", NQN, "Malloc0"],
         ["nvmf_subsystem_add_listener", NQN, "-t", "TCP", "-a", "127.0.0.1", "-s",
-         str(args.port), "-f", "ipv4"],
+         str(port), "-f", "ipv4"],
     ]
 
 
-def bench_cmd(rw, bs, qd, extra):
-    return [args.nvmemu, "bench", "--tcp", f"127.0.0.1:{args.port}", "--subnqn", NQN,
+def bench_cmd(rw, bs, qd, extra, port):
+    return [args.nvmemu, "bench", "--tcp", f"127.0.0.1:{port}", "--subnqn", NQN,
             "--nsid=1", f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}",
             f"--cpus_allowed={args.client_cpu}", "--output-format=json", *extra]
 
@@ -145,23 +169,23 @@ def timing():
     return [f"--runtime={args.runtime}", "--time_based", "--ramp_time=1"]
 
 
-def nvmemu_bench(rw, bs, qd, extra):
-    cmd = bench_cmd(rw, bs, qd, extra)
+def nvmemu_bench(rw, bs, qd, extra, port):
+    cmd = bench_cmd(rw, bs, qd, extra, port)
     job = json.loads(run(niced(cmd), args.runtime + 120))["jobs"][0]
     if job.get("error"):
         raise RuntimeError(f"nvmemu bench reported error {job['error']}: {shlex.join(cmd)}")
     return job["write" if rw.endswith("write") else "read"]["iops"]
 
 
-def perf_cmd(rw, bs, qd):
-    trid = (f"trtype:TCP adrfam:IPv4 traddr:127.0.0.1 trsvcid:{args.port} subnqn:{NQN} ns:1")
+def perf_cmd(rw, bs, qd, port):
+    trid = (f"trtype:TCP adrfam:IPv4 traddr:127.0.0.1 trsvcid:{port} subnqn:{NQN} ns:1")
     return [os.path.join(args.peers, "bin", "spdk_nvme_perf"), "-r", trid,
             "-c", hex(1 << args.client_cpu), "-s", "256", "-q", str(qd), "-o", str(bs),
             "-w", rw, "-t", str(args.runtime)]
 
 
-def spdk_perf(rw, bs, qd):
-    out = run(niced(perf_cmd(rw, bs, qd)), args.runtime + 60)
+def spdk_perf(rw, bs, qd, port):
+    out = run(niced(perf_cmd(rw, bs, qd, port)), args.runtime + 60)
     m = PERF_TOTAL.search(out)
     if not m:
         raise RuntimeError(f"no Total line in spdk_nvme_perf output:\n{out[-800:]}")
@@ -188,16 +212,26 @@ def main():
     per_core = {}  # the same -> target -> [I/Os per busy target second]
     started = time.monotonic()
     try:
-        for rep in range(args.reps):
-            order = TARGETS if rep % 2 == 0 else TARGETS[::-1]
-            for tname in order:
-                with heavy_lock(), Target(tname, work) as target:
-                    nvmemu_bench("write", "128k", 16, ["--size=100%"])
-                    for client in args.clients:
-                        for label, bs, qd, rw in args.workloads:
-                            iops, core = target.measure(
-                                (lambda: spdk_perf(rw, bs, qd)) if client == "spdk_nvme_perf"
-                                else (lambda: nvmemu_bench(rw, bs, qd, timing())))
+        with contextlib.ExitStack() as stack:
+            targets = {}
+            for i, tname in enumerate(TARGETS):
+                with heavy_lock():
+                    t = stack.enter_context(Target(tname, work, args.port + i))
+                    nvmemu_bench("write", "128k", 16, ["--size=100%"], t.port)
+                    t.signal(signal.SIGSTOP)
+                targets[tname] = t
+            runs = [(c, w) for c in args.clients for w in args.workloads]
+            for rep in range(args.reps):
+                for k, (client, (label, bs, qd, rw)) in enumerate(runs):
+                    order = TARGETS if (rep + k) % 2 == 0 else TARGETS[::-1]
+                    with heavy_lock():
+                        for tname in order:
+                            t = targets[tname]
+                            with t.running():
+                                iops, core = t.measure(
+                                    (lambda: spdk_perf(rw, bs, qd, t.port))
+                                    if client == "spdk_nvme_perf"
+                                    else (lambda: nvmemu_bench(rw, bs, qd, timing(), t.port)))
                             results.setdefault((client, label), {}).setdefault(tname, []).append(iops)
                             if core:
                                 per_core.setdefault((client, label), {}).setdefault(tname, []).append(core)
@@ -236,6 +270,14 @@ def ratio(row, suffix):
     return f"{statistics.median(a) / statistics.median(b):.2f}x" if a and b else "-"
 
 
+def paired(row, suffix):
+    """The median and range of the per-repetition ratios nvmemu / SPDK (each repetition's
+    two runs came one after the other)."""
+    a, b = row["nvmemu" + suffix], row["spdk" + suffix]
+    r = [x / y for x, y in zip(a, b)] if len(a) == len(b) else []
+    return (f"median {statistics.median(r):.2f}x, {min(r):.2f}-{max(r):.2f}x" if r else "-")
+
+
 def busy(row, target):
     """The target core's busy share: median IOPS over median IOPS per busy core."""
     per_core = row[target + "_per_busy_core"]
@@ -252,8 +294,9 @@ def goal_lines(rows):
         per_core = ratio(goal, "_per_busy_core")
         met = per_core != "-" and float(per_core[:-1]) >= GOAL_RATIO
         lines.append(f"- Goal: nvmemu >= {GOAL_RATIO}x SPDK's IOPS per busy target core, "
-                     f"{GOAL_CASE[1]} with {GOAL_CASE[0]}: {per_core} (plain IOPS "
-                     f"{ratio(goal, '')}), {'met' if met else 'missed'}.")
+                     f"{GOAL_CASE[1]} with {GOAL_CASE[0]}: {per_core} (paired: "
+                     f"{paired(goal, '_per_busy_core')}; plain IOPS {ratio(goal, '')}), "
+                     f"{'met' if met else 'missed'}.")
     behind = [f"{r['client']} {r['workload']}" for r in rows
               if statistics.median(r["nvmemu"]) < statistics.median(r["spdk"])]
     lines.append("- Goal: not behind anywhere (plain IOPS): "
@@ -296,7 +339,9 @@ def report(rows):
         "",
         f"One target core each (CPU {args.target_cpu}), the client on CPU {args.client_cpu}; "
         f"a 1 GiB malloc namespace of 512 B blocks, written in full first; {args.reps} "
-        f"interleaved repetitions of {args.runtime} s, median IOPS and (lowest-highest). "
+        f"repetitions of {args.runtime} s, median IOPS and (lowest-highest); both targets "
+        "up at once, the one not measured stopped (SIGSTOP), so each run of one follows the "
+        "other's run of the same workload within seconds (the order alternating). "
         f"Machine: {machine()}; {time.strftime('%Y-%m-%d', time.gmtime())}."
         + (f" Targets and clients ran at nice {args.nice}, each in its own session "
            "(autogroup), beside other jobs." if args.nice else "")
@@ -323,10 +368,10 @@ def report(rows):
         f"$P/nvmf_tgt -m {hex(1 << args.target_cpu)} -r SOCK --huge-dir HUGE "
         "--disable-cpumask-locks     # or:",
         f"nvmemu serve -m {hex(1 << args.target_cpu)} -r SOCK",
-        *(f"rpc.py -s SOCK {shlex.join(c)}" for c in setup_calls()),
-        show(bench_cmd("write", "128k", 16, ["--size=100%"])) + "   # fill",
-        show(perf_cmd("$RW", "$BS", "$QD")),
-        show(bench_cmd("$RW", "$BS", "$QD", timing())),
+        *(f"rpc.py -s SOCK {shlex.join(c)}" for c in setup_calls(args.port)),
+        show(bench_cmd("write", "128k", 16, ["--size=100%"], args.port)) + "   # fill",
+        show(perf_cmd("$RW", "$BS", "$QD", args.port)),
+        show(bench_cmd("$RW", "$BS", "$QD", timing(), args.port)),
         "```",
     ]
     return "\n".join(lines) + "\n"

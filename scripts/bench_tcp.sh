@@ -11,7 +11,7 @@
 #   BENCH_REPS=3          interleaved repetitions (target order alternates)
 #   BENCH_RUNTIME=3       seconds per run
 #   BENCH_TARGET_CPU=1    the targets' core;  BENCH_JOB_CPU=0  the clients' core
-#   BENCH_TCP_PORT=4420   loopback port of both targets
+#   BENCH_TCP_PORT=4420   loopback port of SPDK's target; nvmemu's listens on the next one
 #   BENCH_LOCK=file       flock this file around each target's runs (on a shared machine:
 #                         /tmp/nvmemu-heavy.lock)
 #   BENCH_NICE=n          run targets and clients at nice n (e.g. -15 beside other jobs)
