@@ -201,7 +201,7 @@ pub fn encode_c2h_data_header_as(
 
 /// The two headers of a Read's completion on one connection (C2HData, CapsuleResp), with
 /// what does not change between commands worked out once: each command then patches only
-/// its CCCID, lengths and CQE into 24 bytes. Going through [`encode_c2h`] for every PDU
+/// its CCCID, lengths and CQE into 24 bytes. Going through `encode_c2h` for every PDU
 /// (flags, layout and bounds worked out again each time) took about 116 instructions per
 /// 4 KiB read (callgrind).
 #[derive(Debug, Clone, Copy)]
