@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Arbitrary bytes as host-to-controller NVMe/TCP PDUs, under every negotiated digest and
 //! alignment setting the first byte picks, and as Fabrics commands with Connect data: the
-//! parsers must never panic, and a PDU that decodes must lie within the bytes given.
+//! parsers must never panic, a PDU that decodes must lie within the bytes given, and the
+//! fast path for the common command capsule (`plain_capsule`) takes only what the general
+//! path takes, with the same SQE.
 #![no_main]
 
 use nvmemu_spec::Sqe;
@@ -37,6 +39,18 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                 assert!(data.len() <= plen);
             }
         }
+    }
+    if phase == Phase::Established
+        && let Some(fast) = pdu::plain_capsule(rest, &n)
+    {
+        let head = rest.get(..pdu::CH_LEN).and_then(|h| h.try_into().ok());
+        let ch = CommonHeader::parse(head.unwrap_or(&[0; 8]));
+        assert_eq!(pdu::check_header(&ch, phase, &n), Ok(pdu::CMD_HLEN));
+        let general = pdu::decode(&rest[..pdu::CMD_HLEN], phase, &n);
+        assert!(
+            matches!(general, Ok(H2cPdu::Command { sqe, data: [] }) if sqe == fast),
+            "plain_capsule took what decode gives as {general:?}"
+        );
     }
     if let Ok((sqe, tail)) = Sqe::read_from_prefix(rest) {
         let _ = FabricsCommand::decode(&sqe);
