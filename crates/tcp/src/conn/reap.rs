@@ -101,9 +101,7 @@ impl Conn {
                 sendq.push(self.tx.len() + at, i, slot_data, in_place);
                 *slot = Slot::Sending;
             } else {
-                // What `release` does, the slot being taken.
-                *slot = Slot::Free;
-                free.push(i);
+                super::release_slot(slots, free, i);
             }
             self.tx.commit(bytes);
             done += 1;

@@ -128,6 +128,7 @@ fn c2h_header(
     .write(h);
     h[CH_LEN..].copy_from_slice(specific);
 }
+
 /// The bytes before the data of a C2H PDU: its header, digest and padding.
 pub fn prefix_len(l: &C2hLayout, n: &Negotiated) -> usize {
     if l.pdo != 0 {
@@ -182,7 +183,7 @@ pub fn encode_c2h_data_header(
 
 /// [`encode_c2h_data_header`] with the layout the caller already worked out (`l`, from
 /// `C2hLayout::new(DATA_HLEN, len, n)`), not worked out again for each PDU.
-pub fn encode_c2h_data_header_as(
+fn encode_c2h_data_header_as(
     out: &mut [u8],
     l: &C2hLayout,
     cccid: u16,
@@ -275,7 +276,7 @@ impl ReadHeaders {
     }
 
     /// The header part of a C2HData PDU carrying all `len` bytes of command `cccid`'s
-    /// data (what [`encode_c2h_data_header_as`] writes) into `out[..data_pdo()]`.
+    /// data (what [`encode_c2h_data_header`] writes) into `out[..data_pdo()]`.
     #[inline]
     pub fn data(&self, out: &mut [u8], cccid: u16, len: u32) {
         if !self.plain {

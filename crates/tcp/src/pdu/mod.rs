@@ -14,8 +14,8 @@ use zerocopy::FromBytes;
 mod encode;
 
 pub use encode::{
-    C2hLayout, MAX_SMALL_PDU, ReadHeaders, encode_c2h_data_header, encode_c2h_data_header_as,
-    encode_icresp, encode_r2t, encode_resp, encode_term_req, finish_c2h_data, prefix_len,
+    C2hLayout, MAX_SMALL_PDU, ReadHeaders, encode_c2h_data_header, encode_icresp, encode_r2t,
+    encode_resp, encode_term_req, finish_c2h_data, prefix_len,
 };
 
 /// Length of the common header.
