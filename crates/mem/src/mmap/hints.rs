@@ -38,8 +38,16 @@ impl MmapRegion {
         {
             let len = len.min(PREFETCH_BYTES);
             if let Ok(p) = self.span(offset, len) {
-                for line in 0..us(len.div_ceil(64)) {
-                    prefetch_line(p.wrapping_add(line * 64));
+                let lines = us(len.div_ceil(64));
+                // The common case (512 B or more) without a loop test per line.
+                if lines == 8 {
+                    for k in 0..8 {
+                        prefetch_line(p.wrapping_add(k * 64));
+                    }
+                } else {
+                    for k in 0..lines {
+                        prefetch_line(p.wrapping_add(k * 64));
+                    }
                 }
             }
         }
