@@ -10,8 +10,9 @@ use super::{Kind, MemError, MmapRegion, us};
 /// 512 B read. Of a longer one the copy's own sequential loads and the core's stream
 /// prefetcher fetch the rest. Asking for every line of a batch of 4 KiB reads (64 each)
 /// filled the core's line-fill buffers, so the prefetch instructions themselves waited for
-/// memory: eight lines ran 4 KiB randread 1.1-1.2x faster over vfio-user and NVMe/TCP
-/// (docs/performance.md 8.10).
+/// memory: with eight lines 4 KiB randread ran about 1.1x faster over vfio-user and gave
+/// 1.06x per busy core over NVMe/TCP; fewer than eight slow a 512 B read (docs/performance.md
+/// 8.10).
 pub const PREFETCH_BYTES: u64 = 512;
 
 /// PREFETCHT0 of the line holding `a`, an address inside a live mapping.
