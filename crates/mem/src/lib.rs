@@ -45,7 +45,5 @@ pub use fault::{faults_recovered, thread_faults};
 pub use guest::{Access, DmaBacking, DmaRegion, GuestMemory, Iova};
 pub use memfd::{create_memfd, page_size_of};
 pub use meminfo::{ByteSize, MemInfo, Residency};
-pub use mmap::{
-    MAX_SEND_PIECES, MemError, MmapRegion, PREFETCH_BYTES, Protection, SendPiece, SendPieces,
-};
+pub use mmap::{MAX_SEND_PIECES, MemError, MmapRegion, Protection, SendPiece, SendPieces};
 pub use numa::{MAX_NUMA_NODES, NumaMaps};

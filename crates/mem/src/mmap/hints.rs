@@ -13,7 +13,7 @@ use super::{Kind, MemError, MmapRegion, us};
 /// memory: with eight lines 4 KiB randread ran about 1.1x faster over vfio-user and gave
 /// 1.06x per busy core over NVMe/TCP; fewer than eight slow a 512 B read (docs/performance.md
 /// 8.10).
-pub const PREFETCH_BYTES: u64 = 512;
+const PREFETCH_BYTES: u64 = 512;
 
 /// PREFETCHT0 of the line holding `a`, an address inside a live mapping.
 #[cfg(target_arch = "x86_64")]
@@ -29,10 +29,10 @@ fn prefetch_line(a: *const u8) {
 
 impl MmapRegion {
     /// Hint that `len` bytes at `offset` will be read soon: one prefetch per cache line of
-    /// the first [`PREFETCH_BYTES`], so the misses of several queued commands overlap instead
-    /// of being taken one after the other. Out-of-range requests are ignored; it never faults
-    /// (a prefetch of an unmapped page is dropped by the CPU) and reads nothing
-    /// architecturally.
+    /// the first 512 bytes (`PREFETCH_BYTES`), so the misses of several queued commands
+    /// overlap instead of being taken one after the other. Out-of-range requests are ignored;
+    /// it never faults (a prefetch of an unmapped page is dropped by the CPU) and reads
+    /// nothing architecturally.
     #[inline]
     pub fn prefetch(&self, offset: u64, len: u64) {
         #[cfg(target_arch = "x86_64")]
@@ -130,6 +130,8 @@ mod tests {
         m.fill(0, 8192, 0x5a).unwrap();
         for off in [0, 63, 64, 4095, 8191] {
             m.prefetch(off, 4096);
+            // Shorter than the prefetched part: fewer lines than eight.
+            m.prefetch(off, 100);
             m.demote(off);
         }
         // Past the end, and offsets whose address arithmetic would overflow.

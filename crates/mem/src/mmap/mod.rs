@@ -16,7 +16,6 @@ use rustix::fs::{self, FileType};
 use rustix::mm::{self, Advice, MapFlags, ProtFlags};
 
 pub use error::MemError;
-pub use hints::PREFETCH_BYTES;
 pub use send::{MAX_SEND_PIECES, SendPiece, SendPieces};
 
 use crate::memfd::{os, page_size_of_stat, system_page_size};
