@@ -19,6 +19,14 @@ are the IOPS one fully busy target core would give, and the client's IOPS over t
 the target core's busy share. A run the client limits leaves the target partly idle, so its
 plain IOPS say little about the target's cost; these columns do.
 
+While a run goes on, the script also samples the target's connections (`ss -tin`: the data
+segments each received) together with its completed I/Os, twice, a second into the run and
+near its end: the I/Os per segment received is the client's batch of a read workload (the
+commands it sent at once; a write's data fills segments up to the MSS). A client that is
+itself the limit sends small batches, and every segment costs the target kernel time, so
+the per busy core column depends on the client as well as on the target (docs/performance.md
+9).
+
 Usage: scripts/bench_tcp.py --nvmemu BIN --peers DIR [--reps 3] [--runtime 3] [--md FILE]
            [--json FILE] [--target-cpu 1] [--client-cpu 0] [--port 4420] [--lock FILE]
            [--note TEXT] [--nice N] [--workloads LABEL,...] [--clients NAME,...]
@@ -35,12 +43,15 @@ import fcntl
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from bench_peers import CLIENTS, PERF_TOTAL, TARGETS, run
@@ -86,26 +97,44 @@ class Target:
     def rpc(self, *params):
         return run([sys.executable, args.rpc_py, "-s", self.sock, "-t", "30", *params], 60)
 
-    def counters(self):
-        """(seconds its threads were busy, NVMe I/O commands completed) so far."""
+    def calls(self, *methods):
+        """The results of these JSON-RPC methods (no parameters), called in turn."""
         from spdk.rpc.client import JSONRPCClient  # the peers' python/ (see main)
         client = JSONRPCClient(self.sock, timeout=30)
         try:
-            threads = client.call("thread_get_stats")
-            stats = client.call("nvmf_get_stats")
+            return [client.call(m) for m in methods]
         finally:
             client.close()
+
+    def counters(self):
+        """(seconds its threads were busy, NVMe I/O commands completed) so far."""
+        threads, stats = self.calls("thread_get_stats", "nvmf_get_stats")
         busy = sum(t["busy"] for t in threads["threads"]) / threads["tick_rate"]
-        return busy, sum(g["completed_nvme_io"] for g in stats["poll_groups"])
+        return busy, completed(stats)
+
+    def completed(self):
+        """NVMe I/O commands completed so far."""
+        return completed(*self.calls("nvmf_get_stats"))
 
     def measure(self, workload):
-        """Run `workload` (a function returning the client's IOPS); returns the IOPS and the
-        I/Os per busy second of the target's threads (None if they did not count)."""
+        """Run `workload` (a function returning the client's IOPS); returns the IOPS, the
+        I/Os per busy second of the target's threads (None if they did not count) and the
+        batches (`Batches.result`)."""
         busy0, ios0 = self.counters()
-        iops = workload()
+        batches = Batches(self)
+        batches.start()
+        try:
+            iops = workload()
+        finally:
+            batches.join()
         busy1, ios1 = self.counters()
         per_core = (ios1 - ios0) / (busy1 - busy0) if busy1 > busy0 and ios1 > ios0 else None
-        return iops, per_core
+        return iops, per_core, batches.result
+
+    def segments(self):
+        """This target's TCP connections now (`data_segments`), as `ss` lists them."""
+        cmd = ["ss", "-tinH", "state", "established", f"( sport = :{self.port} )"]
+        return data_segments(run(niced(cmd), 30))
 
     def __enter__(self):
         self.server.start()
@@ -138,6 +167,55 @@ class Target:
         finally:
             time.sleep(0.5)
             self.signal(signal.SIGSTOP)
+
+
+def completed(stats):
+    """The NVMe I/O commands `nvmf_get_stats`'s poll groups completed."""
+    return sum(g["completed_nvme_io"] for g in stats["poll_groups"])
+
+
+def data_segments(ss_out):
+    """{peer: data segments received} of the connections in `ss -tinH`'s output (each
+    connection's line, then its counters' line)."""
+    conns, peer = {}, None
+    for line in ss_out.splitlines():
+        fields = line.split()
+        if not line[:1].isspace() and len(fields) >= 4:
+            peer = fields[-1]
+            continue
+        got = re.search(r"\bdata_segs_in:(\d+)", line)
+        if peer and got:
+            conns[peer] = int(got.group(1))
+    return conns
+
+
+class Batches(threading.Thread):
+    """Samples a target's connections and completed I/Os a second into a run and again near
+    its end (--runtime s in, before either client stops). `result`: the I/Os per data segment
+    received between the two, or None when a sample failed or the connections changed
+    between them."""
+
+    def __init__(self, target):
+        super().__init__(daemon=True)
+        self.target, self.result = target, None
+
+    def sample(self):
+        return self.target.segments(), self.target.completed()
+
+    def run(self):
+        try:
+            time.sleep(1)
+            (segs0, ios0) = self.sample()
+            time.sleep(max(args.runtime - 1.5, 0.5))
+            (segs1, ios1) = self.sample()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            log(f"no batch sample: {e}")
+            return
+        if not segs0 or segs0.keys() != segs1.keys() or ios1 <= ios0:
+            return
+        rx = sum(segs1[k] - segs0[k] for k in segs1)
+        if rx > 0:
+            self.result = (ios1 - ios0) / rx
 
 
 def niced(cmd):
@@ -210,6 +288,7 @@ def main():
     work = tempfile.mkdtemp(prefix="nvmemu-bench-tcp-")
     results = {}  # (client, workload) -> target -> [iops]
     per_core = {}  # the same -> target -> [I/Os per busy target second]
+    batches = {}  # the same -> target -> [I/Os per data segment received]
     started = time.monotonic()
     try:
         with contextlib.ExitStack() as stack:
@@ -228,13 +307,15 @@ def main():
                         for tname in order:
                             t = targets[tname]
                             with t.running():
-                                iops, core = t.measure(
+                                iops, core, batch = t.measure(
                                     (lambda: spdk_perf(rw, bs, qd, t.port))
                                     if client == "spdk_nvme_perf"
                                     else (lambda: nvmemu_bench(rw, bs, qd, timing(), t.port)))
                             results.setdefault((client, label), {}).setdefault(tname, []).append(iops)
                             if core:
                                 per_core.setdefault((client, label), {}).setdefault(tname, []).append(core)
+                            if batch:
+                                batches.setdefault((client, label), {}).setdefault(tname, []).append(batch)
                             log(f"rep {rep + 1}/{args.reps} {tname:14} {client:14} {label:22} "
                                 f"{iops / 1e3:8.1f} K IOPS, "
                                 + (f"{core / 1e3:.1f} K per busy core" if core else "busy unknown"))
@@ -243,7 +324,9 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     rows = [{"client": c, "workload": w, "spdk": t["SPDK nvmf_tgt"], "nvmemu": t["nvmemu serve"],
              "spdk_per_busy_core": per_core.get((c, w), {}).get("SPDK nvmf_tgt", []),
-             "nvmemu_per_busy_core": per_core.get((c, w), {}).get("nvmemu serve", [])}
+             "nvmemu_per_busy_core": per_core.get((c, w), {}).get("nvmemu serve", []),
+             "spdk_batches": batches.get((c, w), {}).get("SPDK nvmf_tgt", []),
+             "nvmemu_batches": batches.get((c, w), {}).get("nvmemu serve", [])}
             for (c, w), t in results.items()]
     if args.json:
         with open(args.json, "w") as f:
@@ -284,6 +367,12 @@ def busy(row, target):
     if not per_core:
         return "-"
     return f"{100 * statistics.median(row[target]) / statistics.median(per_core):.0f} %"
+
+
+def batch(row, target):
+    """The median client batch of a target's runs (I/Os per data segment received)."""
+    b = row.get(target + "_batches") or []
+    return f"{statistics.median(b):.1f}" if b else "-"
 
 
 def goal_lines(rows):
@@ -350,17 +439,22 @@ def report(rows):
         "IOPS per busy core: the NVMe I/Os each target completed over the seconds its threads "
         "were busy (`nvmf_get_stats`, `thread_get_stats`, read before and after each run; a "
         "pass or iteration that did work is busy), i.e. its IOPS if the client kept its core "
-        "fully busy; busy: the target core's share busy during the run (the IOPS over that).",
+        "fully busy; busy: the target core's share busy during the run (the IOPS over that). "
+        "Client batch: the I/Os the target completed per TCP data segment it received, "
+        "sampled with `ss -tin` over the middle of each run (median): of a read workload, "
+        "the commands the client sent at once.",
         "",
         "| client | workload | SPDK nvmf_tgt | nvmemu | nvmemu / SPDK | busy SPDK / nvmemu "
-        "| per busy core: SPDK | per busy core: nvmemu | per busy core: nvmemu / SPDK |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| per busy core: SPDK | per busy core: nvmemu | per busy core: nvmemu / SPDK "
+        "| client batch: SPDK / nvmemu |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(f"| {r['client']} | {r['workload']} | {spread(r['spdk'])} "
                      f"| {spread(r['nvmemu'])} | {ratio(r, '')} | {busy(r, 'spdk')} / "
                      f"{busy(r, 'nvmemu')} | {spread(r['spdk_per_busy_core'])} "
-                     f"| {spread(r['nvmemu_per_busy_core'])} | {ratio(r, '_per_busy_core')} |")
+                     f"| {spread(r['nvmemu_per_busy_core'])} | {ratio(r, '_per_busy_core')} "
+                     f"| {batch(r, 'spdk')} / {batch(r, 'nvmemu')} |")
     lines += ["", *goal_lines(rows), "",
         "Commands (`$P` = the peers' `bin/`; `$BS`/`$QD`/`$RW` = block size, depth, workload):",
         "",

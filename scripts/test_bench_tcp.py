@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Unit tests of scripts/bench_tcp.py's parts that need no target: choosing a subset of
-workloads and clients, and the goals' verdicts over the rows a run made. Run: python3
+workloads and clients, reading `ss`'s segment counters, and the goals' verdicts and the
+table over the rows a run made. Run: python3
 scripts/test_bench_tcp.py (.ci/run does)."""
 
 import unittest
@@ -31,6 +32,31 @@ class Choose(unittest.TestCase):
             bench_tcp.choose("4 KiB randread QD64", bench_tcp.WORKLOADS, "workload")
         self.assertIn("QD64", str(e.exception.code))
         self.assertIn("512 B randread QD16", str(e.exception.code))
+
+
+class Segments(unittest.TestCase):
+    SS = ("0      0      127.0.0.1:4420 127.0.0.1:51000\n"
+          "\t bbr wscale:10,10 mss:32768 segs_out:9 segs_in:12 data_segs_out:7 "
+          "data_segs_in:11 bbr:(bw:1bps) lastsnd:4\n"
+          "0      0      127.0.0.1:4420 127.0.0.1:51002\n"
+          "\t bbr wscale:10,10 segs_out:900 segs_in:401 data_segs_out:800 data_segs_in:400\n")
+
+    def test_each_connection_gets_its_own_received_data_segments(self):
+        self.assertEqual(bench_tcp.data_segments(self.SS),
+                         {"127.0.0.1:51000": 11, "127.0.0.1:51002": 400})
+
+    def test_a_connection_without_data_yet_is_left_out(self):
+        # A socket that has received nothing prints no data_segs_in at all.
+        ss = "0 0 127.0.0.1:4420 127.0.0.1:51004\n\t bbr segs_out:1 segs_in:1\n"
+        self.assertEqual(bench_tcp.data_segments(ss), {})
+        self.assertEqual(bench_tcp.data_segments(""), {})
+
+    def test_the_table_shows_the_median_client_batch_of_each_target(self):
+        r = row("spdk_nvme_perf", "4 KiB randread QD32", [400e3], [500e3], [420e3], [520e3])
+        r.update(spdk_batches=[19.0, 21.0, 20.0], nvmemu_batches=[8.25])
+        self.assertEqual((bench_tcp.batch(r, "spdk"), bench_tcp.batch(r, "nvmemu")),
+                         ("20.0", "8.2"))
+        self.assertEqual(bench_tcp.batch(row("c", "w", [1], [1]), "spdk"), "-")
 
 
 class Goals(unittest.TestCase):
