@@ -110,11 +110,11 @@ class Target:
         """(seconds its threads were busy, NVMe I/O commands completed) so far."""
         threads, stats = self.calls("thread_get_stats", "nvmf_get_stats")
         busy = sum(t["busy"] for t in threads["threads"]) / threads["tick_rate"]
-        return busy, completed(stats)
+        return busy, completed_ios(stats)
 
     def completed(self):
         """NVMe I/O commands completed so far."""
-        return completed(*self.calls("nvmf_get_stats"))
+        return completed_ios(*self.calls("nvmf_get_stats"))
 
     def measure(self, workload):
         """Run `workload` (a function returning the client's IOPS); returns the IOPS, the
@@ -169,7 +169,7 @@ class Target:
             self.signal(signal.SIGSTOP)
 
 
-def completed(stats):
+def completed_ios(stats):
     """The NVMe I/O commands `nvmf_get_stats`'s poll groups completed."""
     return sum(g["completed_nvme_io"] for g in stats["poll_groups"])
 
@@ -190,10 +190,10 @@ def data_segments(ss_out):
 
 
 class Batches(threading.Thread):
-    """Samples a target's connections and completed I/Os a second into a run and again near
-    its end (--runtime s in, before either client stops). `result`: the I/Os per data segment
-    received between the two, or None when a sample failed or the connections changed
-    between them."""
+    """Samples a target's connections and completed I/Os a second into a run and again half a
+    second before --runtime has passed (before either client stops). `result`: the I/Os per
+    data segment received between the two, or None when a sample failed or the connections
+    changed between them."""
 
     def __init__(self, target):
         super().__init__(daemon=True)
