@@ -15,6 +15,7 @@ mod serve;
 mod signals;
 mod size;
 mod stat;
+mod stdout;
 mod tcp_host;
 
 use nvmemu::rpc_handler;

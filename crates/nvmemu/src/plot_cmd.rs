@@ -52,8 +52,7 @@ pub fn run(args: &PlotArgs) -> Result<()> {
             args.output.display()
         )
     })?;
-    println!("{}", args.output.display());
-    Ok(())
+    crate::stdout::print(&format!("{}\n", args.output.display()))
 }
 
 #[cfg(test)]

@@ -53,8 +53,7 @@ pub fn run(args: &BenchArgs, opts: &mut BenchOptions, stop: Arc<AtomicBool>) -> 
     let json = opts.output_format.json;
     let Some(n) = args.ceiling_compare else {
         let r = run_ceiling(&copts, &stop)?;
-        print_ceiling(&r, json);
-        return Ok(());
+        return print_ceiling(&r, json);
     };
     if args.socket.is_some() || args.device.is_some() {
         bail!("--ceiling-compare runs the in-process target; drop --socket/--device");
@@ -90,18 +89,17 @@ pub fn run(args: &BenchArgs, opts: &mut BenchOptions, stop: Arc<AtomicBool>) -> 
     }
     if json {
         let v = serde_json::json!({ "ceiling_compare": cmp.to_json() });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        crate::stdout::print(&(serde_json::to_string_pretty(&v)? + "\n"))
     } else {
-        print!("{}", cmp.render_text());
+        crate::stdout::print(&cmp.render_text())
     }
-    Ok(())
 }
 
-fn print_ceiling(r: &CeilingResult, json: bool) {
+fn print_ceiling(r: &CeilingResult, json: bool) -> Result<()> {
     if json {
         let v = serde_json::json!({ "ceiling": r.to_json() });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        crate::stdout::print(&(serde_json::to_string_pretty(&v)? + "\n"))
     } else {
-        print!("{}", r.render_text());
+        crate::stdout::print(&r.render_text())
     }
 }

@@ -493,3 +493,29 @@ fn no_colour_codes_when_stderr_is_not_a_terminal() {
     assert!(err.contains(" INFO "), "some log lines: {err}");
     assert!(!err.contains('\x1b'), "colour codes in {err:?}");
 }
+
+/// A reader that has gone (`| head -1`) ends the run with one error line and status 1,
+/// for the report and for the probe's, not with a panic.
+#[test]
+fn closed_standard_output_is_an_error_line_not_a_panic() {
+    for extra in [&[][..], &["--ceiling"][..]] {
+        let mut child = nvmemu()
+            .args(["bench", "--eta=never", "--runtime=100ms", "--iodepth=1"])
+            .args(["--ns=malloc:size=1M,lba=512"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(!err.contains("panicked"), "{extra:?}: {err}");
+        assert!(
+            err.trim_end()
+                .ends_with("nvmemu: writing to standard output: Broken pipe (os error 32)"),
+            "{extra:?}: {err}"
+        );
+    }
+}
