@@ -23,11 +23,13 @@
 //! the completions before refilling lets the device work on the refilled slots
 //! while the job handles the rest, instead of the two taking turns.
 //!
-//! Per turn the loop reads the clock once (its time checks, and the start of the
-//! turn's first batch), once more per further batch, once after each doorbell, and
-//! per reap call once (first completion); completions with equal latencies are
-//! recorded together ([`PendingLatencies`]). Nothing else on the hot path allocates, locks or
-//! makes a syscall.
+//! An I/O's latencies start where fio's do: after its offset is chosen and its verify
+//! payload staged, as the command goes to the queue (fio reads `start_time` at the end of
+//! `get_io_u`). The clock is read once per batch there (at its first command), once after
+//! each doorbell and once per reap call (first completion); the loop's own time checks
+//! take the last reap's reading, and read the clock only when that reap found nothing.
+//! Completions with equal latencies are recorded together ([`PendingLatencies`]).
+//! Nothing else on the hot path allocates, locks or makes a syscall.
 //!
 //! Hook for a per-layer latency breakdown: every slot carries its
 //! `start_ns` (before `submit`) and `issue_ns` (after `ring`); an engine that can
@@ -106,6 +108,9 @@ struct JobLoop<'a> {
     usage_start: ThreadUsage,
     phase: Phase,
     dir_clock: DirClock,
+    /// The last reap's completion time, while nothing newer was read: the next turn's
+    /// time checks take it instead of a clock reading of their own.
+    reaped_at: Option<u64>,
 }
 
 /// Runs one job to completion on `q`. `stop` ends it early (as runtime would).
@@ -190,6 +195,7 @@ impl<'a> JobLoop<'a> {
             usage_start: ThreadUsage::default(),
             phase: Phase::Main,
             dir_clock: DirClock::default(),
+            reaped_at: None,
         }
     }
 
@@ -225,7 +231,8 @@ impl<'a> JobLoop<'a> {
             JobState::Running
         });
         loop {
-            let mut t = self.now();
+            // A reap that completed something read the clock a moment ago.
+            let mut t = self.reaped_at.take().unwrap_or_else(|| self.now());
             if !self.recording && t >= self.ramp_ns {
                 self.start_recording(t);
                 // It reads the thread's CPU time (a system call): not inside the next

@@ -37,6 +37,7 @@ impl JobLoop<'_> {
             }
         }
         if n > 0 {
+            self.reaped_at = Some(t_done);
             if let Some(th) = &mut self.thinker {
                 th.completed(n as u64);
             }
@@ -131,6 +132,10 @@ impl JobLoop<'_> {
 
     /// Checks the reads the last reap completed and frees their slots.
     fn verify_reads(&mut self, q: &mut dyn IoQueue) {
+        if !self.to_check.is_empty() {
+            // Checking takes time: the next turn reads the clock afresh.
+            self.reaped_at = None;
+        }
         for (slot, s) in self.to_check.drain(..) {
             let len = usize::try_from(s.units * self.unit_bytes).unwrap_or(0);
             let buf = self.staging.get_mut(..len).unwrap_or(&mut []);

@@ -9,35 +9,36 @@ use crate::next_io::NextIo;
 
 impl JobLoop<'_> {
     /// Fills free slots, one doorbell per `batching.submit` commands; only a batch cut
-    /// short by `batching.submit` may be followed by another. One clock reading serves as
-    /// the start time of a whole batch (submission takes a few ns per command); the first
-    /// batch's is `now`, the reading the loop took for its checks a few instructions ago
-    /// (a TSC read costs 13-20 ns on the development VM, inside every iodepth-1 latency).
+    /// short by `batching.submit` may be followed by another. `now` is the time the
+    /// pacing and thinktime checks go by (then each doorbell's issue time). One clock
+    /// reading, taken as the batch's first command goes to the queue, is the start time
+    /// of the whole batch: a TSC read per command would cost 13-20 ns each on the
+    /// development VM, and submission takes a few ns per command.
     pub(super) fn submit(&mut self, q: &mut dyn IoQueue, now: u64) {
-        let mut start_ns = now;
+        let mut checks_ns = now;
         loop {
+            let mut start_ns = None;
             while self.batch.len() < self.plan.batching.submit
                 && let Some(&slot) = self.free.last()
             {
                 let pick = match self.phase {
-                    Phase::Main => self.pick_main(start_ns),
+                    Phase::Main => self.pick_main(checks_ns),
                     Phase::Verify { .. } => self.pick_verify(),
                 };
                 let Some((io, check)) = pick else {
                     break;
                 };
-                if !self.issue(q, slot, io, check, start_ns) {
+                if !self.issue(q, slot, io, check, &mut start_ns) {
                     break;
                 }
             }
             let full = self.batch.len() == self.plan.batching.submit;
             if !self.batch.is_empty() {
-                self.ring(q);
+                checks_ns = self.ring(q);
             }
             if !(full && !self.free.is_empty() && self.out.error.is_none()) {
                 return;
             }
-            start_ns = self.now();
         }
     }
 
@@ -130,13 +131,14 @@ impl JobLoop<'_> {
     }
 
     /// Submits `io` in `slot`; false when the batch must stop (queue full or an error).
+    /// `start_ns` is the batch's start time, read here at its first command.
     fn issue(
         &mut self,
         q: &mut dyn IoQueue,
         slot: usize,
         io: NextIo,
         check: bool,
-        start_ns: u64,
+        start_ns: &mut Option<u64>,
     ) -> bool {
         let plan = self.plan;
         let lba = plan.first_lba + io.unit * u64::from(plan.unit_blocks);
@@ -152,9 +154,12 @@ impl JobLoop<'_> {
             1 => Op::Write,
             _ => Op::Trim,
         };
+        // fio's start_time: the offset chosen and the payload staged, the command not yet
+        // queued.
+        let start = *start_ns.get_or_insert_with(|| self.clock.now_ns());
         match q.submit(slot, op, lba, blocks) {
             Ok(()) => {
-                self.issued(slot, io, check, lba, start_ns);
+                self.issued(slot, io, check, lba, start);
                 true
             }
             Err(EngineError::QueueFull) => {
@@ -236,8 +241,8 @@ impl JobLoop<'_> {
         }
     }
 
-    /// Rings the doorbell for the batch and stamps its issue time.
-    fn ring(&mut self, q: &mut dyn IoQueue) {
+    /// Rings the doorbell for the batch and stamps its issue time, which it returns.
+    fn ring(&mut self, q: &mut dyn IoQueue) -> u64 {
         if let Err(e) = q.ring() {
             self.out.error.get_or_insert(e);
         }
@@ -251,5 +256,6 @@ impl JobLoop<'_> {
             self.out.stats.count_submit(self.batch.len(), self.inflight);
         }
         self.batch.clear();
+        t_issue
     }
 }
