@@ -283,15 +283,29 @@ fn randrw_verify_is_clean_and_checks_reads() {
 }
 
 /// A [`MemQueue`] that flips one byte of the n-th read payload (never when 0) and takes
-/// `setup_delay` to set up.
-struct Corrupting {
+/// time to set up, to stage a write payload and to submit.
+struct Rigged {
     inner: MemQueue,
     reads: u32,
     corrupt_at: u32,
     setup_delay: Duration,
+    stage_delay: Duration,
+    submit_delay: Duration,
 }
 
-impl IoQueue for Corrupting {
+/// A [`Rigged`] queue on `dev` that does nothing unusual yet.
+fn rigged(dev: &Arc<MemDevice>) -> Rigged {
+    Rigged {
+        inner: dev.queue(),
+        reads: 0,
+        corrupt_at: 0,
+        setup_delay: Duration::ZERO,
+        stage_delay: Duration::ZERO,
+        submit_delay: Duration::ZERO,
+    }
+}
+
+impl IoQueue for Rigged {
     fn geometry(&self) -> Geometry {
         self.inner.geometry()
     }
@@ -300,6 +314,7 @@ impl IoQueue for Corrupting {
         self.inner.setup(slots, slot_bytes)
     }
     fn write_payload(&mut self, slot: usize, src: &[u8]) -> Result<(), EngineError> {
+        std::thread::sleep(self.stage_delay);
         self.inner.write_payload(slot, src)
     }
     fn read_payload(&mut self, slot: usize, dst: &mut [u8]) -> Result<(), EngineError> {
@@ -311,6 +326,7 @@ impl IoQueue for Corrupting {
         Ok(())
     }
     fn submit(&mut self, slot: usize, op: Op, lba: u64, blocks: u32) -> Result<(), EngineError> {
+        std::thread::sleep(self.submit_delay);
         self.inner.submit(slot, op, lba, blocks)
     }
     fn ring(&mut self) -> Result<(), EngineError> {
@@ -328,11 +344,9 @@ fn verify_reports_corruption_with_eilseq() {
         verify: VerifyMode::Crc32c,
         ..opts(RwMode::Randwrite, 1 << 20)
     };
-    let q: Box<dyn IoQueue> = Box::new(Corrupting {
-        inner: dev.queue(),
-        reads: 0,
+    let q: Box<dyn IoQueue> = Box::new(Rigged {
         corrupt_at: 5,
-        setup_delay: Duration::ZERO,
+        ..rigged(&dev)
     });
     let r = run_bench(
         &o,
@@ -415,11 +429,9 @@ fn runtime_counts_from_the_end_of_the_queue_setup() {
         ..opts(RwMode::Randread, 1 << 20)
     };
     // Setting up takes longer than the whole runtime.
-    let q: Box<dyn IoQueue> = Box::new(Corrupting {
-        inner: dev.queue(),
-        reads: 0,
-        corrupt_at: 0,
+    let q: Box<dyn IoQueue> = Box::new(Rigged {
         setup_delay: Duration::from_millis(500),
+        ..rigged(&dev)
     });
     let stop = Arc::new(AtomicBool::new(false));
     let r = run_bench(&o, vec![q], &NoTarget, &[], stop).unwrap();
@@ -483,39 +495,6 @@ fn target_time_is_charged_for_the_measured_window_only() {
     );
 }
 
-/// A [`MemQueue`] whose payload staging and submission take time.
-struct Slow {
-    inner: MemQueue,
-    stage: Duration,
-    submit: Duration,
-}
-
-impl IoQueue for Slow {
-    fn geometry(&self) -> Geometry {
-        self.inner.geometry()
-    }
-    fn setup(&mut self, slots: usize, slot_bytes: usize) -> Result<(), EngineError> {
-        self.inner.setup(slots, slot_bytes)
-    }
-    fn write_payload(&mut self, slot: usize, src: &[u8]) -> Result<(), EngineError> {
-        std::thread::sleep(self.stage);
-        self.inner.write_payload(slot, src)
-    }
-    fn read_payload(&mut self, slot: usize, dst: &mut [u8]) -> Result<(), EngineError> {
-        self.inner.read_payload(slot, dst)
-    }
-    fn submit(&mut self, slot: usize, op: Op, lba: u64, blocks: u32) -> Result<(), EngineError> {
-        std::thread::sleep(self.submit);
-        self.inner.submit(slot, op, lba, blocks)
-    }
-    fn ring(&mut self) -> Result<(), EngineError> {
-        self.inner.ring()
-    }
-    fn reap(&mut self, max: usize, done: &mut dyn FnMut(usize, Result<(), EngineError>)) -> usize {
-        self.inner.reap(max, done)
-    }
-}
-
 /// As fio's: the latencies start once the offset is chosen and the verify payload staged,
 /// as the command goes to the queue (fio reads `start_time` at the end of `get_io_u`).
 #[test]
@@ -526,10 +505,10 @@ fn submission_latency_counts_the_queueing_not_the_payload_staging() {
         iodepth: 1,
         ..opts(RwMode::Randwrite, 16 * 1024)
     };
-    let q: Box<dyn IoQueue> = Box::new(Slow {
-        inner: dev.queue(),
-        stage: Duration::from_millis(30),
-        submit: Duration::from_millis(2),
+    let q: Box<dyn IoQueue> = Box::new(Rigged {
+        stage_delay: Duration::from_millis(30),
+        submit_delay: Duration::from_millis(2),
+        ..rigged(&dev)
     });
     let r = run_bench(
         &o,
