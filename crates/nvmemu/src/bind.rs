@@ -160,7 +160,7 @@ fn run_in(sys: &Sysfs, args: &BindArgs) -> Result<()> {
     if args.driver != BindDriver::Nvme
         && let Some(before) = sys.reserve_hugepages(args.hugepages)?
     {
-        crate::stdout::print(&format!(
+        nvmemu::console::print(&format!(
             "reserved {} huge pages of 2 MiB (undo: echo {before} > /sys/{HUGEPAGES_2M})\n",
             args.hugepages
         ))?;
@@ -169,13 +169,13 @@ fn run_in(sys: &Sysfs, args: &BindArgs) -> Result<()> {
         sys.write(Path::new(NOIOMMU), "Y").with_context(|| {
             format!("no-IOMMU mode needs a kernel with CONFIG_VFIO_NOIOMMU and the vfio module loaded (/sys/{NOIOMMU})")
         })?;
-        crate::stdout::print(&format!(
+        nvmemu::console::print(&format!(
             "enabled VFIO no-IOMMU mode (undo: echo N > /sys/{NOIOMMU})\n"
         ))?;
     }
     let current = sys.driver(addr);
     if current.as_deref() == Some(want) {
-        return crate::stdout::print(&format!("{addr} is already bound to {want}\n"));
+        return nvmemu::console::print(&format!("{addr} is already bound to {want}\n"));
     }
     // Back to nvme: clear the override so the id table decides.
     let target = (args.driver != BindDriver::Nvme).then_some(want);
@@ -189,7 +189,7 @@ fn run_in(sys: &Sysfs, args: &BindArgs) -> Result<()> {
         );
     }
     let undo = old.as_deref().unwrap_or("nvme");
-    crate::stdout::print(&format!(
+    nvmemu::console::print(&format!(
         "{addr}: {} -> {want} (undo: nvmemu bind {addr} {undo})\n",
         old.as_deref().unwrap_or("no driver")
     ))

@@ -208,7 +208,7 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
         if let Err(e) = ctrl.disconnect() {
             tracing::warn!("controller shutdown: {}", error_chain(&e));
         }
-        return crate::stdout::print(&render(&pages?, args.output_format));
+        return nvmemu::console::print(&render(&pages?, args.output_format));
     }
     let mut ctrl = match (args.device, &args.socket) {
         (Some(addr), _) => attach_pci(addr, 1, 2, 8 << 20)?,
@@ -219,7 +219,7 @@ pub fn run(args: &IdentifyArgs) -> Result<()> {
     if let Err(e) = ctrl.shutdown() {
         tracing::warn!("controller shutdown: {}", error_chain(&e));
     }
-    crate::stdout::print(&render(&pages?, args.output_format))
+    nvmemu::console::print(&render(&pages?, args.output_format))
 }
 
 /// Attach to the vfio-user server at `socket`/cntrl for identify.

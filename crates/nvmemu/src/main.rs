@@ -15,10 +15,9 @@ mod serve;
 mod signals;
 mod size;
 mod stat;
-mod stdout;
 mod tcp_host;
 
-use nvmemu::rpc_handler;
+use nvmemu::{console, rpc_handler};
 
 use clap::{Parser, Subcommand};
 
@@ -87,7 +86,7 @@ fn main() {
         Command::Stat(args) => stat::run(&args),
     };
     if let Err(e) = result {
-        eprintln!("nvmemu: {e:#}");
+        console::say(format_args!("nvmemu: {e:#}"));
         let code = if e.downcast_ref::<signals::Interrupted>().is_some() {
             signals::INTERRUPTED_EXIT
         } else {

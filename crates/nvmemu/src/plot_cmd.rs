@@ -52,7 +52,7 @@ pub fn run(args: &PlotArgs) -> Result<()> {
             args.output.display()
         )
     })?;
-    crate::stdout::print(&format!("{}\n", args.output.display()))
+    nvmemu::console::print(&format!("{}\n", args.output.display()))
 }
 
 #[cfg(test)]

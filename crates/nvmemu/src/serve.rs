@@ -493,15 +493,15 @@ pub fn run(args: &ServeArgs, log: Option<LogControl>) -> Result<()> {
             .context("cannot start the signal thread")?
     };
     let result = start(args, stop.clone(), log).and_then(|served| {
-        eprintln!("nvmemu: {}", served.placement);
+        nvmemu::console::say(format_args!("nvmemu: {}", served.placement));
         for dir in &args.socket_dirs {
-            eprintln!("nvmemu: serving {}/cntrl", dir.display());
+            nvmemu::console::say(format_args!("nvmemu: serving {}/cntrl", dir.display()));
         }
         if let Some(addr) = args.tcp {
-            eprintln!("nvmemu: serving NVMe/TCP on {addr}");
+            nvmemu::console::say(format_args!("nvmemu: serving NVMe/TCP on {addr}"));
         }
         for line in backing_lines(served.handler.as_ref()) {
-            eprintln!("nvmemu: {line}");
+            nvmemu::console::say(format_args!("nvmemu: {line}"));
         }
         let rpc_socket = match RpcSocket::bind(&rpc_path, rpc_access) {
             Ok(socket) => socket,
@@ -511,7 +511,7 @@ pub fn run(args: &ServeArgs, log: Option<LogControl>) -> Result<()> {
                 return Err(anyhow::Error::new(e).context(RPC_SOCKET_ERROR));
             }
         };
-        eprintln!("nvmemu: JSON-RPC on {}", rpc_path.display());
+        nvmemu::console::say(format_args!("nvmemu: JSON-RPC on {}", rpc_path.display()));
         let handler: Arc<dyn Handler + Send + Sync> = served.handler.clone();
         let rpc = nvmemu_rpc::serve_on(rpc_socket, handler, stop.clone(), &Limits::default());
         drop(served.handler);

@@ -80,26 +80,26 @@ pub fn run(args: &BenchArgs, opts: &mut BenchOptions, stop: Arc<AtomicBool>) -> 
         cmp.probe.push(p);
         cmp.real.push(RunSummary::from_result(&r));
         if !json {
-            eprintln!(
+            nvmemu::console::say(format_args!(
                 "run {i}: probe {:.0} ops/s, real {:.0} IOPS",
                 p.ops_per_sec(),
                 cmp.real.last().map_or(0.0, |r| r.iops)
-            );
+            ));
         }
     }
     if json {
         let v = serde_json::json!({ "ceiling_compare": cmp.to_json() });
-        crate::stdout::print(&(serde_json::to_string_pretty(&v)? + "\n"))
+        nvmemu::console::print(&(serde_json::to_string_pretty(&v)? + "\n"))
     } else {
-        crate::stdout::print(&cmp.render_text())
+        nvmemu::console::print(&cmp.render_text())
     }
 }
 
 fn print_ceiling(r: &CeilingResult, json: bool) -> Result<()> {
     if json {
         let v = serde_json::json!({ "ceiling": r.to_json() });
-        crate::stdout::print(&(serde_json::to_string_pretty(&v)? + "\n"))
+        nvmemu::console::print(&(serde_json::to_string_pretty(&v)? + "\n"))
     } else {
-        crate::stdout::print(&r.render_text())
+        nvmemu::console::print(&r.render_text())
     }
 }

@@ -63,7 +63,7 @@ pub fn run_embedded(
         lead_cpus,
     );
     if let Some(w) = &placement.warning {
-        eprintln!("nvmemu: {w}");
+        nvmemu::console::say(format_args!("nvmemu: {w}"));
     }
     let tracing = trace.then(|| Tracing::new(plan));
     let target = EmbeddedTarget::start_with(

@@ -38,7 +38,7 @@ impl Output {
     /// Writes `text` and flushes it, so a report is complete even if the run ends later.
     pub fn write(&mut self, text: &str) -> Result<()> {
         let r = match self {
-            Output::Stdout => return crate::stdout::print(text),
+            Output::Stdout => return nvmemu::console::print(text),
             Output::File(_, f) => f.write_all(text.as_bytes()).and_then(|()| f.flush()),
         };
         if let (Err(e), Output::File(path, _)) = (&r, &*self) {

@@ -519,3 +519,20 @@ fn closed_standard_output_is_an_error_line_not_a_panic() {
         );
     }
 }
+
+/// A note written into a standard error whose reader has gone is lost, and the run goes on
+/// to its report (`eprintln!` aborted it).
+#[test]
+fn closed_standard_error_loses_the_notes_not_the_run() {
+    let mut child = nvmemu()
+        .args(["bench", "--eta=never", "--output-format=json"])
+        .args(["--numjobs=3", "--cpus_allowed=0", "--size=64k"])
+        .args(["--ns=null:size=16M,lba=512"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(json_of(&out)["jobs"].as_array().unwrap().len(), 3);
+}
