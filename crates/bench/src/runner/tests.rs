@@ -293,6 +293,11 @@ struct Rigged {
     submit_delay: Duration,
 }
 
+/// `o` run on the one queue `q`.
+fn run_one(o: &BenchOptions, q: Box<dyn IoQueue>) -> BenchResult {
+    run_bench(o, vec![q], &NoTarget, &[], Arc::new(AtomicBool::new(false))).unwrap()
+}
+
 /// A [`Rigged`] queue on `dev` that does nothing unusual yet.
 fn rigged(dev: &Arc<MemDevice>) -> Rigged {
     Rigged {
@@ -348,14 +353,7 @@ fn verify_reports_corruption_with_eilseq() {
         corrupt_at: 5,
         ..rigged(&dev)
     });
-    let r = run_bench(
-        &o,
-        vec![q],
-        &NoTarget,
-        &[],
-        Arc::new(AtomicBool::new(false)),
-    )
-    .unwrap();
+    let r = run_one(&o, q);
     let j = &r.jobs[0];
     assert_eq!(j.output.verify.errors, 1);
     assert!(matches!(
@@ -510,14 +508,7 @@ fn submission_latency_counts_the_queueing_not_the_payload_staging() {
         submit_delay: Duration::from_millis(2),
         ..rigged(&dev)
     });
-    let r = run_bench(
-        &o,
-        vec![q],
-        &NoTarget,
-        &[],
-        Arc::new(AtomicBool::new(false)),
-    )
-    .unwrap();
+    let r = run_one(&o, q);
     let writes = &r.jobs[0].output.stats.dirs[1];
     assert_eq!(writes.total_ios, 4);
     let (slat, lat) = (writes.slat.mean(), writes.lat.mean());
