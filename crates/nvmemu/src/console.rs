@@ -17,7 +17,16 @@ pub fn print(text: &str) -> Result<()> {
         .context("writing to standard output")
 }
 
-/// Writes one line to standard error, if it can: `say(format_args!(...))`.
+/// Writes one line to standard error, if it can; [`say!`](crate::say) formats it.
 pub fn say(line: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// `eprintln!` for notes: the line is formatted as `eprintln!` would, and lost rather than
+/// aborting the process when standard error cannot take it ([`say`]).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::console::say(::std::format_args!($($arg)*))
+    };
 }

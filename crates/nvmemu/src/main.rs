@@ -17,7 +17,7 @@ mod size;
 mod stat;
 mod tcp_host;
 
-use nvmemu::{console, rpc_handler};
+use nvmemu::rpc_handler;
 
 use clap::{Parser, Subcommand};
 
@@ -86,7 +86,7 @@ fn main() {
         Command::Stat(args) => stat::run(&args),
     };
     if let Err(e) = result {
-        console::say(format_args!("nvmemu: {e:#}"));
+        nvmemu::say!("nvmemu: {e:#}");
         let code = if e.downcast_ref::<signals::Interrupted>().is_some() {
             signals::INTERRUPTED_EXIT
         } else {

@@ -493,15 +493,15 @@ pub fn run(args: &ServeArgs, log: Option<LogControl>) -> Result<()> {
             .context("cannot start the signal thread")?
     };
     let result = start(args, stop.clone(), log).and_then(|served| {
-        nvmemu::console::say(format_args!("nvmemu: {}", served.placement));
+        nvmemu::say!("nvmemu: {}", served.placement);
         for dir in &args.socket_dirs {
-            nvmemu::console::say(format_args!("nvmemu: serving {}/cntrl", dir.display()));
+            nvmemu::say!("nvmemu: serving {}/cntrl", dir.display());
         }
         if let Some(addr) = args.tcp {
-            nvmemu::console::say(format_args!("nvmemu: serving NVMe/TCP on {addr}"));
+            nvmemu::say!("nvmemu: serving NVMe/TCP on {addr}");
         }
         for line in backing_lines(served.handler.as_ref()) {
-            nvmemu::console::say(format_args!("nvmemu: {line}"));
+            nvmemu::say!("nvmemu: {line}");
         }
         let rpc_socket = match RpcSocket::bind(&rpc_path, rpc_access) {
             Ok(socket) => socket,
@@ -511,7 +511,7 @@ pub fn run(args: &ServeArgs, log: Option<LogControl>) -> Result<()> {
                 return Err(anyhow::Error::new(e).context(RPC_SOCKET_ERROR));
             }
         };
-        nvmemu::console::say(format_args!("nvmemu: JSON-RPC on {}", rpc_path.display()));
+        nvmemu::say!("nvmemu: JSON-RPC on {}", rpc_path.display());
         let handler: Arc<dyn Handler + Send + Sync> = served.handler.clone();
         let rpc = nvmemu_rpc::serve_on(rpc_socket, handler, stop.clone(), &Limits::default());
         drop(served.handler);

@@ -84,7 +84,7 @@ pub fn install(stop: &Arc<AtomicBool>) -> Result<()> {
                 STOPPED_BY.store(sig, Ordering::Relaxed);
                 // Relaxed: the jobs poll the flag; nothing else is published with it.
                 stop.store(true, Ordering::Relaxed);
-                nvmemu::console::say(format_args!("nvmemu: {}: stopping the run", name(sig)));
+                nvmemu::say!("nvmemu: {}: stopping the run", name(sig));
                 let _ = std::thread::Builder::new()
                     .name("nvmemu-stop-grace".into())
                     .spawn(move || {
@@ -98,11 +98,11 @@ pub fn install(stop: &Arc<AtomicBool>) -> Result<()> {
 }
 
 fn force_exit(sig: i32) -> ! {
-    nvmemu::console::say(format_args!(
+    nvmemu::say!(
         "nvmemu: the run did not stop within {} s of {} (is the server answering?); exiting",
         STOP_GRACE.as_secs(),
         name(sig)
-    ));
+    );
     let dirs = TEMP_DIRS.lock().map(|d| d.clone()).unwrap_or_default();
     for d in dirs {
         let _ = std::fs::remove_dir_all(d);

@@ -80,11 +80,11 @@ pub fn run(args: &BenchArgs, opts: &mut BenchOptions, stop: Arc<AtomicBool>) -> 
         cmp.probe.push(p);
         cmp.real.push(RunSummary::from_result(&r));
         if !json {
-            nvmemu::console::say(format_args!(
+            nvmemu::say!(
                 "run {i}: probe {:.0} ops/s, real {:.0} IOPS",
                 p.ops_per_sec(),
                 cmp.real.last().map_or(0.0, |r| r.iops)
-            ));
+            );
         }
     }
     if json {

@@ -63,7 +63,7 @@ pub fn run_embedded(
         lead_cpus,
     );
     if let Some(w) = &placement.warning {
-        nvmemu::console::say(format_args!("nvmemu: {w}"));
+        nvmemu::say!("nvmemu: {w}");
     }
     let tracing = trace.then(|| Tracing::new(plan));
     let target = EmbeddedTarget::start_with(

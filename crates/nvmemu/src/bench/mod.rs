@@ -98,7 +98,7 @@ fn warn_shared_cpus(args: &BenchArgs, plan: &RunPlan) {
             }
         };
         if let Some(w) = shared_cpus_warning(threads, &job_cpus) {
-            nvmemu::console::say(format_args!("nvmemu: {w}"));
+            nvmemu::say!("nvmemu: {w}");
             return;
         }
     }
@@ -121,7 +121,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .map(|j| j.args.clone())
         .context("no jobs to run")?;
     for note in notes(&mut lead, &plan)? {
-        nvmemu::console::say(format_args!("nvmemu: {note}"));
+        nvmemu::say!("nvmemu: {note}");
     }
     for j in plan.jobs() {
         check_inputs(&lead, &j.args.opts)?;

@@ -44,13 +44,13 @@ pub(super) fn numa_node(numa_id: i32, default_node: Option<u32>) -> Result<Optio
 fn create_malloc(n: &NewBdev, backing: MallocBacking) -> Result<Bdev, BdevError> {
     let started = std::time::Instant::now();
     let progress = |p: Progress| {
-        crate::console::say(format_args!(
+        crate::say!(
             "nvmemu: bdev {}: {} of {} backed ({:.0} s)",
             n.name,
             ByteSize(p.done),
             ByteSize(p.total),
             p.elapsed.as_secs_f64()
-        ));
+        );
     };
     let b = Bdev::malloc_on_node(
         &n.name,
@@ -62,12 +62,12 @@ fn create_malloc(n: &NewBdev, backing: MallocBacking) -> Result<Bdev, BdevError>
     )?;
     let took = started.elapsed();
     if took >= PROGRESS_INTERVAL {
-        crate::console::say(format_args!(
+        crate::say!(
             "nvmemu: bdev {}: {} backed in {:.1} s",
             n.name,
             ByteSize(b.size_bytes()),
             took.as_secs_f64()
-        ));
+        );
     }
     Ok(b)
 }
