@@ -203,3 +203,22 @@ fn half_sent_connections_and_a_huge_batch_do_not_lock_out_a_fresh_client() {
     );
     s.kill();
 }
+
+/// `nvmemu rpc`'s error line into a standard error whose reader has gone is lost; the
+/// command still ends with status 1 (`eprintln!` aborted it).
+#[test]
+fn rpc_error_with_a_closed_standard_error_still_exits_with_status_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(BIN)
+        .arg("rpc")
+        .arg("-s")
+        .arg(dir.path().join("no-server.sock"))
+        .arg("spdk_get_version")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nvmemu rpc runs");
+    drop(child.stderr.take());
+    let out = child.wait_with_output().expect("nvmemu rpc ends");
+    assert_eq!(out.status.code(), Some(1), "{:?}", out.status);
+}

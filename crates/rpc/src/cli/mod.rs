@@ -61,7 +61,8 @@ pub fn run(args: &RpcArgs) -> i32 {
         Ok(()) => 0,
         Err(msg) => {
             let _ = out.flush();
-            eprintln!("{msg}");
+            // Lost if stderr's reader has gone (`eprintln!` would panic); the status still says it.
+            let _ = writeln!(std::io::stderr().lock(), "{msg}");
             1
         }
     }
