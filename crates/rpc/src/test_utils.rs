@@ -337,6 +337,7 @@ impl FakeHandler {
                     disable_mappable_bar0: false,
                     disable_adaptive_irq: false,
                     disable_shadow_doorbells: false,
+                    c2h_success: None,
                 })
                 .collect::<Vec<_>>(),
         )

@@ -30,6 +30,11 @@ pub struct TcpOptions {
     pub stall_timeout: Duration,
     /// Most connections open at once; more are accepted and closed at once.
     pub max_connections: usize,
+    /// SPDK's `c2h_success` (on unless `-o`): a successful read's C2HData carries SUCCESS
+    /// and no response capsule follows, whether or not the host disabled SQ flow control,
+    /// as SPDK's target does. Off, SUCCESS is used only where TP 8000 allows it: on the
+    /// queues of a host that disabled SQ flow control.
+    pub c2h_success: bool,
 }
 
 impl Default for TcpOptions {
@@ -43,6 +48,7 @@ impl Default for TcpOptions {
             max_aq_depth: 128,
             stall_timeout: Duration::from_secs(5),
             max_connections: 16_384,
+            c2h_success: true,
         }
     }
 }

@@ -178,6 +178,7 @@ impl PollGroup {
         }
         let entries = u32::from(sqsize) + 1;
         let slot_bytes = self.opts.slot_bytes();
+        let c2h_success = sqfc_off || self.opts.c2h_success;
         if qid == 0 {
             if d.cntlid != DYNAMIC_CNTLID {
                 return Err(bad_data_field(connect_offsets::CNTLID));
@@ -204,7 +205,7 @@ impl PollGroup {
             tracing::info!(cntlid, subnqn = %d.subnqn, peer = %conn.peer, "NVMe/TCP controller created");
             conn.state = ConnState::Queue {
                 cntlid,
-                q: Box::new(QueueIo::new(mem, sqfc_off)),
+                q: Box::new(QueueIo::new(mem, c2h_success)),
             };
             return Ok(cntlid);
         }
@@ -239,7 +240,7 @@ impl PollGroup {
         c.touch(now);
         conn.state = ConnState::Queue {
             cntlid: d.cntlid,
-            q: Box::new(QueueIo::new(mem, sqfc_off)),
+            q: Box::new(QueueIo::new(mem, c2h_success)),
         };
         Ok(d.cntlid)
     }

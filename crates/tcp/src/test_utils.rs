@@ -32,6 +32,19 @@ impl Pdu {
         assert_eq!(self.ty, 0x05, "a response capsule: {self:?}");
         Cqe::read_from_bytes(&self.header).unwrap()
     }
+
+    /// The CID of the command this PDU completes: a response capsule's, or a C2HData's
+    /// that carries SUCCESS (no response capsule follows it).
+    pub fn completes(&self) -> Option<u16> {
+        const SUCCESS: u8 = 0x08;
+        match self.ty {
+            0x05 => Some(self.cqe().cid),
+            0x07 if self.flags & SUCCESS != 0 => {
+                Some(u16::from_le_bytes([self.header[0], self.header[1]]))
+            }
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug)]

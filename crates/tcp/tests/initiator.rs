@@ -87,7 +87,13 @@ fn writes_and_reads_back_every_size_with_digests() {
 
 #[test]
 fn io_queues_disable_sq_flow_control_so_reads_complete_with_success_in_c2h_data() {
-    let (_t, addr, _) = target(TcpOptions::default());
+    // With `c2h_success` off the target uses SUCCESS only because the host disabled SQ
+    // flow control (`c2h_success.rs` has the rest).
+    let opts = TcpOptions {
+        c2h_success: false,
+        ..TcpOptions::default()
+    };
+    let (_t, addr, _) = target(opts);
     let mut c = HostController::connect(addr, NQN, host(), Duration::ZERO, options(false)).unwrap();
     let icd = in_capsule_max(&mut c);
     let mut q = c.connect_io_queue(1, 32, icd).unwrap();

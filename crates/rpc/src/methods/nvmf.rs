@@ -44,6 +44,10 @@ pub struct NvmfCreateTransportParams {
     /// Use zero-copy operations.
     #[serde(default)]
     pub zcopy: bool,
+    /// TCP: a successful read's C2HData carries SUCCESS in place of a response capsule
+    /// (SPDK's default: on).
+    #[serde(default)]
+    pub c2h_success: Option<bool>,
     /// Abort execution timeout, seconds.
     #[serde(default)]
     pub abort_timeout_sec: Option<u32>,
@@ -336,6 +340,9 @@ pub struct TransportInfo {
     pub disable_mappable_bar0: bool,
     pub disable_adaptive_irq: bool,
     pub disable_shadow_doorbells: bool,
+    /// TCP's; absent for VFIOUSER, as SPDK lists it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c2h_success: Option<bool>,
 }
 
 /// One element of the `nvmf_get_subsystems` result.

@@ -65,21 +65,21 @@ pub(crate) struct QueueIo {
     free: Vec<u16>,
     /// SQHD of the last completion, for responses made here.
     sq_head: u16,
-    /// The host disabled SQ flow control: C2HData may carry SUCCESS instead of a response.
-    sqfc_off: bool,
+    /// A successful read's C2HData carries SUCCESS in place of a response capsule.
+    c2h_success: bool,
     /// Read data waiting to go out from the slots, between the send buffer's PDUs.
     pub(crate) sendq: SendQueue,
 }
 
 impl QueueIo {
-    pub(crate) fn new(mem: QueueMem, sqfc_off: bool) -> QueueIo {
+    pub(crate) fn new(mem: QueueMem, c2h_success: bool) -> QueueIo {
         let n = u16::try_from(mem.entries).unwrap_or(u16::MAX);
         QueueIo {
             mem,
             slots: vec![Slot::Free; usize::from(n)].into_boxed_slice(),
             free: (0..n).rev().collect(),
             sq_head: 0,
-            sqfc_off,
+            c2h_success,
             sendq: SendQueue::with_capacity(usize::from(n)),
         }
     }

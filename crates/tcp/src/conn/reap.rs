@@ -24,7 +24,7 @@ impl Conn {
             slots,
             free,
             sq_head,
-            sqfc_off,
+            c2h_success,
             sendq,
             ..
         } = &mut **q;
@@ -32,7 +32,7 @@ impl Conn {
         if next.is_none() {
             return 0;
         }
-        let hdrs = pdu::ReadHeaders::new(&neg, *sqfc_off);
+        let hdrs = pdu::ReadHeaders::new(&neg, *c2h_success);
         let resp_len = hdrs.resp_plen();
         let mut done = 0;
         while let Some(mut cqe) = next {
@@ -51,7 +51,7 @@ impl Conn {
             };
             let ok = cqe.status().is_success();
             let send_data = read && ok && len > 0;
-            let success_flag = send_data && *sqfc_off;
+            let success_flag = send_data && *c2h_success;
             let need = if send_data {
                 hdrs.data_plen(len as usize)
             } else {

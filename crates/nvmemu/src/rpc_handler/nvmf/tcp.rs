@@ -46,7 +46,8 @@ fn small(v: u32) -> u16 {
 }
 
 /// `nvmf_create_transport -t TCP [-u io_unit_size] [-q max_queue_depth]
-/// [-m max_io_qpairs_per_ctrlr] [-c in_capsule_data_size] [-i max_io_size] [-a max_aq_depth]`:
+/// [-m max_io_qpairs_per_ctrlr] [-c in_capsule_data_size] [-i max_io_size] [-a max_aq_depth]
+/// [-o (c2h_success off)]`:
 /// one poll group pinned to each of `cores` (none: one unpinned group).
 pub(crate) fn create_transport(
     st: &mut State,
@@ -87,6 +88,7 @@ pub(crate) fn create_transport(
             2,
             d.max_aq_depth.into(),
         )?),
+        c2h_success: p.c2h_success.unwrap_or(d.c2h_success),
         ..d
     };
     let cores: Vec<Option<usize>> = cores.iter().copied().map(Some).collect();
@@ -135,6 +137,7 @@ pub(crate) fn transport_info(t: &TcpTransport) -> TransportInfo {
         disable_mappable_bar0: false,
         disable_adaptive_irq: false,
         disable_shadow_doorbells: false,
+        c2h_success: Some(o.c2h_success),
     }
 }
 

@@ -98,6 +98,7 @@ pub(super) fn transport_info(t: &Transport) -> TransportInfo {
         disable_mappable_bar0: p.disable_mappable_bar0,
         disable_adaptive_irq: p.disable_adaptive_irq,
         disable_shadow_doorbells: p.disable_shadow_doorbells,
+        c2h_success: None,
     }
 }
 

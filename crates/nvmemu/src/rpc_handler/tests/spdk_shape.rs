@@ -279,3 +279,22 @@ fn a_bdevs_uuid_is_its_alias() {
         -19
     );
 }
+
+#[test]
+fn tcp_transport_takes_spdks_c2h_success_on_by_default_and_off_when_asked() {
+    let listed = |params: Value| {
+        let (h, _) = handler();
+        call(&h, "nvmf_create_transport", params).unwrap();
+        let t = call(&h, "nvmf_get_transports", json!({"trtype": "TCP"})).unwrap();
+        let saved = dispatch(&h, Request::SaveConfig).unwrap();
+        let recorded = saved_call(&saved, "nvmf_create_transport");
+        (t[0]["c2h_success"].clone(), recorded["c2h_success"].clone())
+    };
+    let on = json!(true);
+    assert_eq!(listed(json!({"trtype": "TCP"})), (on.clone(), on));
+    let off = json!(false);
+    assert_eq!(
+        listed(json!({"trtype": "TCP", "c2h_success": false})),
+        (off.clone(), off)
+    );
+}
