@@ -22,6 +22,14 @@ use nvmemu_mem::{MemError, MmapRegion, SendPieces};
 
 use crate::buffers::ByteBuf;
 
+/// Most bytes one `sendmsg` offers when more are queued, ending at a PDU: below the 64 KiB
+/// Linux puts into one TCP segment over loopback (its MSS there is 65,483 bytes over IPv4),
+/// so each segment the host receives ends where a PDU does. A host that stops reading at a
+/// partial PDU (SPDK's initiator reads its socket into a 32,960-byte buffer and stops at
+/// one) then finds whole PDUs at the end of what arrived, and drains its socket in one go
+/// instead of a buffer at a time. A single larger PDU still goes in one call.
+pub(crate) const SEND_BUDGET: usize = 65_280;
+
 /// A command's data that goes out after `before` more bytes of the send buffer.
 #[derive(Debug)]
 struct Splice {
@@ -127,10 +135,11 @@ impl SendQueue {
         Ok(())
     }
 
-    /// Send what the socket takes, `send` being one vectored send; `release` gets each
-    /// slot whose data is fully sent, with its record if the data was sent in place (to
-    /// give back to the controller). Returns the bytes sent; stops when `send` takes less
-    /// than it was given (WouldBlock counts as zero) or all is sent.
+    /// Send what the socket takes, `send` being one vectored send of at most
+    /// [`SEND_BUDGET`] bytes unless one PDU is larger; `release` gets each slot whose data
+    /// is fully sent, with its record if the data was sent in place (to give back to the
+    /// controller). Returns the bytes sent; stops when `send` takes less than it was given
+    /// (WouldBlock counts as zero) or all is sent.
     pub(crate) fn drain(
         &mut self,
         tx: &mut ByteBuf,
@@ -141,7 +150,7 @@ impl SendQueue {
         let mut total = 0;
         loop {
             let mut pieces = SendPieces::new();
-            let offered = self.pieces(tx.data(), region, &mut pieces)?;
+            let (offered, all) = self.pieces(tx.data(), region, &mut pieces)?;
             if offered == 0 {
                 return Ok(total);
             }
@@ -152,48 +161,53 @@ impl SendQueue {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            // Only a full list can have left something out.
-            let more = pieces.is_full();
             self.advance(tx, n, &mut release);
             total += n;
-            if n < offered || !more {
+            if n < offered || all {
                 return Ok(total);
             }
         }
     }
 
-    /// Put the pieces to send next in `out`, in order, until it is full; returns their
-    /// byte count. A range out of its mapping's bounds is `InvalidInput`.
+    /// Put the pieces to send next in `out`, in order, until it is full or the next
+    /// splice would take the bytes past [`SEND_BUDGET`] (a splice's end is a PDU's);
+    /// returns their byte count and whether that is all there is. A range out of its
+    /// mapping's bounds is `InvalidInput`.
     #[inline]
     fn pieces<'a>(
         &'a self,
         data: &'a [u8],
         region: Option<&'a MmapRegion>,
         out: &mut SendPieces<'a>,
-    ) -> io::Result<usize> {
-        let mut offered = 0;
+    ) -> io::Result<(usize, bool)> {
+        let mut offered: usize = 0;
         let mut at = 0;
         let (a, b) = self.splices.as_slices();
         for s in a.iter().chain(b) {
+            let left = usize::try_from(s.left).unwrap_or(usize::MAX);
+            if offered > 0 && offered.saturating_add(s.before).saturating_add(left) > SEND_BUDGET {
+                return Ok((offered, false));
+            }
             let head = data.get(at..at + s.before).unwrap_or(&[]);
             at += s.before;
             if !out.push_bytes(head) {
-                return Ok(offered);
+                return Ok((offered, false));
             }
             offered += head.len();
             let Some(region) = s.in_place.as_ref().map_or(region, |r| Some(r.region())) else {
-                return Ok(offered);
+                return Ok((offered, false));
             };
             if !out.push_region(region, s.offset, s.left)? {
-                return Ok(offered);
+                return Ok((offered, false));
             }
-            offered += usize::try_from(s.left).unwrap_or(0);
+            offered += left;
         }
         let tail = data.get(at..).unwrap_or(&[]);
-        if out.push_bytes(tail) {
+        let all = out.push_bytes(tail);
+        if all {
             offered += tail.len();
         }
-        Ok(offered)
+        Ok((offered, all))
     }
 
     /// Account for `n` bytes sent from the front of the stream.
@@ -396,6 +410,51 @@ mod tests {
         assert_eq!(&sent[..8], b"HEADER..");
         assert_eq!(&sent[8..8 + 4096], &data[..]);
         assert_eq!(&sent[8 + 4096..], b"RESP");
+    }
+
+    #[test]
+    fn each_send_ends_at_a_pdu_within_the_budget_unless_one_pdu_is_larger() {
+        // Twenty 4 KiB reads (a 24-byte header before each), then one of 100 KiB.
+        let sizes: Vec<u64> = [4096; 20].into_iter().chain([100 * 1024]).collect();
+        let region = MmapRegion::anonymous(21 * 100 * 1024).unwrap();
+        let (mut tx, mut q) = (ByteBuf::new(1024), SendQueue::with_capacity(32));
+        let mut want = Vec::new();
+        let mut ends = vec![0];
+        for (slot, &len) in (0u16..).zip(&sizes) {
+            let off = u64::from(slot) * 100 * 1024;
+            let data: Vec<u8> = (0..len).map(|i| (i as u8) ^ (slot as u8)).collect();
+            region.copy_from(off, &data).unwrap();
+            tx.reserve(24).unwrap().fill(slot as u8);
+            tx.commit(24);
+            q.push(tx.len(), slot, (off, len), None);
+            want.extend_from_slice(&[slot as u8; 24]);
+            want.extend_from_slice(&data);
+            ends.push(want.len());
+        }
+        let mut sent = Vec::new();
+        let mut calls = Vec::new();
+        let mut released = 0;
+        q.drain(
+            &mut tx,
+            Some(&region),
+            |pieces| {
+                let all = pieces.to_vec();
+                calls.push(all.len());
+                sent.extend_from_slice(&all);
+                Ok(all.len())
+            },
+            |_, _| released += 1,
+        )
+        .unwrap();
+        assert_eq!(sent, want);
+        assert_eq!(released, sizes.len());
+        // 15 reads of 4,120 bytes fit the budget, the other 5 follow, then the large one.
+        assert_eq!(calls, [15 * 4120, 5 * 4120, 24 + 100 * 1024]);
+        let mut at = 0;
+        for n in calls {
+            at += n;
+            assert!(ends.contains(&at), "a send ended inside a PDU, at {at}");
+        }
     }
 
     #[test]
