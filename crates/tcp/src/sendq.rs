@@ -27,7 +27,9 @@ use crate::buffers::ByteBuf;
 /// so each segment the host receives ends where a PDU does. A host that stops reading at a
 /// partial PDU (SPDK's initiator reads its socket into a 32,960-byte buffer and stops at
 /// one) then finds whole PDUs at the end of what arrived, and drains its socket in one go
-/// instead of a buffer at a time. A single larger PDU still goes in one call.
+/// instead of a buffer at a time. A send that already holds more (a PDU larger than the
+/// budget) takes everything after it too: its segments cannot end at PDUs anyway, and a
+/// call per large PDU would end each in a short segment of its own.
 pub(crate) const SEND_BUDGET: usize = 65_280;
 
 /// A command's data that goes out after `before` more bytes of the send buffer.
@@ -170,7 +172,8 @@ impl SendQueue {
     }
 
     /// Put the pieces to send next in `out`, in order, until it is full or the next
-    /// splice would take the bytes past [`SEND_BUDGET`] (a splice's end is a PDU's);
+    /// splice would take the bytes past [`SEND_BUDGET`] from below (a splice's end is a
+    /// PDU's);
     /// returns their byte count and whether that is all there is. A range out of its
     /// mapping's bounds is `InvalidInput`.
     #[inline]
@@ -185,7 +188,10 @@ impl SendQueue {
         let (a, b) = self.splices.as_slices();
         for s in a.iter().chain(b) {
             let left = usize::try_from(s.left).unwrap_or(usize::MAX);
-            if offered > 0 && offered.saturating_add(s.before).saturating_add(left) > SEND_BUDGET {
+            if offered > 0
+                && offered <= SEND_BUDGET
+                && offered.saturating_add(s.before).saturating_add(left) > SEND_BUDGET
+            {
                 return Ok((offered, false));
             }
             let head = data.get(at..at + s.before).unwrap_or(&[]);
@@ -414,9 +420,12 @@ mod tests {
 
     #[test]
     fn each_send_ends_at_a_pdu_within_the_budget_unless_one_pdu_is_larger() {
-        // Twenty 4 KiB reads (a 24-byte header before each), then one of 100 KiB.
-        let sizes: Vec<u64> = [4096; 20].into_iter().chain([100 * 1024]).collect();
-        let region = MmapRegion::anonymous(21 * 100 * 1024).unwrap();
+        // Twenty 4 KiB reads (a 24-byte header before each), one of 100 KiB, two of 4 KiB.
+        let sizes: Vec<u64> = [4096; 20]
+            .into_iter()
+            .chain([100 * 1024, 4096, 4096])
+            .collect();
+        let region = MmapRegion::anonymous(23 * 100 * 1024).unwrap();
         let (mut tx, mut q) = (ByteBuf::new(1024), SendQueue::with_capacity(32));
         let mut want = Vec::new();
         let mut ends = vec![0];
@@ -448,8 +457,9 @@ mod tests {
         .unwrap();
         assert_eq!(sent, want);
         assert_eq!(released, sizes.len());
-        // 15 reads of 4,120 bytes fit the budget, the other 5 follow, then the large one.
-        assert_eq!(calls, [15 * 4120, 5 * 4120, 24 + 100 * 1024]);
+        // 15 reads of 4,120 bytes fit the budget, the other 5 follow, then the large one
+        // with what comes after it.
+        assert_eq!(calls, [15 * 4120, 5 * 4120, 24 + 100 * 1024 + 2 * 4120]);
         let mut at = 0;
         for n in calls {
             at += n;
