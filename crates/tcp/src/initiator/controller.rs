@@ -91,9 +91,9 @@ fn connect_queue(
     }
     data[256..256 + sub.len()].copy_from_slice(sub);
     data[512..512 + hn.len()].copy_from_slice(hn);
-    // I/O queues disable SQ flow control (CATTR bit 2, CDW11 bit 18), as SPDK's host
-    // does: the host never needs SQHD, and the target may then complete a read with the
-    // C2HData SUCCESS flag instead of a response capsule.
+    // I/O queues disable SQ flow control (CATTR bit 2, CDW11 bit 18; SPDK's and Linux's
+    // hosts keep it on unless asked): the host never needs SQHD, and any target may then
+    // complete a read with the C2HData SUCCESS flag instead of a response capsule.
     let cattr = if qid == 0 { 0 } else { DISABLE_SQ_FLOW_CONTROL };
     let sqe = Sqe {
         cdw10: u32::from(qid) << 16,
