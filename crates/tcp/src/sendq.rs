@@ -173,9 +173,8 @@ impl SendQueue {
 
     /// Put the pieces to send next in `out`, in order, until it is full or the next
     /// splice would take the bytes past [`SEND_BUDGET`] from below (a splice's end is a
-    /// PDU's);
-    /// returns their byte count and whether that is all there is. A range out of its
-    /// mapping's bounds is `InvalidInput`.
+    /// PDU's); returns their byte count and whether that is all there is. A range out of
+    /// its mapping's bounds is `InvalidInput`.
     #[inline]
     fn pieces<'a>(
         &'a self,
@@ -206,7 +205,7 @@ impl SendQueue {
             if !out.push_region(region, s.offset, s.left)? {
                 return Ok((offered, false));
             }
-            offered += left;
+            offered = offered.saturating_add(left);
         }
         let tail = data.get(at..).unwrap_or(&[]);
         let all = out.push_bytes(tail);
