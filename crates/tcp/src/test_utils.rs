@@ -36,10 +36,10 @@ impl Pdu {
     /// The CID of the command this PDU completes: a response capsule's, or a C2HData's
     /// that carries SUCCESS (no response capsule follows it).
     pub fn completes(&self) -> Option<u16> {
-        const SUCCESS: u8 = 0x08;
+        use crate::pdu::{flags, pdu_type};
         match self.ty {
-            0x05 => Some(self.cqe().cid),
-            0x07 if self.flags & SUCCESS != 0 => {
+            pdu_type::CAPSULE_RESP => Some(self.cqe().cid),
+            pdu_type::C2H_DATA if self.flags & flags::SUCCESS != 0 => {
                 Some(u16::from_le_bytes([self.header[0], self.header[1]]))
             }
             _ => None,

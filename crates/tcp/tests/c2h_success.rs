@@ -11,9 +11,7 @@ use std::io::Write;
 use common::*;
 use nvmemu_spec::Status;
 use nvmemu_tcp::TcpOptions;
-
-const LAST_PDU: u8 = 0x04;
-const SUCCESS: u8 = 0x08;
+use nvmemu_tcp::pdu::flags::{LAST_PDU, SUCCESS};
 
 /// Writes 4 KiB at LBA 0 over an I/O queue that keeps SQ flow control on (the test host's
 /// Connect leaves CATTR 0), reads it back with CID 7, and returns the PDUs that answer the
